@@ -1,0 +1,70 @@
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import type { SqlMigrationAwareDriverAdapterFactory } from '@prisma/driver-adapter-utils';
+import type { DatabaseConfig, Provider } from '../config.js';
+import { redactUrl } from '../config.js';
+import { AppError } from '../errors.js';
+import type { PrismaClient } from './generated/sqlite/client.js';
+
+// Both generated clients have the same models; the SQLite one's types stand for both.
+export type Db = PrismaClient;
+export type Tx = Parameters<Parameters<Db['$transaction']>[0]>[0];
+
+export interface Database {
+  readonly provider: Provider;
+  readonly prisma: Db;
+  readonly config: DatabaseConfig;
+  close(): Promise<void>;
+}
+
+export const SQLITE_BUSY_TIMEOUT_MS = 15_000;
+
+export async function createAdapterFactory(config: DatabaseConfig): Promise<SqlMigrationAwareDriverAdapterFactory> {
+  if (config.provider === 'sqlite') {
+    mkdirSync(dirname(config.url), { recursive: true, mode: 0o700 });
+    const { PrismaBetterSqlite3 } = await import('@prisma/adapter-better-sqlite3');
+    return new PrismaBetterSqlite3({ url: config.url, timeout: SQLITE_BUSY_TIMEOUT_MS });
+  }
+  const { PrismaPg } = await import('@prisma/adapter-pg');
+  return new PrismaPg({
+    connectionString: config.url,
+    max: config.poolSize,
+    connectionTimeoutMillis: 5_000,
+  });
+}
+
+export async function openDatabase(config: DatabaseConfig): Promise<Database> {
+  const adapter = await createAdapterFactory(config);
+  const { PrismaClient } =
+    config.provider === 'sqlite'
+      ? await import('./generated/sqlite/client.js')
+      : ((await import('./generated/postgresql/client.js')) as unknown as typeof import('./generated/sqlite/client.js'));
+  const prisma = new PrismaClient({ adapter: adapter as never }) as Db;
+  try {
+    if (config.provider === 'sqlite') {
+      // WAL lets a running server read while the CLI writes; the busy timeout makes writers queue.
+      await prisma.$queryRawUnsafe('PRAGMA journal_mode = WAL');
+      await prisma.$queryRawUnsafe('PRAGMA foreign_keys = ON');
+    } else {
+      await prisma.$queryRawUnsafe('SELECT 1');
+    }
+  } catch (error) {
+    await prisma.$disconnect().catch(() => {});
+    throw databaseUnavailable(config, error);
+  }
+  return {
+    provider: config.provider,
+    prisma,
+    config,
+    close: () => prisma.$disconnect(),
+  };
+}
+
+export function databaseUnavailable(config: DatabaseConfig, error: unknown): AppError {
+  const where = config.provider === 'sqlite' ? config.url : redactUrl(config.url);
+  const reason = error instanceof Error ? error.message.split('\n').filter(Boolean).pop() : String(error);
+  return new AppError('database_unavailable', `cannot open the ${config.provider} database at ${where}: ${reason}`, {
+    hint: 'check DATABASE_URL / --database-url, and that the database server is running',
+    cause: error,
+  });
+}

@@ -1,0 +1,172 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import type { SqlDriverAdapter, SqlMigrationAwareDriverAdapterFactory } from '@prisma/driver-adapter-utils';
+import type { DatabaseConfig, Provider } from '../config.js';
+import { AppError } from '../errors.js';
+import { createAdapterFactory, type Database } from './client.js';
+import { NO_FILTERS, openSchemaEngine, type MigrationList } from './schema-engine.js';
+
+const PRISMA_DIR = fileURLToPath(new URL('../../prisma/', import.meta.url));
+
+export function schemaPath(provider: Provider): string {
+  return join(PRISMA_DIR, provider, 'schema.prisma');
+}
+
+export function migrationsDir(provider: Provider): string {
+  return join(PRISMA_DIR, provider, 'migrations');
+}
+
+/** The committed history, in Prisma's folder layout, as the schema engine wants it. */
+export function committedMigrations(provider: Provider): MigrationList {
+  const baseDir = migrationsDir(provider);
+  const names = readdirSync(baseDir, { withFileTypes: true })
+    .filter((entry) => entry.isDirectory())
+    .map((entry) => entry.name)
+    .sort();
+  return {
+    baseDir,
+    lockfile: { path: 'migration_lock.toml', content: readFileSync(join(baseDir, 'migration_lock.toml'), 'utf8') },
+    shadowDbInitScript: '',
+    migrationDirectories: names.map((name) => ({
+      path: name,
+      migrationFile: {
+        path: 'migration.sql',
+        content: { tag: 'ok', value: readFileSync(join(baseDir, name, 'migration.sql'), 'utf8') },
+      },
+    })),
+  };
+}
+
+export interface MigrationStatus {
+  applied: string[];
+  pending: string[];
+  /** Applied to the database but unknown to this version of partnerctl (the database is newer). */
+  unknown: string[];
+  failed: string[];
+}
+
+export async function migrationStatus(db: Database): Promise<MigrationStatus> {
+  const committed = committedMigrations(db.provider).migrationDirectories.map((dir) => dir.path);
+  let rows: { migration_name: string; finished_at: unknown; rolled_back_at: unknown }[] = [];
+  try {
+    rows = await db.prisma.$queryRawUnsafe(
+      'SELECT migration_name, finished_at, rolled_back_at FROM _prisma_migrations',
+    );
+  } catch (error) {
+    if (!/no such table|does not exist/i.test(String((error as Error).message))) throw error;
+  }
+  const live = rows.filter((row) => row.rolled_back_at === null);
+  const applied = live.filter((row) => row.finished_at !== null).map((row) => row.migration_name);
+  const failed = live.filter((row) => row.finished_at === null).map((row) => row.migration_name);
+  return {
+    applied,
+    pending: committed.filter((name) => !applied.includes(name) && !failed.includes(name)),
+    unknown: applied.filter((name) => !committed.includes(name)),
+    failed,
+  };
+}
+
+/** Applies what is pending, holding a cross-process lock so that two first runs cannot race. */
+export async function applyMigrations(config: DatabaseConfig): Promise<string[]> {
+  const release = await takeMigrationLock(config);
+  try {
+    const adapters = await trackedAdapterFactory(config);
+    const path = schemaPath(config.provider);
+    const engine = await openSchemaEngine(path, readFileSync(path, 'utf8'), adapters.factory);
+    try {
+      const result = await engine.applyMigrations({
+        migrationsList: committedMigrations(config.provider),
+        filters: NO_FILTERS,
+      });
+      return result.appliedMigrationNames;
+    } finally {
+      engine.free();
+      await adapters.disposeAll();
+    }
+  } catch (error) {
+    if (error instanceof AppError) throw error;
+    throw new AppError('database_unavailable', `applying migrations failed: ${firstLine(error)}`, {
+      hint: "run 'partnerctl db status' to see the state of the history",
+      cause: error,
+    });
+  } finally {
+    await release();
+  }
+}
+
+/**
+ * Called by every command before it touches the data. The embedded SQLite default migrates itself on
+ * first use; a PostgreSQL database shared by several servers is migrated once, on purpose, by an operator.
+ */
+export async function ensureSchemaCurrent(db: Database): Promise<void> {
+  const status = await migrationStatus(db);
+  if (status.failed.length > 0) {
+    throw new AppError('schema_out_of_date', `migration ${status.failed[0]} failed earlier and was never finished`, {
+      hint: "inspect the database, then see 'partnerctl db status'",
+    });
+  }
+  if (status.pending.length === 0) return;
+  if (db.provider === 'sqlite') {
+    await applyMigrations(db.config);
+    return;
+  }
+  throw new AppError('schema_out_of_date', `the database has ${status.pending.length} pending migration(s)`, {
+    hint: "run 'partnerctl db migrate' once (it is not applied automatically on PostgreSQL)",
+  });
+}
+
+/**
+ * The engine does not close its connections when freed, and on SQLite it keeps the file locked: keep hold
+ * of every connection it opens and close them ourselves.
+ */
+export async function trackedAdapterFactory(config: DatabaseConfig) {
+  const inner = await createAdapterFactory(config);
+  const opened: SqlDriverAdapter[] = [];
+  const track = async (connection: Promise<SqlDriverAdapter>) => {
+    const adapter = await connection;
+    opened.push(adapter);
+    return adapter;
+  };
+  const factory: SqlMigrationAwareDriverAdapterFactory = {
+    provider: inner.provider,
+    adapterName: inner.adapterName,
+    connect: () => track(inner.connect()),
+    connectToShadowDb: () => track(inner.connectToShadowDb()),
+  };
+  return {
+    factory,
+    disposeAll: async () => {
+      await Promise.allSettled(opened.map((adapter) => adapter.dispose()));
+      // A pg adapter's pool outlives dispose() and would hold the process open for its idle timeout.
+      await Promise.allSettled(
+        opened.map((adapter) => (adapter as { underlyingDriver?: () => { end?: () => Promise<void> } }).underlyingDriver?.().end?.()),
+      );
+    },
+  };
+}
+
+async function takeMigrationLock(config: DatabaseConfig): Promise<() => Promise<void>> {
+  if (config.provider === 'sqlite') {
+    const { default: BetterSqlite3 } = await import('better-sqlite3');
+    const lock = new BetterSqlite3(`${config.url}.migrate-lock`, { timeout: 60_000 });
+    lock.exec('BEGIN EXCLUSIVE');
+    return async () => {
+      lock.exec('ROLLBACK');
+      lock.close();
+    };
+  }
+  const { default: pg } = await import('pg');
+  const client = new pg.Client({ connectionString: config.url });
+  await client.connect();
+  await client.query("SELECT pg_advisory_lock(hashtext('partnerctl:migrate'))");
+  return async () => {
+    await client.query("SELECT pg_advisory_unlock(hashtext('partnerctl:migrate'))").catch(() => {});
+    await client.end();
+  };
+}
+
+function firstLine(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  return message.split('\n').find((line) => line.trim() !== '') ?? message;
+}

@@ -1,0 +1,137 @@
+import type { Database } from '../db/client.js';
+import { AppError } from '../errors.js';
+import { isValidCompanyId } from './validation.js';
+import type { TokenClaims } from './tokens.js';
+
+export const DEFAULT_STALENESS_BOUND_MS = 1_000;
+export const DEFAULT_POLL_INTERVAL_MS = 250;
+
+/**
+ * What the data-request gate needs to know from the database, held in memory. Every mutation bumps the
+ * revision row; this polls it and forgets everything when it moves. A verdict is never older than the
+ * staleness bound: when the last confirmed poll is older than that, the gate checks the revision itself
+ * before answering, and fails closed (503) when the database cannot say.
+ */
+export class AccessState {
+  private revision: number | null = null;
+  private confirmedAt = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private inflight: Promise<void> | undefined;
+  private readonly partners = new Map<string, boolean>();
+  private readonly keyPairs = new Map<string, boolean>();
+  private readonly mappings = new Map<string, boolean>();
+
+  constructor(
+    private readonly db: Database,
+    private readonly options: { stalenessBoundMs?: number; pollIntervalMs?: number; maxEntries?: number; onPoll?: () => void } = {},
+  ) {}
+
+  get stalenessBoundMs(): number {
+    return this.options.stalenessBoundMs ?? DEFAULT_STALENESS_BOUND_MS;
+  }
+
+  start(): void {
+    const interval = this.options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
+    this.timer = setInterval(() => void this.refresh().catch(() => {}), interval);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  /** Reads the revision; on a change, drops every cached verdict. */
+  refresh(): Promise<void> {
+    this.inflight ??= (async () => {
+      try {
+        const startedAt = Date.now();
+        const row = await this.db.prisma.revision.findUnique({ where: { id: 1 }, select: { value: true } });
+        const value = row?.value ?? 0;
+        if (value !== this.revision) {
+          this.partners.clear();
+          this.keyPairs.clear();
+          this.mappings.clear();
+          this.revision = value;
+        }
+        this.confirmedAt = startedAt;
+        this.options.onPoll?.();
+      } finally {
+        this.inflight = undefined;
+      }
+    })();
+    return this.inflight;
+  }
+
+  private async fresh(): Promise<void> {
+    if (Date.now() - this.confirmedAt <= this.stalenessBoundMs) return;
+    try {
+      await this.refresh();
+    } catch (error) {
+      throw new AppError('database_unavailable', 'the service cannot check access right now', { cause: error });
+    }
+  }
+
+  private async cached(cache: Map<string, boolean>, key: string, load: () => Promise<boolean>): Promise<boolean> {
+    await this.fresh();
+    const known = cache.get(key);
+    if (known !== undefined) return known;
+    const revisionBefore = this.revision;
+    let value: boolean;
+    try {
+      value = await load();
+    } catch (error) {
+      throw new AppError('database_unavailable', 'the service cannot check access right now', { cause: error });
+    }
+    // Only remember an answer read under the revision it will be filed under.
+    if (revisionBefore === this.revision) {
+      if (cache.size >= (this.options.maxEntries ?? 200_000)) cache.clear();
+      cache.set(key, value);
+    }
+    return value;
+  }
+
+  partnerActive(partnerId: string): Promise<boolean> {
+    return this.cached(this.partners, partnerId, async () => {
+      const row = await this.db.prisma.partner.findUnique({ where: { id: partnerId }, select: { status: true } });
+      return row?.status === 'active';
+    });
+  }
+
+  /** Active and superseded pairs' tokens live out their lifetime; revoked pairs' tokens are refused. */
+  keyPairAccepted(keyPairId: string, partnerId: string): Promise<boolean> {
+    return this.cached(this.keyPairs, keyPairId, async () => {
+      const row = await this.db.prisma.keyPair.findUnique({
+        where: { id: keyPairId },
+        select: { status: true, partnerId: true },
+      });
+      return row !== null && row.partnerId === partnerId && row.status !== 'revoked';
+    });
+  }
+
+  isMapped(partnerId: string, companyId: string): Promise<boolean> {
+    return this.cached(this.mappings, `${partnerId}\u0000${companyId}`, async () => {
+      const row = await this.db.prisma.companyMapping.findUnique({
+        where: { partnerId_companyId: { partnerId, companyId } },
+        select: { partnerId: true },
+      });
+      return row !== null;
+    });
+  }
+
+  /**
+   * The gate behind a verified token: the partner must be active, the minting pair not revoked, and the
+   * company mapped. An unmapped company and one that does not exist are the same lookup and the same
+   * answer.
+   */
+  async authorize(claims: TokenClaims, companyId: unknown): Promise<void> {
+    if (!(await this.partnerActive(claims.partnerId))) {
+      throw new AppError('unauthorized', 'the token is no longer accepted');
+    }
+    if (claims.keyPairId !== null && !(await this.keyPairAccepted(claims.keyPairId, claims.partnerId))) {
+      throw new AppError('unauthorized', 'the token is no longer accepted');
+    }
+    if (!isValidCompanyId(companyId) || !(await this.isMapped(claims.partnerId, companyId))) {
+      throw new AppError('not_found', 'no such company');
+    }
+  }
+}

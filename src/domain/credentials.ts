@@ -1,0 +1,83 @@
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { Database } from '../db/client.js';
+import { AppError } from '../errors.js';
+import { ACCESS_KEY_PATTERN, newKeyMaterial } from './identifiers.js';
+import { hashSecret, verifySecret } from './secrets.js';
+import type { SigningKeys } from './signing-keys.js';
+import { mintToken, type MintedToken } from './tokens.js';
+
+const LAST_USED_WRITE_INTERVAL_MS = 60_000;
+const MAX_KEY_LENGTH = 256;
+
+function invalidCredentials(): AppError {
+  return new AppError('invalid_credentials', 'the access key and secret key are not valid');
+}
+
+/**
+ * Exchanges a key pair for a token. Every refusal looks the same and costs the same: an unknown access key
+ * still pays for one argon2 verification (against a hash of a random secret), and the pair's and
+ * partner's status are checked only after the secret, on every exchange.
+ *
+ * After a pair's first successful argon2 verification, an HMAC of its secret under a per-process random key
+ * is remembered; later exchanges compare against it in constant time instead of paying argon2 again. A
+ * presented secret that does not match it still goes through argon2, so a wrong secret costs the same as
+ * an unknown key.
+ */
+export class CredentialExchange {
+  private readonly digestKey = randomBytes(32);
+  private readonly digests = new Map<string, Buffer>();
+  private readonly lastUsedWrites = new Map<string, number>();
+  private dummyHash: Promise<string> | undefined;
+
+  constructor(
+    private readonly db: Database,
+    private readonly keys: SigningKeys,
+    private readonly maxCached = 100_000,
+  ) {}
+
+  /** Computes the decoy hash ahead of the first request. */
+  warmUp(): Promise<string> {
+    this.dummyHash ??= hashSecret(newKeyMaterial().secretKey);
+    return this.dummyHash;
+  }
+
+  async exchange(accessKey: string, secretKey: string): Promise<MintedToken & { keyPairId: string }> {
+    const wellFormed =
+      ACCESS_KEY_PATTERN.test(accessKey) && secretKey.length > 0 && secretKey.length <= MAX_KEY_LENGTH;
+    const pair = wellFormed
+      ? await this.db.prisma.keyPair.findUnique({
+          where: { accessKey },
+          select: { id: true, secretHash: true, status: true, lastUsedAt: true, partner: { select: { id: true, status: true } } },
+        })
+      : null;
+    if (!pair) {
+      await verifySecret(await this.warmUp(), secretKey.slice(0, MAX_KEY_LENGTH));
+      throw invalidCredentials();
+    }
+    if (!(await this.secretMatches(pair.id, pair.secretHash, secretKey))) throw invalidCredentials();
+    if (pair.status !== 'active' || pair.partner.status !== 'active') throw invalidCredentials();
+    await this.recordUse(pair.id, pair.lastUsedAt);
+    const minted = await mintToken(this.keys, { partnerId: pair.partner.id, keyPairId: pair.id });
+    return { ...minted, keyPairId: pair.id };
+  }
+
+  private async secretMatches(pairId: string, hash: string, secret: string): Promise<boolean> {
+    const presented = createHmac('sha256', this.digestKey).update(secret).digest();
+    const known = this.digests.get(pairId);
+    if (known && timingSafeEqual(known, presented)) return true;
+    if (!(await verifySecret(hash, secret))) return false;
+    if (this.digests.size >= this.maxCached) this.digests.clear();
+    this.digests.set(pairId, presented);
+    return true;
+  }
+
+  /** last_used_at is written at most once a minute per pair, so a busy partner does not queue writers. */
+  private async recordUse(pairId: string, stored: Date | null): Promise<void> {
+    const now = Date.now();
+    const last = Math.max(this.lastUsedWrites.get(pairId) ?? 0, stored?.getTime() ?? 0);
+    if (now - last < LAST_USED_WRITE_INTERVAL_MS) return;
+    this.lastUsedWrites.set(pairId, now);
+    if (this.lastUsedWrites.size > this.maxCached) this.lastUsedWrites.clear();
+    await this.db.prisma.keyPair.update({ where: { id: pairId }, data: { lastUsedAt: new Date(now) } }).catch(() => {});
+  }
+}

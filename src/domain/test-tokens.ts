@@ -1,0 +1,32 @@
+import type { Database } from '../db/client.js';
+import { AppError } from '../errors.js';
+import { findPartner } from './partners.js';
+import type { SigningKeys } from './signing-keys.js';
+import { mintToken, TOKEN_TTL_SECONDS, type MintedToken } from './tokens.js';
+import { mutate, type Actor } from './transactions.js';
+
+/** An operator's token for trying the API as a partner; it names no key pair, so rotations do not touch it. */
+export async function mintTestToken(
+  db: Database,
+  who: Actor,
+  keys: SigningKeys,
+  reference: string,
+  ttlSeconds: number = TOKEN_TTL_SECONDS,
+): Promise<MintedToken> {
+  if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1 || ttlSeconds > TOKEN_TTL_SECONDS) {
+    throw new AppError('invalid_argument', `--ttl must be a whole number of seconds from 1 to ${TOKEN_TTL_SECONDS}`);
+  }
+  return mutate<MintedToken>(db, who, async (tx) => {
+    const partner = await findPartner(tx, reference);
+    if (partner.status !== 'active') {
+      throw new AppError('partner_disabled', `partner '${partner.name}' is disabled`, {
+        hint: "'partnerctl enable-partner' first",
+      });
+    }
+    const minted = await mintToken(keys, { partnerId: partner.id, keyPairId: null }, ttlSeconds);
+    return {
+      result: minted,
+      audit: { action: 'token.test_minted', partnerId: partner.id, details: { jti: minted.claims.jti, ttl: ttlSeconds } },
+    };
+  });
+}

@@ -1,0 +1,125 @@
+import { randomUUID } from 'node:crypto';
+import { errors, jwtVerify, SignJWT } from 'jose';
+import { AppError } from '../errors.js';
+import { SIGNING_ALGORITHM, type SigningKeys } from './signing-keys.js';
+
+export const TOKEN_TTL_SECONDS = 900;
+export const TOKEN_ISSUER = 'partnerctl';
+export const TOKEN_AUDIENCE = 'partner-api/v1';
+const CLOCK_SKEW_SECONDS = 30;
+
+export interface TokenClaims {
+  partnerId: string;
+  /** The key pair that minted it; null for an operator's test token. */
+  keyPairId: string | null;
+  test: boolean;
+  jti: string;
+  /** Expiry, seconds since the epoch. */
+  exp: number;
+}
+
+export interface MintedToken {
+  accessToken: string;
+  expiresIn: number;
+  claims: TokenClaims;
+}
+
+export async function mintToken(
+  keys: SigningKeys,
+  subject: { partnerId: string; keyPairId: string | null },
+  ttlSeconds = TOKEN_TTL_SECONDS,
+): Promise<MintedToken> {
+  const { kid, key } = keys.current();
+  const iat = Math.floor(Date.now() / 1000);
+  const jti = randomUUID();
+  const test = subject.keyPairId === null;
+  const payload = test ? { test: true } : { kp: subject.keyPairId };
+  const accessToken = await new SignJWT(payload)
+    .setProtectedHeader({ alg: SIGNING_ALGORITHM, kid, typ: 'JWT' })
+    .setIssuer(TOKEN_ISSUER)
+    .setAudience(TOKEN_AUDIENCE)
+    .setSubject(subject.partnerId)
+    .setJti(jti)
+    .setIssuedAt(iat)
+    .setExpirationTime(iat + ttlSeconds)
+    .sign(key);
+  return {
+    accessToken,
+    expiresIn: ttlSeconds,
+    claims: { partnerId: subject.partnerId, keyPairId: subject.keyPairId, test, jti, exp: iat + ttlSeconds },
+  };
+}
+
+function refused(reason: string): AppError {
+  return new AppError('unauthorized', reason);
+}
+
+/**
+ * Verifies signature, algorithm, issuer, audience and lifetime. Verified tokens are remembered until they
+ * expire, so a client's repeated requests pay for the signature check once.
+ */
+export class TokenVerifier {
+  private readonly verified = new Map<string, TokenClaims>();
+
+  constructor(
+    private readonly keys: SigningKeys,
+    private readonly maxCached = 100_000,
+  ) {}
+
+  /** Call when the key file may have changed: cached verdicts are dropped. */
+  keysChanged(): void {
+    this.verified.clear();
+  }
+
+  async verify(token: string): Promise<TokenClaims> {
+    const nowSeconds = Date.now() / 1000;
+    const cached = this.verified.get(token);
+    if (cached) {
+      if (cached.exp > nowSeconds) return cached;
+      this.verified.delete(token);
+    }
+    const claims = await this.verifyUncached(token, nowSeconds);
+    if (this.verified.size >= this.maxCached) this.evictExpired(nowSeconds);
+    if (this.verified.size < this.maxCached) this.verified.set(token, claims);
+    return claims;
+  }
+
+  private async verifyUncached(token: string, nowSeconds: number): Promise<TokenClaims> {
+    let payload;
+    try {
+      ({ payload } = await jwtVerify(
+        token,
+        (header) => {
+          const key = this.keys.verificationKey(header.kid);
+          if (!key) throw refused('the token was signed by an unknown or retired key');
+          return key;
+        },
+        {
+          algorithms: [SIGNING_ALGORITHM],
+          issuer: TOKEN_ISSUER,
+          audience: TOKEN_AUDIENCE,
+          requiredClaims: ['sub', 'jti', 'iat', 'exp'],
+          typ: 'JWT',
+        },
+      ));
+    } catch (error) {
+      if (error instanceof AppError) throw error;
+      if (error instanceof errors.JWTExpired) throw refused('the token has expired');
+      throw refused('the token is not valid');
+    }
+    const { sub, jti, iat, exp, kp, test } = payload as Record<string, unknown>;
+    if (typeof sub !== 'string' || typeof jti !== 'string' || typeof iat !== 'number' || typeof exp !== 'number') {
+      throw refused('the token is not valid');
+    }
+    if (iat > nowSeconds + CLOCK_SKEW_SECONDS || exp - iat > TOKEN_TTL_SECONDS) {
+      throw refused('the token is not valid');
+    }
+    const isTest = test === true && kp === undefined;
+    if (!isTest && typeof kp !== 'string') throw refused('the token is not valid');
+    return { partnerId: sub, keyPairId: isTest ? null : (kp as string), test: isTest, jti, exp };
+  }
+
+  private evictExpired(nowSeconds: number): void {
+    for (const [token, claims] of this.verified) if (claims.exp <= nowSeconds) this.verified.delete(token);
+  }
+}

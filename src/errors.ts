@@ -1,0 +1,70 @@
+// One table of stable error codes: each maps to an HTTP status (for serve) and an exit code (for the CLI).
+// Only the CLI entry point and the HTTP error handler turn an AppError into an exit code or a response.
+
+export const EXIT = {
+  ok: 0,
+  error: 1,
+  usage: 2,
+  notFound: 3,
+  conflict: 4,
+  unavailable: 5,
+  cancelled: 130,
+} as const;
+
+const CODES = {
+  invalid_argument: { status: 400, exit: EXIT.usage },
+  missing_argument: { status: 400, exit: EXIT.usage },
+  confirmation_required: { status: 400, exit: EXIT.usage },
+  invalid_request: { status: 400, exit: EXIT.usage },
+  invalid_credentials: { status: 401, exit: EXIT.error },
+  unauthorized: { status: 401, exit: EXIT.error },
+  not_found: { status: 404, exit: EXIT.notFound },
+  partner_not_found: { status: 404, exit: EXIT.notFound },
+  method_not_allowed: { status: 405, exit: EXIT.error },
+  active_key_pair_exists: { status: 409, exit: EXIT.conflict },
+  no_active_key_pair: { status: 409, exit: EXIT.conflict },
+  partner_exists: { status: 409, exit: EXIT.conflict },
+  partner_disabled: { status: 409, exit: EXIT.conflict },
+  concurrent_update: { status: 409, exit: EXIT.conflict },
+  payload_too_large: { status: 413, exit: EXIT.error },
+  unsupported_media_type: { status: 415, exit: EXIT.error },
+  rate_limited: { status: 429, exit: EXIT.error },
+  cancelled: { status: 400, exit: EXIT.cancelled },
+  internal_error: { status: 500, exit: EXIT.error },
+  bad_gateway: { status: 502, exit: EXIT.unavailable },
+  upstream_unavailable: { status: 503, exit: EXIT.unavailable },
+  database_unavailable: { status: 503, exit: EXIT.unavailable },
+  schema_out_of_date: { status: 503, exit: EXIT.unavailable },
+  signing_key_unavailable: { status: 503, exit: EXIT.unavailable },
+  upstream_timeout: { status: 504, exit: EXIT.unavailable },
+} as const satisfies Record<string, { status: number; exit: number }>;
+
+export type ErrorCode = keyof typeof CODES;
+
+export class AppError extends Error {
+  readonly code: ErrorCode;
+  readonly hint: string | undefined;
+
+  constructor(code: ErrorCode, message: string, options: { hint?: string; cause?: unknown } = {}) {
+    super(message, { cause: options.cause });
+    this.name = 'AppError';
+    this.code = code;
+    this.hint = options.hint;
+  }
+
+  get status(): number {
+    return CODES[this.code].status;
+  }
+
+  get exitCode(): number {
+    return CODES[this.code].exit;
+  }
+}
+
+export function statusOf(code: ErrorCode): number {
+  return CODES[code].status;
+}
+
+export function isAppError(error: unknown): error is AppError {
+  return error instanceof AppError;
+}

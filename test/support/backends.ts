@@ -1,0 +1,85 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { inject } from 'vitest';
+import { resolveDatabase, type Provider } from '../../src/config.js';
+import { openDatabase, type Database } from '../../src/db/client.js';
+import { applyMigrations } from '../../src/db/migrate.js';
+
+/**
+ * The backends a parametrised suite runs against: SQLite always, PostgreSQL when the server answered in
+ * global setup (otherwise its suites are reported as skipped, with the reason printed once).
+ */
+export const BACKENDS: readonly Provider[] = ['sqlite', 'postgresql'];
+
+export function backendAvailable(provider: Provider): boolean {
+  return provider === 'sqlite' || inject('postgresAdminUrl') !== null;
+}
+
+export interface TestBackend {
+  provider: Provider;
+  /** DATABASE_URL for this backend's fresh database. */
+  url: string;
+  /** A folder of its own, for key files and the like. */
+  dir: string;
+  /** Environment for spawning the CLI or the server against it. */
+  env: NodeJS.ProcessEnv;
+  dispose(): Promise<void>;
+}
+
+/** A fresh, empty database of the given kind (not migrated). */
+export async function createBackend(provider: Provider): Promise<TestBackend> {
+  const dir = mkdtempSync(join(tmpdir(), 'partnerctl-test-'));
+  const baseEnv = {
+    ...process.env,
+    XDG_DATA_HOME: join(dir, 'xdg'),
+    PARTNERCTL_SIGNING_KEY_FILE: join(dir, 'signing-keys.json'),
+    PARTNERCTL_ACTOR: 'test-runner',
+    NO_COLOR: '1',
+  };
+  if (provider === 'sqlite') {
+    const url = `file:${join(dir, 'partnerctl.db')}`;
+    return {
+      provider,
+      url,
+      dir,
+      env: { ...baseEnv, DATABASE_URL: url },
+      dispose: async () => rmSync(dir, { recursive: true, force: true }),
+    };
+  }
+  const adminUrl = inject('postgresAdminUrl');
+  if (!adminUrl) throw new Error('PostgreSQL is not reachable; guard the suite with backendAvailable()');
+  const name = `partnerctl_test_${process.pid}_${randomBytes(4).toString('hex')}`;
+  await adminQuery(adminUrl, `CREATE DATABASE ${name}`);
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  return {
+    provider,
+    url: url.toString(),
+    dir,
+    env: { ...baseEnv, DATABASE_URL: url.toString() },
+    dispose: async () => {
+      await adminQuery(adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function adminQuery(adminUrl: string, sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+/** A fresh database with the committed migrations applied, opened through the app's own factory. */
+export async function openMigrated(backend: TestBackend): Promise<Database> {
+  const config = resolveDatabase(backend.url, {});
+  await applyMigrations(config);
+  return openDatabase(config);
+}
