@@ -96,21 +96,19 @@ export async function applyMigrations(config: DatabaseConfig): Promise<string[]>
 }
 
 /**
- * Called by every command before it touches the data. The embedded SQLite default migrates itself on
- * first use; a PostgreSQL database shared by several servers is migrated once, on purpose, by an operator.
+ * Checked by every command before it touches the data. Returns true when the embedded SQLite default has
+ * migrations to apply (it migrates itself on first use); a PostgreSQL database shared by several servers
+ * is migrated once, on purpose, by an operator, so pending migrations there are an error.
  */
-export async function ensureSchemaCurrent(db: Database): Promise<void> {
+export async function needsSelfMigration(db: Database): Promise<boolean> {
   const status = await migrationStatus(db);
   if (status.failed.length > 0) {
     throw new AppError('schema_out_of_date', `migration ${status.failed[0]} failed earlier and was never finished`, {
       hint: "inspect the database, then see 'partnerctl db status'",
     });
   }
-  if (status.pending.length === 0) return;
-  if (db.provider === 'sqlite') {
-    await applyMigrations(db.config);
-    return;
-  }
+  if (status.pending.length === 0) return false;
+  if (db.provider === 'sqlite') return true;
   throw new AppError('schema_out_of_date', `the database has ${status.pending.length} pending migration(s)`, {
     hint: "run 'partnerctl db migrate' once (it is not applied automatically on PostgreSQL)",
   });

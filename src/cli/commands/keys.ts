@@ -1,0 +1,115 @@
+import { issueKeyPair, revokeKeyPair, rotateKeyPair, type IssuedKeyPair } from '../../domain/key-pairs.js';
+import { SigningKeys } from '../../domain/signing-keys.js';
+import { mintTestToken } from '../../domain/test-tokens.js';
+import { AppError } from '../../errors.js';
+import type { Output } from '../output.js';
+import { confirmDestructive } from '../prompts.js';
+import type { Session } from '../session.js';
+import { resolvePartnerArgument } from './partners.js';
+
+async function showNewSecret(out: Output, title: string, issued: IssuedKeyPair, extra: [string, string][] = []) {
+  const chalk = await out.chalk();
+  out.line(title);
+  out.line(
+    await out.fields([
+      ['partner', `${issued.partner.name} (${issued.partner.id})`],
+      ['key pair id', issued.keyPairId],
+      ...extra,
+      ['access key', issued.accessKey],
+      ['secret key', chalk.bold(issued.secretKey)],
+    ]),
+  );
+  out.line();
+  out.line(chalk.yellow('The secret key is shown once, now, and never again: store it now (only its hash is kept).'));
+}
+
+export async function runIssueKeys(session: Session, out: Output, partnerArgument: string | undefined): Promise<void> {
+  const reference = await resolvePartnerArgument(session, partnerArgument);
+  const db = await session.db();
+  const issued = await issueKeyPair(db, session.who, reference);
+  if (out.json) {
+    out.emitJson({
+      partner_id: issued.partner.id,
+      key_pair_id: issued.keyPairId,
+      access_key: issued.accessKey,
+      secret_key: issued.secretKey,
+    });
+    return;
+  }
+  await showNewSecret(out, 'Issued a new key pair.', issued);
+}
+
+export async function runRotateKeys(
+  session: Session,
+  out: Output,
+  partnerArgument: string | undefined,
+  options: { revokeIssuedTokens?: boolean },
+): Promise<void> {
+  const reference = await resolvePartnerArgument(session, partnerArgument);
+  if (options.revokeIssuedTokens) {
+    await confirmDestructive(
+      session,
+      `Rotate the keys of '${reference}' and refuse every token the old pair minted, at once`,
+    );
+  }
+  const db = await session.db();
+  const rotated = await rotateKeyPair(db, session.who, reference, options);
+  if (out.json) {
+    out.emitJson({
+      partner_id: rotated.partner.id,
+      key_pair_id: rotated.keyPairId,
+      access_key: rotated.accessKey,
+      secret_key: rotated.secretKey,
+      superseded_key_pair_id: rotated.supersededKeyPairId,
+      revoked_issued_tokens: rotated.revokedIssuedTokens,
+    });
+    return;
+  }
+  const fate = rotated.revokedIssuedTokens
+    ? 'revoked: it mints nothing and its tokens are refused now'
+    : 'superseded: it mints nothing; tokens it already minted live out their 15 minutes';
+  await showNewSecret(out, 'Rotated the key pair.', rotated, [['old key pair', `${rotated.supersededKeyPairId} (${fate})`]]);
+}
+
+export async function runRevokeKeys(session: Session, out: Output, partnerArgument: string | undefined): Promise<void> {
+  const reference = await resolvePartnerArgument(session, partnerArgument);
+  await confirmDestructive(session, `Revoke every key pair of '${reference}' and refuse their tokens at once`);
+  const db = await session.db();
+  const { partner, revokedKeyPairIds } = await revokeKeyPair(db, session.who, reference);
+  if (out.json) {
+    out.emitJson({ partner_id: partner.id, revoked_key_pair_ids: revokedKeyPairIds });
+    return;
+  }
+  out.line(`Revoked ${revokedKeyPairIds.length} key pair(s) of ${partner.name} (${partner.id}); their tokens are refused now.`);
+  out.line(`Partner ${partner.name} has no active key pair: 'partnerctl issue-keys ${partner.id}' issues a new one.`);
+}
+
+export async function runMintTestToken(
+  session: Session,
+  out: Output,
+  partnerArgument: string | undefined,
+  options: { ttl?: string },
+): Promise<void> {
+  const reference = await resolvePartnerArgument(session, partnerArgument);
+  let ttl = 900;
+  if (options.ttl !== undefined) {
+    ttl = Number(options.ttl);
+    if (!/^\d+$/.test(options.ttl) || ttl < 1 || ttl > 900) {
+      throw new AppError('invalid_argument', `--ttl must be a whole number of seconds from 1 to 900, got '${options.ttl}'`);
+    }
+  }
+  const db = await session.db();
+  const keys = SigningKeys.open(session.signingKeyFile);
+  const minted = await mintTestToken(db, session.who, keys, reference, ttl);
+  if (out.json) {
+    out.emitJson({
+      access_token: minted.accessToken,
+      token_type: 'Bearer',
+      expires_in: minted.expiresIn,
+      partner_id: minted.claims.partnerId,
+    });
+    return;
+  }
+  out.line(minted.accessToken);
+  process.stderr.write(`Test token for ${minted.claims.partnerId}, valid ${minted.expiresIn} s. Use: Authorization: Bearer <token>\n`);
+}

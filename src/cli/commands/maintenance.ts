@@ -1,0 +1,62 @@
+import { redactUrl } from '../../config.js';
+import { openDatabase } from '../../db/client.js';
+import { applyMigrations, migrationStatus } from '../../db/migrate.js';
+import { rotateSigningKey, RETIRED_KEY_OVERLAP_SECONDS } from '../../domain/signing-keys.js';
+import { EXIT } from '../../errors.js';
+import type { Output } from '../output.js';
+import type { Session } from '../session.js';
+
+function where(session: Session): string {
+  const config = session.databaseConfig;
+  return config.provider === 'sqlite' ? config.url : redactUrl(config.url);
+}
+
+export async function runDbMigrate(session: Session, out: Output): Promise<void> {
+  const config = session.databaseConfig;
+  const applied = await applyMigrations(config);
+  if (out.json) {
+    out.emitJson({ provider: config.provider, database: where(session), applied });
+    return;
+  }
+  out.line(
+    applied.length === 0
+      ? `Database ${where(session)} is up to date; nothing to apply.`
+      : `Applied ${applied.length} migration(s) to ${where(session)}: ${applied.join(', ')}`,
+  );
+}
+
+/** Exit 0 when the schema is current, 1 when migrations are pending or failed (for runbooks to test). */
+export async function runDbStatus(session: Session, out: Output): Promise<number> {
+  const config = session.databaseConfig;
+  const db = await openDatabase(config);
+  try {
+    const status = await migrationStatus(db);
+    const upToDate = status.pending.length === 0 && status.failed.length === 0;
+    if (out.json) {
+      out.emitJson({ provider: config.provider, database: where(session), up_to_date: upToDate, ...status });
+    } else {
+      out.line(`Database: ${config.provider} ${where(session)}`);
+      out.line(`Applied:  ${status.applied.length ? status.applied.join(', ') : 'none'}`);
+      out.line(`Pending:  ${status.pending.length ? status.pending.join(', ') : 'none'}`);
+      if (status.failed.length) out.line(`Failed:   ${status.failed.join(', ')}`);
+      if (status.unknown.length) out.line(`Unknown to this partnerctl (database is newer): ${status.unknown.join(', ')}`);
+      out.line(upToDate ? 'Up to date.' : "Not up to date: run 'partnerctl db migrate'.");
+    }
+    return upToDate ? EXIT.ok : EXIT.error;
+  } finally {
+    await db.close();
+  }
+}
+
+export async function runSigningKeyRotate(session: Session, out: Output): Promise<void> {
+  const file = session.signingKeyFile;
+  const result = rotateSigningKey(file);
+  if (out.json) {
+    out.emitJson({ file, kid: result.kid, retired_kid: result.retiredKid, pruned: result.pruned });
+    return;
+  }
+  out.line(`New signing key ${result.kid} is current in ${file}.`);
+  out.line(
+    `The previous key ${result.retiredKid} still verifies the tokens it signed for ${RETIRED_KEY_OVERLAP_SECONDS} s; running servers pick the change up within a second.`,
+  );
+}

@@ -1,0 +1,179 @@
+import { AppError } from '../../errors.js';
+import {
+  createPartner,
+  listPartners,
+  PARTNER_STATUSES,
+  setPartnerStatus,
+  showPartner,
+  type PartnerRecord,
+  type PartnerStatus,
+} from '../../domain/partners.js';
+import { validatePartnerName } from '../../domain/validation.js';
+import { iso, type Output } from '../output.js';
+import { askPartner, askText, confirmDestructive, requireValue } from '../prompts.js';
+import type { Session } from '../session.js';
+
+export async function resolvePartnerArgument(session: Session, partner: string | undefined): Promise<string> {
+  return requireValue(session, partner, '<partner> (a partner id or name)', () => askPartner(session));
+}
+
+export async function runCreatePartner(
+  session: Session,
+  out: Output,
+  options: { name?: string; ifNotExists?: boolean },
+): Promise<void> {
+  const name = await requireValue(session, options.name, '--name <name>', () =>
+    askText('Partner name', (value) => {
+      try {
+        validatePartnerName(value);
+        return true;
+      } catch (error) {
+        return (error as Error).message;
+      }
+    }),
+  );
+  const db = await session.db();
+  const { partner, created } = await createPartner(db, session.who, { name, ifNotExists: options.ifNotExists });
+  if (out.json) {
+    out.emitJson({ partner_id: partner.id, name: partner.name, status: partner.status, created, created_at: iso(partner.createdAt) });
+    return;
+  }
+  const chalk = await out.chalk();
+  out.line(
+    created
+      ? `${chalk.green('Created')} partner ${chalk.bold(partner.name)} (${partner.id})`
+      : `Partner ${chalk.bold(partner.name)} already exists (${partner.id}); nothing changed`,
+  );
+  if (created) out.line(`Next: partnerctl issue-keys ${partner.id}`);
+}
+
+export function parseLimit(value: string | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  const limit = Number(value);
+  if (!/^\d+$/.test(value) || limit < 1 || limit > 1000) {
+    throw new AppError('invalid_argument', `--limit must be a whole number from 1 to 1000, got '${value}'`);
+  }
+  return limit;
+}
+
+export async function runListPartners(
+  session: Session,
+  out: Output,
+  options: { status?: string; limit?: string; cursor?: string },
+): Promise<void> {
+  if (options.status !== undefined && !PARTNER_STATUSES.includes(options.status as PartnerStatus)) {
+    throw new AppError('invalid_argument', `--status must be one of ${PARTNER_STATUSES.join(', ')}, got '${options.status}'`);
+  }
+  const limit = parseLimit(options.limit, 50);
+  const db = await session.db();
+  const page = await listPartners(db, { status: options.status as PartnerStatus | undefined, limit, cursor: options.cursor });
+  if (out.json) {
+    out.emitJson({
+      partners: page.partners.map((partner) => ({
+        partner_id: partner.id,
+        name: partner.name,
+        status: partner.status,
+        company_count: partner.companyCount,
+        active_access_key: partner.activeAccessKey,
+        created_at: iso(partner.createdAt),
+      })),
+      next_cursor: page.nextCursor,
+    });
+    return;
+  }
+  if (page.partners.length === 0) {
+    out.line(options.cursor ? 'No more partners.' : "No partners yet. Create one with 'partnerctl create-partner --name <name>'.");
+    return;
+  }
+  const chalk = await out.chalk();
+  out.line(
+    await out.table(
+      ['ID', 'NAME', 'STATUS', 'COMPANIES', 'ACTIVE ACCESS KEY', 'CREATED'],
+      page.partners.map((partner) => [
+        partner.id,
+        partner.name,
+        statusText(chalk, partner.status),
+        partner.companyCount,
+        partner.activeAccessKey,
+        iso(partner.createdAt),
+      ]),
+    ),
+  );
+  if (page.nextCursor) out.line(`More: partnerctl list-partners --limit ${limit} --cursor ${page.nextCursor}`);
+}
+
+function statusText(chalk: Awaited<ReturnType<Output['chalk']>>, status: string): string {
+  if (status === 'active') return chalk.green(status);
+  if (status === 'disabled' || status === 'revoked') return chalk.red(status);
+  return chalk.yellow(status);
+}
+
+export async function runShowPartner(session: Session, out: Output, partnerArgument: string | undefined): Promise<void> {
+  const reference = await resolvePartnerArgument(session, partnerArgument);
+  const db = await session.db();
+  const { partner, keyPairs, companies } = await showPartner(db, reference);
+  if (out.json) {
+    out.emitJson({
+      ...partnerJson(partner),
+      updated_at: iso(partner.updatedAt),
+      key_pairs: keyPairs.map((pair) => ({
+        key_pair_id: pair.id,
+        access_key: pair.accessKey,
+        status: pair.status,
+        created_at: iso(pair.createdAt),
+        superseded_at: iso(pair.supersededAt),
+        revoked_at: iso(pair.revokedAt),
+        last_used_at: iso(pair.lastUsedAt),
+      })),
+      companies: companies.map((company) => ({ company_id: company.companyId, created_at: iso(company.createdAt) })),
+    });
+    return;
+  }
+  const chalk = await out.chalk();
+  out.line(chalk.bold(partner.name));
+  out.line(
+    await out.fields([
+      ['id', partner.id],
+      ['status', statusText(chalk, partner.status)],
+      ['created', iso(partner.createdAt)],
+      ['updated', iso(partner.updatedAt)],
+    ]),
+  );
+  out.line();
+  out.line(chalk.bold(`Key pairs (${keyPairs.length})`) + chalk.dim('  secrets are never shown again'));
+  if (keyPairs.length > 0) {
+    out.line(
+      await out.table(
+        ['KEY PAIR', 'ACCESS KEY', 'STATUS', 'CREATED', 'LAST USED'],
+        keyPairs.map((pair) => [pair.id, pair.accessKey, statusText(chalk, pair.status), iso(pair.createdAt), iso(pair.lastUsedAt)]),
+      ),
+    );
+  }
+  out.line();
+  out.line(chalk.bold(`Companies (${companies.length})`));
+  for (const company of companies) out.line(`  ${company.companyId}`);
+}
+
+function partnerJson(partner: PartnerRecord) {
+  return { partner_id: partner.id, name: partner.name, status: partner.status, created_at: iso(partner.createdAt) };
+}
+
+export async function runSetPartnerStatus(
+  session: Session,
+  out: Output,
+  partnerArgument: string | undefined,
+  status: PartnerStatus,
+): Promise<void> {
+  const reference = await resolvePartnerArgument(session, partnerArgument);
+  if (status === 'disabled') {
+    await confirmDestructive(session, `Disable partner '${reference}' (its tokens are refused at once, its keys mint nothing)`);
+  }
+  const db = await session.db();
+  const { partner, changed } = await setPartnerStatus(db, session.who, reference, status);
+  if (out.json) {
+    out.emitJson({ ...partnerJson(partner), changed });
+    return;
+  }
+  const verb = status === 'disabled' ? 'Disabled' : 'Enabled';
+  out.line(changed ? `${verb} partner ${partner.name} (${partner.id})` : `Partner ${partner.name} was already ${status}; nothing changed`);
+}

@@ -1,0 +1,77 @@
+import { CommanderError, type Command } from 'commander';
+import { AppError, EXIT } from '../errors.js';
+import { Output } from './output.js';
+import { buildProgram } from './program.js';
+import { Session, type GlobalOptions } from './session.js';
+
+/** The only place that turns errors into messages and exit codes. */
+function report(thrown: unknown, session: Session | undefined): number {
+  let error: unknown = thrown;
+  const debug = session?.options.debug === true || process.argv.includes('--debug');
+  const name = (error as Error | undefined)?.name;
+  if (name === 'ExitPromptError' || name === 'AbortPromptError') {
+    error = new AppError('cancelled', 'cancelled; nothing changed');
+  }
+  const known = error instanceof AppError ? error : undefined;
+  const code = known ? known.code : 'internal_error';
+  const message = known ? known.message : firstLine(error);
+  const hint = known ? known.hint : 'this is a bug; run again with --debug for details';
+  process.stderr.write(`partnerctl: ${code}: ${oneLine(message)}${hint ? ` (hint: ${hint})` : ''}\n`);
+  if (debug) {
+    for (let cause: unknown = error; cause; cause = (cause as Error).cause) {
+      process.stderr.write(`${(cause as Error).stack ?? String(cause)}\n`);
+    }
+  }
+  if (session?.json) {
+    process.stdout.write(`${JSON.stringify({ error: { code, message, ...(hint ? { hint } : {}) } }, null, 2)}\n`);
+  }
+  return known ? known.exitCode : EXIT.error;
+}
+
+function firstLine(error: unknown): string {
+  const text = error instanceof Error ? error.message : String(error);
+  return text.split('\n').find((line) => line.trim() !== '') ?? text;
+}
+
+function oneLine(text: string): string {
+  return text.replace(/\s*\n\s*/g, ' ');
+}
+
+async function main(): Promise<number> {
+  let exitCode: number = EXIT.ok;
+  const program = buildProgram(async (command: Command, action) => {
+    let session: Session | undefined;
+    try {
+      session = new Session(command.optsWithGlobals<GlobalOptions>());
+      exitCode = (await action(session, new Output(session), command)) ?? EXIT.ok;
+    } catch (error) {
+      exitCode = report(error, session);
+    } finally {
+      await session?.close();
+    }
+  });
+  program.exitOverride();
+  program.configureOutput({
+    outputError: (text, write) => write(`partnerctl: ${text.replace(/^error: /, '').trimEnd()} (see 'partnerctl --help')\n`),
+  });
+  for (const command of program.commands) {
+    command.exitOverride();
+    for (const sub of command.commands) sub.exitOverride();
+  }
+  try {
+    await program.parseAsync(process.argv);
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      const quiet = ['commander.helpDisplayed', 'commander.version', 'commander.help'];
+      return quiet.includes(error.code) ? EXIT.ok : EXIT.usage;
+    }
+    return report(error, undefined);
+  }
+  return exitCode;
+}
+
+// Exit explicitly: a PostgreSQL pool's idle timer must not hold an operator's terminal for seconds.
+main().then(
+  (code) => process.exit(code),
+  (error) => process.exit(report(error, undefined)),
+);

@@ -1,0 +1,237 @@
+import { Command, Option } from 'commander';
+import { AppError } from '../errors.js';
+import type { Output } from './output.js';
+import type { GlobalOptions, Session } from './session.js';
+
+/** What an action gets: the session, the output, and the command's own parsed options. */
+type Action = (session: Session, out: Output, command: Command) => Promise<number | void>;
+
+export type Runner = (command: Command, action: Action) => Promise<void>;
+
+const ENVIRONMENT_HELP = `
+Database:
+  DATABASE_URL or --database-url selects it. Default: an SQLite file in the per-user data folder,
+  $XDG_DATA_HOME/partnerctl/partnerctl.db (or ~/.local/share/partnerctl/partnerctl.db), created and
+  migrated on first use. file:/path/x.db (or a plain path) for another SQLite file;
+  postgresql://user@host:5432/db for PostgreSQL (migrate it once with 'partnerctl db migrate').
+
+Environment:
+  PARTNERCTL_SIGNING_KEY_FILE  token signing keys (default: signing-keys.json beside the SQLite file,
+                               or in the data folder for PostgreSQL); created with mode 0600
+  PARTNERCTL_ACTOR             who is acting, for the audit trail (default: the OS user)
+  PARTNERCTL_DB_POOL_SIZE      PostgreSQL connections per process (default 10)
+  NO_COLOR                     no colour
+
+Exit codes: 0 ok, 1 error, 2 bad usage, 3 not found, 4 conflict with the current state,
+            5 database or service unavailable, 130 cancelled.
+`;
+
+/**
+ * Builds the command tree. Only commander is loaded here; each action imports its own module when it runs,
+ * so --help and bad usage stay fast.
+ */
+export function buildProgram(run: Runner): Command {
+  const program = new Command('partnerctl')
+    .description('Provision partners of the price-recommendation API, manage their keys, and serve the public API.')
+    .version(process.env.npm_package_version ?? '0.1.0', '-V, --version')
+    .option('--database-url <url>', 'database URL (default: SQLite file in the per-user data folder; see below)')
+    .option('--json', 'print exactly one JSON object on stdout (snake_case keys)')
+    .option('--no-color', 'no colour in the output')
+    .option('--no-input', 'never prompt; fail naming the missing flag instead')
+    .option('-y, --yes', 'confirm destructive actions without asking')
+    .option('--actor <name>', 'who is acting, for the audit trail (default: $PARTNERCTL_ACTOR or the OS user)')
+    .option('--debug', 'show stack traces of errors')
+    .addHelpText('after', ENVIRONMENT_HELP)
+    .showSuggestionAfterError(true);
+
+  const partner = '[partner]';
+  const partnerHelp = 'partner id or unique name (asked for on a terminal when omitted)';
+
+  program
+    .command('create-partner')
+    .description('create a partner account')
+    .option('--name <name>', 'unique partner name (1-100 characters)')
+    .option('--if-not-exists', 'succeed and return the existing partner when the name is taken')
+    .addHelpText('after', '\nExample:\n  partnerctl create-partner --name "Acme Pricing" --json')
+    .action((_options, command: Command) =>
+      run(command, async (session, out) => {
+        const { runCreatePartner } = await import('./commands/partners.js');
+        await runCreatePartner(session, out, command.opts());
+      }),
+    );
+
+  program
+    .command('list-partners')
+    .description('list partners, oldest first, a page at a time')
+    .addOption(new Option('--status <status>', 'only partners with this status').choices(['active', 'disabled']))
+    .option('--limit <n>', 'page size, 1-1000', '50')
+    .option('--cursor <cursor>', 'continue after this cursor (printed at the end of a page; next_cursor in JSON)')
+    .action((_options, command: Command) =>
+      run(command, async (session, out) => {
+        const { runListPartners } = await import('./commands/partners.js');
+        await runListPartners(session, out, command.opts());
+      }),
+    );
+
+  program
+    .command('show-partner')
+    .description('show a partner, its key pairs (never secrets) and its companies')
+    .argument(partner, partnerHelp)
+    .action((reference: string | undefined, _options, command: Command) =>
+      run(command, async (session, out) => {
+        const { runShowPartner } = await import('./commands/partners.js');
+        await runShowPartner(session, out, reference);
+      }),
+    );
+
+  for (const [name, status, description] of [
+    ['disable-partner', 'disabled', 'disable a partner: its keys mint nothing and its tokens are refused (asks to confirm)'],
+    ['enable-partner', 'active', 'enable a disabled partner again'],
+  ] as const) {
+    program
+      .command(name)
+      .description(description)
+      .argument(partner, partnerHelp)
+      .action((reference: string | undefined, _options, command: Command) =>
+        run(command, async (session, out) => {
+          const { runSetPartnerStatus } = await import('./commands/partners.js');
+          await runSetPartnerStatus(session, out, reference, status);
+        }),
+      );
+  }
+
+  program
+    .command('issue-keys')
+    .description('issue the first key pair of a partner; the secret is shown once (refused when one is active: use rotate-keys)')
+    .argument(partner, partnerHelp)
+    .action((reference: string | undefined, _options, command: Command) =>
+      run(command, async (session, out) => {
+        const { runIssueKeys } = await import('./commands/keys.js');
+        await runIssueKeys(session, out, reference);
+      }),
+    );
+
+  program
+    .command('rotate-keys')
+    .description(
+      'replace the active key pair in one transaction: the old pair mints nothing more, its tokens live out their 15 minutes',
+    )
+    .argument(partner, partnerHelp)
+    .option('--revoke-issued-tokens', 'leaked key: also refuse every token the old pair minted, at once (asks to confirm)')
+    .addHelpText('after', '\nExample (leaked secret, at 3 a.m.):\n  partnerctl rotate-keys acme --revoke-issued-tokens --yes --json')
+    .action((reference: string | undefined, _options, command: Command) =>
+      run(command, async (session, out) => {
+        const { runRotateKeys } = await import('./commands/keys.js');
+        await runRotateKeys(session, out, reference, command.opts());
+      }),
+    );
+
+  program
+    .command('revoke-keys')
+    .description('revoke the key pairs of a partner: no active pair is left and their tokens are refused at once (asks to confirm)')
+    .argument(partner, partnerHelp)
+    .action((reference: string | undefined, _options, command: Command) =>
+      run(command, async (session, out) => {
+        const { runRevokeKeys } = await import('./commands/keys.js');
+        await runRevokeKeys(session, out, reference);
+      }),
+    );
+
+  for (const [name, action, description] of [
+    ['map-company', 'map', 'let a partner reach a company (succeeds, changing nothing, when already mapped)'],
+    ['unmap-company', 'unmap', 'stop a partner reaching a company (asks to confirm; succeeds when not mapped)'],
+  ] as const) {
+    program
+      .command(name)
+      .description(description)
+      .argument(partner, partnerHelp)
+      .option('--company <company_id>', 'the company id (visible ASCII, 1-128 characters)')
+      .action((reference: string | undefined, _options, command: Command) =>
+        run(command, async (session, out) => {
+          const { runMapping } = await import('./commands/companies.js');
+          await runMapping(session, out, reference, command.opts(), action);
+        }),
+      );
+  }
+
+  program
+    .command('mint-test-token')
+    .description("mint a token for trying the API as a partner (no key pair needed; prints just the token without --json)")
+    .argument(partner, partnerHelp)
+    .option('--ttl <seconds>', 'lifetime in seconds, at most 900', '900')
+    .action((reference: string | undefined, _options, command: Command) =>
+      run(command, async (session, out) => {
+        const { runMintTestToken } = await import('./commands/keys.js');
+        await runMintTestToken(session, out, reference, command.opts());
+      }),
+    );
+
+  program
+    .command('audit')
+    .description('show the audit trail, newest first')
+    .argument(partner, 'only events of this partner')
+    .option('--limit <n>', 'how many events, 1-1000', '50')
+    .action((reference: string | undefined, _options, command: Command) =>
+      run(command, async (session, out) => {
+        const { runAudit } = await import('./commands/audit.js');
+        await runAudit(session, out, reference, command.opts());
+      }),
+    );
+
+  const db = program.command('db').description('database maintenance');
+  db.command('migrate')
+    .description('apply pending migrations (needed once per release on PostgreSQL; SQLite migrates itself)')
+    .action((_options, command: Command) =>
+      run(command, async (session, out) => {
+        const { runDbMigrate } = await import('./commands/maintenance.js');
+        await runDbMigrate(session, out);
+      }),
+    );
+  db.command('status')
+    .description('show applied and pending migrations (exit 1 when not up to date)')
+    .action((_options, command: Command) =>
+      run(command, async (session, out) => {
+        const { runDbStatus } = await import('./commands/maintenance.js');
+        return runDbStatus(session, out);
+      }),
+    );
+
+  const signingKey = program.command('signing-key').description('token signing keys');
+  signingKey
+    .command('rotate')
+    .description('add a new current signing key; the previous one verifies its tokens until they expire')
+    .action((_options, command: Command) =>
+      run(command, async (session, out) => {
+        const { runSigningKeyRotate } = await import('./commands/maintenance.js');
+        await runSigningKeyRotate(session, out);
+      }),
+    );
+
+  program
+    .command('serve')
+    .description('run the public partner API (POST /public/v1/auth/token and the data endpoints)')
+    .option('--host <host>', 'address to listen on (env HOST, default 127.0.0.1)')
+    .option('--port <port>', 'port to listen on (env PORT, default 8080; 0 picks a free one)')
+    .option('--upstream <url>', 'recommendation engine base URL (env PUBLIC_API_UPSTREAM_URL)')
+    .addHelpText('after', '\nSee the README section "Running the server" for every environment variable.')
+    .action((_options, command: Command) =>
+      run(command, async (session) => {
+        const { runServer } = await import('../http/server.js');
+        const options = command.opts<{ host?: string; port?: string; upstream?: string }>();
+        const port = options.port === undefined ? undefined : parsePort(options.port);
+        await runServer({ databaseUrl: session.options.databaseUrl, host: options.host, port, upstream: options.upstream });
+      }),
+    );
+
+  return program;
+}
+
+function parsePort(value: string): number {
+  const port = Number(value);
+  if (!/^\d+$/.test(value) || port > 65535) {
+    throw new AppError('invalid_argument', `--port must be a whole number from 0 to 65535, got '${value}'`);
+  }
+  return port;
+}
+
+export type { GlobalOptions };

@@ -1,0 +1,57 @@
+import { AppError } from '../errors.js';
+import type { Session } from './session.js';
+
+/**
+ * A missing value: asked for on a terminal, otherwise an error naming the flag. Never prompts in scripts.
+ */
+export async function requireValue(
+  session: Session,
+  value: string | undefined,
+  flag: string,
+  ask: () => Promise<string>,
+): Promise<string> {
+  if (value !== undefined) return value;
+  if (!session.interactive) {
+    throw new AppError('missing_argument', `missing ${flag}`, { hint: `pass ${flag} (no prompts without a terminal or with --no-input)` });
+  }
+  return ask();
+}
+
+export async function askText(message: string, validate?: (value: string) => string | true): Promise<string> {
+  const { input } = await import('@inquirer/prompts');
+  return input({ message, validate: validate ?? ((value) => (value.trim() === '' ? 'required' : true)) });
+}
+
+/** A partner picked from the database, searching by name. */
+export async function askPartner(session: Session, message = 'Partner'): Promise<string> {
+  const [{ search }, db] = await Promise.all([import('@inquirer/prompts'), session.db()]);
+  return search({
+    message,
+    source: async (term) => {
+      const partners = await db.prisma.partner.findMany({
+        where: term ? { name: { contains: term } } : {},
+        orderBy: { name: 'asc' },
+        take: 20,
+        select: { id: true, name: true, status: true },
+      });
+      return partners.map((partner) => ({
+        name: `${partner.name} (${partner.id}${partner.status === 'active' ? '' : `, ${partner.status}`})`,
+        value: partner.id,
+      }));
+    },
+  });
+}
+
+/** Destructive commands: --yes, or a person who says yes. */
+export async function confirmDestructive(session: Session, action: string): Promise<void> {
+  if (session.options.yes) return;
+  if (!session.interactive) {
+    throw new AppError('confirmation_required', `${action}: needs confirmation`, {
+      hint: 'pass --yes to confirm (no prompts without a terminal or with --no-input)',
+    });
+  }
+  const { confirm } = await import('@inquirer/prompts');
+  if (!(await confirm({ message: `${action}?`, default: false }))) {
+    throw new AppError('cancelled', 'cancelled; nothing changed');
+  }
+}

@@ -1,0 +1,74 @@
+import { userInfo } from 'node:os';
+import { resolveDatabase, resolveSigningKeyFile, type DatabaseConfig } from '../config.js';
+import type { Database } from '../db/client.js';
+import { AppError } from '../errors.js';
+import type { Actor } from '../domain/transactions.js';
+
+/** The options every command accepts (declared once on the program). */
+export interface GlobalOptions {
+  databaseUrl?: string;
+  json?: boolean;
+  color?: boolean;
+  input?: boolean;
+  yes?: boolean;
+  actor?: string;
+  debug?: boolean;
+}
+
+/**
+ * What a command runs with: parsed global options, whether a person is at the terminal, and the database
+ * opened on demand (so that --help and bad usage never touch it).
+ */
+export class Session {
+  private database: Promise<Database> | undefined;
+
+  constructor(readonly options: GlobalOptions) {}
+
+  get json(): boolean {
+    return this.options.json === true;
+  }
+
+  /** Prompts only where a person can answer: a terminal on both ends, and no --no-input. */
+  get interactive(): boolean {
+    return this.options.input !== false && process.stdin.isTTY === true && process.stdout.isTTY === true && !this.json;
+  }
+
+  get databaseConfig(): DatabaseConfig {
+    return resolveDatabase(this.options.databaseUrl);
+  }
+
+  get signingKeyFile(): string {
+    return resolveSigningKeyFile(this.databaseConfig);
+  }
+
+  get who(): Actor {
+    const actor = (this.options.actor ?? process.env.PARTNERCTL_ACTOR ?? osUser()).trim();
+    if (actor === '' || actor.length > 200 || /[\u0000-\u001f\u007f]/.test(actor)) {
+      throw new AppError('invalid_argument', '--actor must be 1 to 200 characters without control characters');
+    }
+    return { actor };
+  }
+
+  db(): Promise<Database> {
+    this.database ??= (async () => {
+      const config = this.databaseConfig;
+      const { connect } = await import('../db/connect.js');
+      return connect(config);
+    })();
+    return this.database;
+  }
+
+  async close(): Promise<void> {
+    if (!this.database) return;
+    const db = await this.database.catch(() => undefined);
+    await db?.close().catch(() => {});
+  }
+}
+
+function osUser(): string {
+  try {
+    return userInfo().username;
+  } catch {
+    return 'unknown';
+  }
+}
