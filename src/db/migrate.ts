@@ -144,14 +144,41 @@ export async function trackedAdapterFactory(config: DatabaseConfig) {
   };
 }
 
+// better-sqlite3 waits for a busy lock synchronously, blocking the event loop: a second migration in the
+// same process would wait on a lock the first can then never release. Migrations of one file in one
+// process queue here first; the file lock only has to keep other processes out.
+const inProcessMigrations = new Map<string, Promise<void>>();
+
 async function takeMigrationLock(config: DatabaseConfig): Promise<() => Promise<void>> {
   if (config.provider === 'sqlite') {
+    const before = inProcessMigrations.get(config.url) ?? Promise.resolve();
+    let done!: () => void;
+    const mine = new Promise<void>((resolve) => (done = resolve));
+    const queued = before.then(() => mine);
+    inProcessMigrations.set(config.url, queued);
+    const leave = () => {
+      done();
+      if (inProcessMigrations.get(config.url) === queued) inProcessMigrations.delete(config.url);
+    };
+    await before;
     const { default: BetterSqlite3 } = await import('better-sqlite3');
-    const lock = new BetterSqlite3(`${config.url}.migrate-lock`, { timeout: 60_000 });
-    lock.exec('BEGIN EXCLUSIVE');
+    let lock: InstanceType<typeof BetterSqlite3> | undefined;
+    try {
+      lock = new BetterSqlite3(`${config.url}.migrate-lock`, { timeout: 60_000 });
+      lock.exec('BEGIN EXCLUSIVE');
+    } catch (error) {
+      lock?.close();
+      leave();
+      throw error;
+    }
+    const held = lock;
     return async () => {
-      lock.exec('ROLLBACK');
-      lock.close();
+      try {
+        held.exec('ROLLBACK');
+        held.close();
+      } finally {
+        leave();
+      }
     };
   }
   const { default: pg } = await import('pg');
