@@ -118,18 +118,23 @@ export class AccessState {
     });
   }
 
-  /**
-   * The gate behind a verified token: the partner must be active, the minting pair not revoked, and the
-   * company mapped. An unmapped company and one that does not exist are the same lookup and the same
-   * answer.
-   */
-  async authorize(claims: TokenClaims, companyId: unknown): Promise<void> {
+  /** A verified token is still accepted: its partner is active and the pair that minted it not revoked. */
+  async authenticate(claims: TokenClaims): Promise<void> {
     if (!(await this.partnerActive(claims.partnerId))) {
       throw new AppError('unauthorized', 'the token is no longer accepted');
     }
     if (claims.keyPairId !== null && !(await this.keyPairAccepted(claims.keyPairId, claims.partnerId))) {
       throw new AppError('unauthorized', 'the token is no longer accepted');
     }
+  }
+
+  /**
+   * The gate behind a verified token: the partner must be active, the minting pair not revoked, and the
+   * company mapped. An unmapped company and one that does not exist are the same lookup and the same
+   * answer.
+   */
+  async authorize(claims: TokenClaims, companyId: unknown): Promise<void> {
+    await this.authenticate(claims);
     if (!isValidCompanyId(companyId) || !(await this.isMapped(claims.partnerId, companyId))) {
       throw new AppError('not_found', 'no such company');
     }
