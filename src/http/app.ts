@@ -1,0 +1,146 @@
+import { randomUUID } from 'node:crypto';
+import type { Socket } from 'node:net';
+import cors from '@fastify/cors';
+import rateLimit from '@fastify/rate-limit';
+import replyFrom from '@fastify/reply-from';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { AppError } from '../errors.js';
+import type { AppDeps } from './context.js';
+import { describeError, envelope, sendError } from './errors.js';
+import { registerDataRoutes } from './routes/data.js';
+import { registerHealthRoutes } from './routes/health.js';
+import { registerOpenApiRoute } from './routes/openapi.js';
+import { registerTokenRoutes } from './routes/token.js';
+
+export type { AppDeps } from './context.js';
+
+const LOGGED_PATH_MAX = 512;
+
+/** A request so broken that Node's parser gave up: answered on the socket, still as an envelope. */
+function clientErrorHandler(error: NodeJS.ErrnoException, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const id = randomUUID();
+  const body = JSON.stringify(envelope('invalid_request', 'the request is malformed', id));
+  socket.end(
+    'HTTP/1.1 400 Bad Request\r\n' +
+      'Content-Type: application/json; charset=utf-8\r\n' +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+      `X-Request-Id: ${id}\r\n` +
+      'Connection: close\r\n\r\n' +
+      body,
+  );
+}
+
+function pathOf(request: FastifyRequest): string {
+  const url = request.raw.url ?? '';
+  const queryStart = url.indexOf('?');
+  return (queryStart < 0 ? url : url.slice(0, queryStart)).slice(0, LOGGED_PATH_MAX);
+}
+
+/** Builds the public API (no listen): plugins, the JSON body parser, error handling, routes. */
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const { config, logger } = deps;
+  const app = Fastify({
+    logger: false,
+    genReqId: () => randomUUID(),
+    requestIdHeader: false,
+    bodyLimit: config.bodyLimitBytes,
+    // New requests arriving while closing are served like any other; the listener is already closed.
+    return503OnClosing: false,
+    clientErrorHandler,
+    frameworkErrors: (error, request, reply) => {
+      sendError(reply, request, error);
+    },
+  });
+
+  app.decorateRequest('claims', null);
+  app.decorateRequest('partnerId', null);
+  app.decorateRequest('companyId', null);
+  app.decorateRequest('rawBody', null);
+
+  // Only JSON is accepted; the text is kept as received so data requests forward it byte for byte.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, text, done) => {
+    const body = text as string;
+    if (body.length === 0) {
+      done(null, undefined);
+      return;
+    }
+    let value: unknown;
+    try {
+      value = JSON.parse(body);
+    } catch {
+      done(new AppError('invalid_request', 'the request body is not valid JSON'), undefined);
+      return;
+    }
+    request.rawBody = body;
+    done(null, value);
+  });
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+  if (logger) {
+    app.addHook('onResponse', async (request: FastifyRequest, reply: FastifyReply) => {
+      logger.info({
+        request_id: request.id,
+        partner_id: request.partnerId ?? undefined,
+        method: request.method,
+        path: pathOf(request),
+        status: reply.statusCode,
+        duration_ms: Math.round(reply.elapsedTime * 100) / 100,
+      });
+    });
+  }
+
+  app.setErrorHandler((error, request, reply) => {
+    const described = describeError(error);
+    if (described.internal && logger) {
+      const { code, message, name } = error as { code?: string; message?: string; name?: string };
+      logger.error({ request_id: request.id, err: { name, code, message } }, 'request failed');
+    }
+    return sendError(reply, request, error);
+  });
+  app.setNotFoundHandler((request, reply) => {
+    sendError(reply, request, new AppError('not_found', 'no such resource'));
+  });
+
+  await app.register(rateLimit, { global: false });
+  await app.register(replyFrom, {
+    ...(config.upstream ? { base: config.upstream.origin } : {}),
+    disableRequestLogging: true,
+    // The engine's own 503s and resets are passed back as they are, never retried behind its back.
+    retryMethods: [],
+    maxRetriesOn503: 0,
+  });
+  if (config.corsOrigins.length > 0) {
+    const allowed = new Set(config.corsOrigins);
+    await app.register(cors, {
+      // Only allowed origins get CORS handling (preflights included); any other request is an ordinary one.
+      delegator: (request, callback) => {
+        const origin = request.headers.origin;
+        if (typeof origin !== 'string' || !allowed.has(origin)) {
+          callback(null, { origin: false });
+          return;
+        }
+        callback(null, {
+          origin,
+          methods: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'],
+          allowedHeaders: ['Authorization', 'Content-Type'],
+          exposedHeaders: ['X-Request-Id', 'Retry-After', 'WWW-Authenticate'],
+          maxAge: 600,
+          strictPreflight: false,
+        });
+      },
+    });
+  }
+
+  registerHealthRoutes(app, deps);
+  registerOpenApiRoute(app);
+  registerTokenRoutes(app, deps);
+  registerDataRoutes(app, deps);
+  return app;
+}

@@ -1,0 +1,31 @@
+import type { Logger } from 'pino';
+import type { Database } from '../db/client.js';
+import type { AccessState } from '../domain/access.js';
+import type { CredentialExchange } from '../domain/credentials.js';
+import type { SigningKeys } from '../domain/signing-keys.js';
+import type { TokenClaims, TokenVerifier } from '../domain/tokens.js';
+import type { ServerConfig } from './config.js';
+
+export interface AppDeps {
+  db: Database;
+  keys: SigningKeys;
+  access: AccessState;
+  exchange: CredentialExchange;
+  verifier: TokenVerifier;
+  config: ServerConfig;
+  /** Where the one line per request goes; none, no request log. */
+  logger?: Logger;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The verified claims of a data request's bearer token. */
+    claims: TokenClaims | null;
+    /** Known once a token is verified or minted: for the request log. */
+    partnerId: string | null;
+    /** The company a data request names, once authorised. */
+    companyId: string | null;
+    /** The JSON body exactly as received, forwarded unchanged. */
+    rawBody: string | null;
+  }
+}

@@ -1,0 +1,85 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { isAppError, statusOf, type ErrorCode } from '../errors.js';
+
+export interface ErrorEnvelope {
+  error: { code: string; message: string; request_id: string };
+}
+
+// 5xx responses never carry an error's own text (it may name files, hosts or queries): only these.
+const SERVER_MESSAGES: Partial<Record<ErrorCode, string>> = {
+  internal_error: 'the service could not complete the request',
+  database_unavailable: 'the service cannot reach its database right now',
+  schema_out_of_date: 'the service cannot reach its database right now',
+  signing_key_unavailable: 'the service cannot issue or check tokens right now',
+  upstream_unavailable: 'no recommendation engine is configured for this service',
+  bad_gateway: 'the recommendation engine could not be reached',
+  upstream_timeout: 'the recommendation engine did not answer in time',
+};
+const SERVER_FALLBACK = 'the service could not complete the request';
+
+/** Fastify's and its plugins' own errors, by code, turned into ours. */
+const FRAMEWORK_CODES: Record<string, ErrorCode> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'unsupported_media_type',
+  FST_ERR_CTP_INVALID_TYPE: 'unsupported_media_type',
+  FST_ERR_CTP_BODY_TOO_LARGE: 'payload_too_large',
+  FST_ERR_CTP_EMPTY_JSON_BODY: 'invalid_request',
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'invalid_request',
+  FST_ERR_CTP_INVALID_JSON_BODY: 'invalid_request',
+  FST_ERR_BAD_URL: 'invalid_request',
+  FST_ERR_MAX_PARAM_LENGTH: 'invalid_request',
+  FST_ERR_ROUTE_MISSING_CONTENT_TYPE: 'invalid_request',
+};
+
+const FRAMEWORK_MESSAGES: Partial<Record<ErrorCode, string>> = {
+  unsupported_media_type: 'the request body must be application/json',
+  payload_too_large: 'the request body is too large',
+  invalid_request: 'the request is malformed',
+  not_found: 'no such resource',
+  method_not_allowed: 'method not allowed on this path',
+  rate_limited: 'too many requests',
+};
+
+const BY_STATUS: Record<number, ErrorCode> = {
+  404: 'not_found',
+  405: 'method_not_allowed',
+  413: 'payload_too_large',
+  415: 'unsupported_media_type',
+  429: 'rate_limited',
+};
+
+/**
+ * Any thrown value as a code, a status and a message safe to show: 4xx AppErrors keep their own text,
+ * 5xx ones get their code's fixed message, and anything else shows nothing of itself.
+ */
+export function describeError(error: unknown): { code: ErrorCode; status: number; message: string; internal: boolean } {
+  if (isAppError(error)) {
+    const status = error.status;
+    const message = status >= 500 ? (SERVER_MESSAGES[error.code] ?? SERVER_FALLBACK) : error.message;
+    return { code: error.code, status, message, internal: error.code === 'internal_error' };
+  }
+  const frameworkCode = (error as { code?: unknown } | null)?.code;
+  const mapped = typeof frameworkCode === 'string' ? FRAMEWORK_CODES[frameworkCode] : undefined;
+  if (mapped) return { code: mapped, status: statusOf(mapped), message: FRAMEWORK_MESSAGES[mapped]!, internal: false };
+  const status = (error as { statusCode?: unknown } | null)?.statusCode;
+  if (typeof status === 'number' && status >= 400 && status < 500) {
+    const code = BY_STATUS[status] ?? 'invalid_request';
+    return { code, status: statusOf(code), message: FRAMEWORK_MESSAGES[code]!, internal: false };
+  }
+  return { code: 'internal_error', status: 500, message: SERVER_FALLBACK, internal: true };
+}
+
+export function envelope(code: string, message: string, requestId: string): ErrorEnvelope {
+  return { error: { code, message, request_id: requestId } };
+}
+
+/** The one way an error leaves the server; `safeMessage` replaces the default text when the caller has a better one. */
+export function sendError(reply: FastifyReply, request: FastifyRequest, error: unknown, safeMessage?: string): FastifyReply {
+  const described = describeError(error);
+  const { code, status } = described;
+  const message = safeMessage ?? described.message;
+  reply.header('x-request-id', request.id);
+  if (status === 401 && code === 'unauthorized' && !reply.hasHeader('www-authenticate')) {
+    reply.header('www-authenticate', 'Bearer');
+  }
+  return reply.code(status).type('application/json; charset=utf-8').send(envelope(code, message, request.id));
+}

@@ -1,0 +1,147 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { AppError, isAppError } from '../errors.js';
+import type { AccessState } from '../domain/access.js';
+import type { TokenClaims, TokenVerifier } from '../domain/tokens.js';
+
+// Compact JWS: three base64url parts. Anything else (extra spaces, a second scheme, quotes) is refused.
+const BEARER = /^[Bb][Ee][Aa][Rr][Ee][Rr] ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$/;
+const MAX_TOKEN_LENGTH = 4096;
+const KEY_HEADER = /^(x-)?(access|secret|api)[-_]?key$/i;
+const KEY_MARKERS = ['pctl_sk_', 'pctl_ak_'];
+const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
+
+function unauthorized(reply: FastifyReply, tokenGiven: boolean, message: string): AppError {
+  reply.header('www-authenticate', tokenGiven ? 'Bearer error="invalid_token"' : 'Bearer');
+  return new AppError('unauthorized', message);
+}
+
+function apiKeysRefused(): AppError {
+  return new AppError('invalid_request', 'API keys are accepted only by POST /public/v1/auth/token, never on data requests');
+}
+
+function carriesKeyMaterial(text: string): boolean {
+  return text.includes(KEY_MARKERS[0]!) || text.includes(KEY_MARKERS[1]!);
+}
+
+/**
+ * The bearer token from the one Authorization header. Node keeps only the first of duplicated Authorization
+ * headers, so the raw header list is what tells whether there were two.
+ */
+function bearerToken(request: FastifyRequest, reply: FastifyReply): string {
+  const raw = request.raw.rawHeaders;
+  let seen = 0;
+  let value: string | undefined;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!;
+    const headerValue = raw[i + 1]!;
+    if (name.length === 13 && name.toLowerCase() === 'authorization') {
+      seen++;
+      value = headerValue;
+    } else if (KEY_HEADER.test(name) || carriesKeyMaterial(headerValue)) {
+      throw apiKeysRefused();
+    }
+  }
+  if (seen === 0 || value === undefined) throw unauthorized(reply, false, 'a bearer token is required');
+  if (seen > 1) throw unauthorized(reply, true, 'send exactly one Authorization header');
+  if (value.length > MAX_TOKEN_LENGTH) throw unauthorized(reply, true, 'the token is not valid');
+  const match = BEARER.exec(value);
+  if (!match) throw unauthorized(reply, value.length > 0, 'the Authorization header must be "Bearer <token>"');
+  return match[1]!;
+}
+
+function refuseKeysInQuery(request: FastifyRequest): void {
+  const url = request.raw.url ?? '';
+  const queryStart = url.indexOf('?');
+  if (queryStart < 0) return;
+  const query = request.query as Record<string, unknown>;
+  if (Object.hasOwn(query, 'access_key') || Object.hasOwn(query, 'secret_key') || carriesKeyMaterial(url.slice(queryStart))) {
+    throw apiKeysRefused();
+  }
+}
+
+/** onRequest of a data request: keys refused, token verified, partner and key pair still accepted. */
+export async function authenticate(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  verifier: TokenVerifier,
+  access: AccessState,
+): Promise<TokenClaims> {
+  const token = bearerToken(request, reply);
+  refuseKeysInQuery(request);
+  let claims: TokenClaims;
+  try {
+    claims = await verifier.verify(token);
+    await access.authenticate(claims);
+  } catch (error) {
+    if (isAppError(error) && error.code === 'unauthorized') throw unauthorized(reply, true, error.message);
+    throw error;
+  }
+  request.partnerId = claims.partnerId;
+  return claims;
+}
+
+function invalid(message: string): AppError {
+  return new AppError('invalid_request', message);
+}
+
+/** How many times `name` is a key of the top-level object in valid JSON `text` (JSON.parse keeps only the last). */
+export function countTopLevelKey(text: string, name: string): number {
+  let depth = 0;
+  let count = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 34) {
+      const start = i;
+      for (i++; text.charCodeAt(i) !== 34; i++) if (text.charCodeAt(i) === 92) i++;
+      if (depth !== 1) continue;
+      let j = i + 1;
+      while (j < text.length && (text.charCodeAt(j) === 32 || text.charCodeAt(j) === 9 || text.charCodeAt(j) === 10 || text.charCodeAt(j) === 13)) j++;
+      if (text.charCodeAt(j) === 58 && JSON.parse(text.slice(start, i + 1)) === name) count++;
+    } else if (c === 123 || c === 91) {
+      depth++;
+    } else if (c === 125 || c === 93) {
+      depth--;
+    }
+  }
+  return count;
+}
+
+function mayRepeatKey(text: string): boolean {
+  const first = text.indexOf('company_id');
+  return text.includes('\\u') || (first >= 0 && text.indexOf('company_id', first + 1) >= 0);
+}
+
+/**
+ * The target company: in the JSON body for POST, PUT and PATCH, in the query otherwise; exactly once, as a
+ * non-empty string. The body must not smuggle API keys either.
+ */
+export function companyOf(request: FastifyRequest): string {
+  const query = request.query as Record<string, unknown>;
+  const fromQuery = Object.hasOwn(query, 'company_id') ? query.company_id : undefined;
+  const body = request.body;
+  const isObject = typeof body === 'object' && body !== null && !Array.isArray(body);
+  const fields = isObject ? (body as Record<string, unknown>) : undefined;
+  const raw = request.rawBody;
+  if (raw !== null && (carriesKeyMaterial(raw) || (fields && (Object.hasOwn(fields, 'access_key') || Object.hasOwn(fields, 'secret_key'))))) {
+    throw apiKeysRefused();
+  }
+  const fromBody = fields && Object.hasOwn(fields, 'company_id') ? fields.company_id : undefined;
+  let value: unknown;
+  if (BODY_METHODS.has(request.method)) {
+    if (fromQuery !== undefined) {
+      throw invalid(`company_id goes in the JSON body for ${request.method}, not in the query`);
+    }
+    if (!isObject) throw invalid(`a ${request.method} request needs a JSON object body holding company_id`);
+    if (raw !== null && mayRepeatKey(raw) && countTopLevelKey(raw, 'company_id') > 1) {
+      throw invalid('company_id is given more than once');
+    }
+    value = fromBody;
+  } else {
+    if (fromBody !== undefined) throw invalid(`company_id goes in the query for ${request.method}, not in the body`);
+    if (Array.isArray(fromQuery)) throw invalid('company_id is given more than once');
+    value = fromQuery;
+  }
+  if (value === undefined) throw invalid('company_id is required');
+  if (typeof value !== 'string' || value === '') throw invalid('company_id must be a non-empty string');
+  return value;
+}

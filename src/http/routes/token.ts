@@ -1,0 +1,80 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { AppError } from '../../errors.js';
+import { BASE_PATH, TOKEN_BODY_LIMIT_BYTES } from '../config.js';
+import type { AppDeps } from '../context.js';
+import { methodNotAllowed } from './method-not-allowed.js';
+
+export const TOKEN_PATH = `${BASE_PATH}/auth/token`;
+
+const RATE_KEY_MAX_LENGTH = 64;
+
+interface RateLimitResult {
+  isAllowed: boolean;
+  isExceeded?: boolean;
+  ttlInSeconds?: number;
+}
+type Limiter = (request: FastifyRequest) => Promise<RateLimitResult>;
+
+function parseTokenRequest(body: unknown): { accessKey: string; secretKey: string } {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new AppError('invalid_request', 'the body must be a JSON object with access_key and secret_key');
+  }
+  const fields = Object.keys(body);
+  const { access_key: accessKey, secret_key: secretKey } = body as Record<string, unknown>;
+  if (typeof accessKey !== 'string' || typeof secretKey !== 'string') {
+    throw new AppError('invalid_request', 'access_key and secret_key are required and must be strings');
+  }
+  if (fields.length !== 2) {
+    throw new AppError('invalid_request', 'the body may hold only access_key and secret_key');
+  }
+  return { accessKey, secretKey };
+}
+
+async function enforce(limiter: Limiter, request: FastifyRequest, reply: FastifyReply, what: string): Promise<void> {
+  const result = await limiter(request);
+  if (result.isAllowed || !result.isExceeded) return;
+  const seconds = Math.max(1, result.ttlInSeconds ?? 1);
+  reply.header('retry-after', String(seconds));
+  throw new AppError('rate_limited', `too many token requests ${what}; retry after ${seconds} s`);
+}
+
+/**
+ * POST /auth/token. Two throttles: per client address before the body is read, and per access key once it
+ * is parsed, so spreading guesses over many addresses does not help against one key.
+ */
+export function registerTokenRoutes(app: FastifyInstance, deps: AppDeps): void {
+  const { config, exchange } = deps;
+  const onRequest: Array<(request: FastifyRequest, reply: FastifyReply) => Promise<void>> = [];
+  const preHandler: Array<(request: FastifyRequest, reply: FastifyReply) => Promise<void>> = [];
+  if (config.tokenRateLimitPerIp > 0) {
+    const perAddress = app.createRateLimit({
+      max: config.tokenRateLimitPerIp,
+      timeWindow: config.rateLimitWindowMs,
+      keyGenerator: (request: FastifyRequest) => `ip:${request.ip}`,
+    }) as Limiter;
+    onRequest.push((request, reply) => enforce(perAddress, request, reply, 'from this address'));
+  }
+  if (config.tokenRateLimitPerKey > 0) {
+    const perKey = app.createRateLimit({
+      max: config.tokenRateLimitPerKey,
+      timeWindow: config.rateLimitWindowMs,
+      keyGenerator: (request: FastifyRequest) =>
+        `key:${String((request.body as Record<string, unknown>).access_key).slice(0, RATE_KEY_MAX_LENGTH)}`,
+    }) as Limiter;
+    preHandler.push(async (request, reply) => {
+      const body = request.body as Record<string, unknown> | null | undefined;
+      if (typeof body === 'object' && body !== null && typeof body.access_key === 'string') {
+        await enforce(perKey, request, reply, 'for this access key');
+      }
+    });
+  }
+
+  app.post(TOKEN_PATH, { bodyLimit: TOKEN_BODY_LIMIT_BYTES, onRequest, preHandler }, async (request, reply) => {
+    const { accessKey, secretKey } = parseTokenRequest(request.body);
+    const minted = await exchange.exchange(accessKey, secretKey);
+    request.partnerId = minted.claims.partnerId;
+    reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
+    return { access_token: minted.accessToken, token_type: 'Bearer', expires_in: minted.expiresIn };
+  });
+  methodNotAllowed(app, TOKEN_PATH, ['POST']);
+}

@@ -1,0 +1,153 @@
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import { pino, type Logger } from 'pino';
+import { redactUrl, resolveDatabase, resolveSigningKeyFile } from '../config.js';
+import type { Database } from '../db/client.js';
+import { connect } from '../db/connect.js';
+import { AccessState } from '../domain/access.js';
+import { CredentialExchange } from '../domain/credentials.js';
+import { SigningKeys } from '../domain/signing-keys.js';
+import { TokenVerifier } from '../domain/tokens.js';
+import { AppError } from '../errors.js';
+import { buildApp } from './app.js';
+import { parseServerConfig, type ServerConfig } from './config.js';
+
+const KEY_FILE_POLL_INTERVAL_MS = 1_000;
+
+export interface ServeOptions {
+  databaseUrl?: string;
+  host?: string;
+  port?: number;
+  upstream?: string;
+}
+
+export interface StartOptions extends ServeOptions {
+  env?: NodeJS.ProcessEnv;
+  /** The request log; default one pino JSON line per request on stdout, false for none. */
+  logger?: Logger | false;
+}
+
+export interface RunningServer {
+  readonly url: string;
+  readonly app: FastifyInstance;
+  readonly config: ServerConfig;
+  readonly db: Database;
+  /** Stops accepting, lets requests in flight finish, then closes the database. Safe to call twice. */
+  close(): Promise<void>;
+}
+
+function urlOf(address: AddressInfo): string {
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  return `http://${host}:${address.port}`;
+}
+
+/** Opens everything the API needs and listens; for the CLI (through runServer) and in-process tests. */
+export async function startServer(options: StartOptions = {}): Promise<RunningServer> {
+  const env = options.env ?? process.env;
+  const config = parseServerConfig(options, env);
+  const database = resolveDatabase(options.databaseUrl, env);
+  const keys = SigningKeys.open(resolveSigningKeyFile(database, env));
+  const logger =
+    options.logger === false
+      ? undefined
+      : (options.logger ??
+        pino(
+          { level: config.logLevel, base: null, timestamp: pino.stdTimeFunctions.isoTime },
+          pino.destination({ dest: 1, sync: false }),
+        ));
+  const db = await connect(database);
+  const access = new AccessState(db);
+  let keyTimer: NodeJS.Timeout | undefined;
+  let app: FastifyInstance | undefined;
+  const release = async (): Promise<void> => {
+    clearInterval(keyTimer);
+    access.stop();
+    await db.close().catch(() => {});
+    logger?.flush();
+  };
+  try {
+    try {
+      await access.refresh();
+    } catch (error) {
+      throw new AppError('database_unavailable', 'the database does not answer', { cause: error });
+    }
+    access.start();
+    const verifier = new TokenVerifier(keys);
+    const exchange = new CredentialExchange(db, keys);
+    keyTimer = setInterval(() => {
+      try {
+        if (keys.reloadIfChanged()) verifier.keysChanged();
+      } catch (error) {
+        logger?.error({ err: { message: (error as Error).message } }, 'signing-key file could not be reloaded; keeping the keys in memory');
+      }
+    }, KEY_FILE_POLL_INTERVAL_MS);
+    keyTimer.unref();
+    await exchange.warmUp();
+    app = await buildApp({ db, keys, access, exchange, verifier, config, ...(logger ? { logger } : {}) });
+    try {
+      await app.listen({ host: config.host, port: config.port });
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      const why = code === 'EADDRINUSE' ? 'is already in use' : code === 'EADDRNOTAVAIL' ? 'is not an address of this machine' : `cannot be used (${code ?? (error as Error).message})`;
+      throw new AppError('invalid_argument', `${config.host}:${config.port} ${why}`, {
+        hint: 'choose another --port / PORT or --host / HOST',
+        cause: error,
+      });
+    }
+  } catch (error) {
+    await app?.close().catch(() => {});
+    await release();
+    throw error;
+  }
+  const running = app;
+  let closing: Promise<void> | undefined;
+  return {
+    url: urlOf(running.server.address() as AddressInfo),
+    app: running,
+    config,
+    db,
+    close: () => {
+      closing ??= (async () => {
+        try {
+          await running.close();
+        } finally {
+          await release();
+        }
+      })();
+      return closing;
+    },
+  };
+}
+
+/**
+ * `partnerctl serve`: listens until SIGTERM or SIGINT, then stops accepting, finishes the requests in
+ * flight, closes the database and resolves. A second signal drops the connections still open.
+ */
+export async function runServer(options: ServeOptions): Promise<void> {
+  const server = await startServer(options);
+  const { provider, url } = server.db.config;
+  const where = provider === 'sqlite' ? url : redactUrl(url);
+  process.stderr.write(`partnerctl serve: listening on ${server.url} (${provider} ${where})\n`);
+
+  const signals: NodeJS.Signals[] = ['SIGTERM', 'SIGINT'];
+  let received = 0;
+  let onSignal: (signal: NodeJS.Signals) => void = () => {};
+  await new Promise<void>((resolve) => {
+    onSignal = (signal) => {
+      received++;
+      if (received === 1) {
+        process.stderr.write(`partnerctl serve: ${signal}: finishing requests in flight\n`);
+        resolve();
+      } else {
+        server.app.server.closeAllConnections();
+      }
+    };
+    for (const signal of signals) process.on(signal, onSignal);
+  });
+  try {
+    await server.close();
+  } finally {
+    for (const signal of signals) process.off(signal, onSignal);
+  }
+  process.stderr.write('partnerctl serve: stopped\n');
+}

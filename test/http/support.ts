@@ -1,0 +1,132 @@
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import type { Database } from '../../src/db/client.js';
+import { AccessState } from '../../src/domain/access.js';
+import { mapCompany } from '../../src/domain/companies.js';
+import { CredentialExchange } from '../../src/domain/credentials.js';
+import { issueKeyPair } from '../../src/domain/key-pairs.js';
+import { createPartner } from '../../src/domain/partners.js';
+import { SigningKeys } from '../../src/domain/signing-keys.js';
+import { TokenVerifier } from '../../src/domain/tokens.js';
+import { buildApp } from '../../src/http/app.js';
+import { parseServerConfig } from '../../src/http/config.js';
+import type { TestBackend } from '../support/backends.js';
+
+export const who = { actor: 'test' };
+export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+export interface Received {
+  method: string;
+  url: string;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+export interface UpstreamReply {
+  status?: number;
+  headers?: Record<string, string>;
+  body?: string;
+  delayMs?: number;
+}
+
+/** A stand-in recommendation engine on loopback that records every request it receives. */
+export interface TestUpstream {
+  url: string;
+  received: Received[];
+  respond: (request: Received) => UpstreamReply;
+  close(): Promise<void>;
+}
+
+export async function startUpstream(): Promise<TestUpstream> {
+  const upstream: TestUpstream = {
+    url: '',
+    received: [],
+    respond: () => ({}),
+    close: async () => {},
+  };
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const record: Received = { method: req.method!, url: req.url!, headers: req.headers, body: Buffer.concat(chunks).toString('utf8') };
+      upstream.received.push(record);
+      const reply = upstream.respond(record);
+      const send = () => {
+        if (res.destroyed) return;
+        res.writeHead(reply.status ?? 200, { 'content-type': 'application/json', 'x-engine': 'test', ...reply.headers });
+        res.end(reply.body ?? JSON.stringify({ engine: 'ok', method: record.method, url: record.url }));
+      };
+      if (reply.delayMs) setTimeout(send, reply.delayMs);
+      else send();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  upstream.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  upstream.close = () =>
+    new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    });
+  return upstream;
+}
+
+export interface SeededPartner {
+  partnerId: string;
+  name: string;
+  keyPairId: string;
+  accessKey: string;
+  secretKey: string;
+}
+
+let partnerCounter = 0;
+
+/** A partner with an active key pair and the given companies mapped, made through the domain functions. */
+export async function seedPartner(db: Database, companies: string[] = ['acme'], name = `partner-${process.pid}-${++partnerCounter}`): Promise<SeededPartner> {
+  const { partner } = await createPartner(db, who, { name });
+  const pair = await issueKeyPair(db, who, partner.id);
+  for (const company of companies) await mapCompany(db, who, partner.id, company);
+  return { partnerId: partner.id, name, keyPairId: pair.keyPairId, accessKey: pair.accessKey, secretKey: pair.secretKey };
+}
+
+export interface TestApp {
+  app: FastifyInstance;
+  keys: SigningKeys;
+  access: AccessState;
+  verifier: TokenVerifier;
+  logLines: Record<string, unknown>[];
+  close(): Promise<void>;
+}
+
+/** The app built in-process over a real database, with env-style settings; nothing listens. */
+export async function buildTestApp(backend: TestBackend, db: Database, env: NodeJS.ProcessEnv = {}): Promise<TestApp> {
+  const keys = SigningKeys.open(join(backend.dir, 'signing-keys.json'));
+  const access = new AccessState(db);
+  const verifier = new TokenVerifier(keys);
+  const exchange = new CredentialExchange(db, keys);
+  const config = parseServerConfig({}, env);
+  const logLines: Record<string, unknown>[] = [];
+  const { pino } = await import('pino');
+  const logger = pino(
+    { level: 'info', base: null },
+    { write: (line: string) => void logLines.push(JSON.parse(line) as Record<string, unknown>) },
+  );
+  const app = await buildApp({ db, keys, access, exchange, verifier, config, logger });
+  await app.ready();
+  return {
+    app,
+    keys,
+    access,
+    verifier,
+    logLines,
+    close: async () => {
+      access.stop();
+      await app.close();
+    },
+  };
+}
+
+export function bearer(token: string): Record<string, string> {
+  return { authorization: `Bearer ${token}` };
+}
