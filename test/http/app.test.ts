@@ -1,0 +1,156 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Database } from '../../src/db/client.js';
+import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
+import { bearer, buildTestApp, seedPartner, startUpstream, UUID, type TestApp, type TestUpstream } from './support.js';
+
+type Injected = { statusCode: number; headers: Record<string, unknown>; json(): unknown; body: string };
+
+function expectEnvelope(response: Injected, status: number, code: string) {
+  expect(response.statusCode, response.body).toBe(status);
+  const body = response.json() as { error: Record<string, unknown> };
+  expect(Object.keys(body)).toEqual(['error']);
+  expect(Object.keys(body.error).sort()).toEqual(['code', 'message', 'request_id']);
+  expect(body.error.code).toBe(code);
+  expect(body.error.request_id).toMatch(UUID);
+  expect(response.headers['x-request-id']).toBe(body.error.request_id);
+  return body;
+}
+
+describe.each(BACKENDS)('app (%s)', (provider) => {
+  describe.skipIf(!backendAvailable(provider))('', () => {
+    let backend: TestBackend;
+    let db: Database;
+    let upstream: TestUpstream;
+    let t: TestApp;
+    let token: string;
+
+    beforeAll(async () => {
+      backend = await createBackend(provider);
+      db = await openMigrated(backend);
+      upstream = await startUpstream();
+      t = await buildTestApp(backend, db, { PUBLIC_API_UPSTREAM_URL: upstream.url });
+      const partner = await seedPartner(db);
+      const exchange = await t.app.inject({ method: 'POST', url: '/public/v1/auth/token', payload: { access_key: partner.accessKey, secret_key: partner.secretKey } });
+      token = exchange.json().access_token;
+    });
+    afterAll(async () => {
+      await t?.close();
+      await upstream?.close();
+      await db?.close();
+      await backend?.dispose();
+    });
+
+    it('answers unknown routes anywhere with a 404 not_found envelope and a fresh request id', async () => {
+      const first = expectEnvelope(await t.app.inject({ method: 'GET', url: '/nope' }), 404, 'not_found');
+      const second = expectEnvelope(await t.app.inject({ method: 'POST', url: '/public/v2/x', payload: {} }), 404, 'not_found');
+      expect(first.error.request_id).not.toBe(second.error.request_id);
+      expectEnvelope(await t.app.inject({ method: 'OPTIONS', url: '/' }), 404, 'not_found');
+    });
+
+    it('ignores a request id sent by the client', async () => {
+      const response = await t.app.inject({ method: 'GET', url: '/healthz', headers: { 'x-request-id': 'mine' } });
+      expect(response.headers['x-request-id']).toMatch(UUID);
+    });
+
+    it('serves /healthz and /readyz with the provider', async () => {
+      const health = await t.app.inject({ method: 'GET', url: '/healthz' });
+      expect(health.statusCode).toBe(200);
+      expect(health.json()).toEqual({ status: 'ok' });
+      expect(health.headers['x-request-id']).toMatch(UUID);
+      const ready = await t.app.inject({ method: 'GET', url: '/readyz' });
+      expect(ready.statusCode).toBe(200);
+      expect(ready.json()).toEqual({ status: 'ok', database: provider });
+      const wrong = await t.app.inject({ method: 'POST', url: '/healthz' });
+      expectEnvelope(wrong, 405, 'method_not_allowed');
+      expect(wrong.headers.allow).toBe('GET, HEAD');
+    });
+
+    it('serves an OpenAPI 3.1 document without authentication', async () => {
+      const response = await t.app.inject({ method: 'GET', url: '/public/v1/openapi.json' });
+      expect(response.statusCode).toBe(200);
+      const doc = response.json();
+      expect(doc.openapi).toBe('3.1.0');
+      expect(doc.info.version).toBe('1.0.0');
+      expect(doc.servers).toEqual([{ url: '/public/v1' }]);
+      expect(doc.paths['/auth/token'].post.responses['401']).toBeDefined();
+      expect(doc.components.securitySchemes.bearerAuth).toMatchObject({ type: 'http', scheme: 'bearer', bearerFormat: 'JWT' });
+      expect(doc.components.schemas.ErrorEnvelope.properties.error.required).toEqual(['code', 'message', 'request_id']);
+      expect(doc.components.schemas.ErrorCode.enum).toContain('invalid_credentials');
+      expect(JSON.stringify(doc.paths['/{path}'])).toContain('company_id');
+      expectEnvelope(await t.app.inject({ method: 'DELETE', url: '/public/v1/openapi.json' }), 405, 'method_not_allowed');
+    });
+
+    it('refuses methods the data endpoints do not take with 405 and Allow', async () => {
+      const response = await t.app.inject({ method: 'TRACE', url: '/public/v1/x?company_id=acme', headers: bearer(token) });
+      expectEnvelope(response, 405, 'method_not_allowed');
+      expect(String(response.headers.allow)).toContain('GET');
+    });
+
+    it('sends no CORS headers at all when no origins are configured, preflights included', async () => {
+      const headers = { origin: 'https://app.example.com', 'access-control-request-method': 'GET' };
+      const preflight = await t.app.inject({ method: 'OPTIONS', url: '/public/v1/x', headers });
+      expectEnvelope(preflight, 401, 'unauthorized');
+      const simple = await t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: { ...bearer(token), origin: 'https://app.example.com' } });
+      expect(simple.statusCode).toBe(200);
+      for (const response of [preflight, simple]) {
+        expect(Object.keys(response.headers).filter((name) => name.startsWith('access-control-'))).toEqual([]);
+      }
+    });
+
+    it('allows exactly the configured origins', async () => {
+      const withCors = await buildTestApp(backend, db, {
+        PUBLIC_API_UPSTREAM_URL: upstream.url,
+        PUBLIC_API_CORS_ORIGINS: 'https://app.example.com, https://admin.example.com',
+      });
+      try {
+        const allowed = await withCors.app.inject({
+          method: 'OPTIONS',
+          url: '/public/v1/x',
+          headers: { origin: 'https://app.example.com', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type' },
+        });
+        expect(allowed.statusCode).toBe(204);
+        expect(allowed.headers['access-control-allow-origin']).toBe('https://app.example.com');
+        expect(String(allowed.headers['access-control-allow-headers']).toLowerCase()).toContain('authorization');
+        const get = await withCors.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: { ...bearer(token), origin: 'https://admin.example.com' } });
+        expect(get.statusCode).toBe(200);
+        expect(get.headers['access-control-allow-origin']).toBe('https://admin.example.com');
+        expect(String(get.headers['access-control-expose-headers'])).toContain('X-Request-Id');
+        for (const origin of ['https://evil.example.com', 'https://app.example.com.evil.com', 'http://app.example.com', 'null']) {
+          const refused = await withCors.app.inject({ method: 'OPTIONS', url: '/public/v1/x', headers: { origin, 'access-control-request-method': 'GET' } });
+          expectEnvelope(refused, 401, 'unauthorized');
+          expect(refused.headers['access-control-allow-origin']).toBeUndefined();
+          const plain = await withCors.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: { ...bearer(token), origin } });
+          expect(plain.headers['access-control-allow-origin']).toBeUndefined();
+        }
+      } finally {
+        await withCors.close();
+      }
+    });
+
+    it('maps framework errors to envelopes: bad URL encoding, bad content length', async () => {
+      const bad = await t.app.inject({ method: 'GET', url: '/public/v1/%E0%A4%A?company_id=acme', headers: bearer(token) });
+      expect(bad.statusCode).toBe(400);
+      expect(bad.json().error.request_id).toMatch(UUID);
+    });
+  });
+});
+
+describe.skipIf(!backendAvailable('postgresql'))('readiness when the database goes away (postgresql)', () => {
+  it('answers /readyz with 503 database_unavailable, naming the provider and nothing internal', async () => {
+    const backend = await createBackend('postgresql');
+    const db = await openMigrated(backend);
+    const t = await buildTestApp(backend, db, {});
+    try {
+      expect((await t.app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
+      await backend.dispose();
+      const response = await t.app.inject({ method: 'GET', url: '/readyz' });
+      const body = expectEnvelope(response, 503, 'database_unavailable');
+      expect(body.error.message).toContain('postgresql');
+      expect(body.error.message).not.toMatch(/partnerctl_test_|127\.0\.0\.1|5432/);
+      expect((await t.app.inject({ method: 'GET', url: '/healthz' })).statusCode).toBe(200);
+    } finally {
+      await t.close();
+      await db.close().catch(() => {});
+    }
+  });
+});

@@ -1,0 +1,341 @@
+import { createServer } from 'node:net';
+import { SignJWT } from 'jose';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { Database } from '../../src/db/client.js';
+import { mapCompany, unmapCompany } from '../../src/domain/companies.js';
+import { rotateKeyPair, revokeKeyPair } from '../../src/domain/key-pairs.js';
+import { setPartnerStatus } from '../../src/domain/partners.js';
+import { mintTestToken } from '../../src/domain/test-tokens.js';
+import { mintToken, TOKEN_AUDIENCE, TOKEN_ISSUER } from '../../src/domain/tokens.js';
+import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
+import { bearer, buildTestApp, seedPartner, startUpstream, UUID, who, type SeededPartner, type TestApp, type TestUpstream } from './support.js';
+
+type Injected = { statusCode: number; headers: Record<string, unknown>; json(): unknown; body: string };
+
+function expectEnvelope(response: Injected, status: number, code: string) {
+  expect(response.statusCode, response.body).toBe(status);
+  const body = response.json() as { error: { code: string; message: string; request_id: string } };
+  expect(body.error.code).toBe(code);
+  expect(body.error.request_id).toMatch(UUID);
+  expect(response.headers['x-request-id']).toBe(body.error.request_id);
+  return body;
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+describe.each(BACKENDS)('data requests (%s)', (provider) => {
+  describe.skipIf(!backendAvailable(provider))('', () => {
+    let backend: TestBackend;
+    let db: Database;
+    let upstream: TestUpstream;
+    let t: TestApp;
+    let partner: SeededPartner;
+    let token: string;
+
+    const tokenFor = async (who: SeededPartner) => {
+      const response = await t.app.inject({ method: 'POST', url: '/public/v1/auth/token', payload: { access_key: who.accessKey, secret_key: who.secretKey } });
+      expect(response.statusCode).toBe(200);
+      return response.json().access_token as string;
+    };
+
+    beforeAll(async () => {
+      backend = await createBackend(provider);
+      db = await openMigrated(backend);
+      upstream = await startUpstream();
+      t = await buildTestApp(backend, db, { PUBLIC_API_UPSTREAM_URL: `${upstream.url}/engine/`, PUBLIC_API_UPSTREAM_TIMEOUT_MS: '300' });
+      partner = await seedPartner(db, ['acme', 'globex']);
+      token = await tokenFor(partner);
+    });
+    beforeEach(() => {
+      upstream.received.length = 0;
+      upstream.respond = () => ({});
+    });
+    afterAll(async () => {
+      await t?.close();
+      await upstream?.close();
+      await db?.close();
+      await backend?.dispose();
+    });
+
+    describe('forwarding', () => {
+      it('forwards a GET: path after the base, query, partner and company headers, no Authorization', async () => {
+        upstream.respond = () => ({ status: 207, headers: { 'x-engine-version': '7', 'x-request-id': 'engine-own' }, body: '{"prices":[1,2]}' });
+        const response = await t.app.inject({
+          method: 'GET',
+          url: '/public/v1/recommendations/items?company_id=acme&limit=5',
+          headers: { ...bearer(token), 'x-partner-id': 'forged', 'x-company-id': 'forged', 'x-request-id': 'forged', 'x-custom': 'kept' },
+        });
+        expect(response.statusCode).toBe(207);
+        expect(response.body).toBe('{"prices":[1,2]}');
+        expect(response.headers['x-engine-version']).toBe('7');
+        expect(response.headers['x-request-id']).toMatch(UUID);
+        expect(upstream.received).toHaveLength(1);
+        const seen = upstream.received[0]!;
+        expect(seen.method).toBe('GET');
+        expect(seen.url).toBe('/engine/recommendations/items?company_id=acme&limit=5');
+        expect(seen.headers.authorization).toBeUndefined();
+        expect(seen.headers['x-partner-id']).toBe(partner.partnerId);
+        expect(seen.headers['x-company-id']).toBe('acme');
+        expect(seen.headers['x-request-id']).toBe(response.headers['x-request-id']);
+        expect(seen.headers['x-custom']).toBe('kept');
+        const line = t.logLines.find((entry) => entry.request_id === response.headers['x-request-id']);
+        expect(line).toMatchObject({ partner_id: partner.partnerId, method: 'GET', path: '/public/v1/recommendations/items', status: 207 });
+        expect(JSON.stringify(t.logLines)).not.toContain(token);
+      });
+
+      it('forwards a POST body byte for byte, company_id from the body', async () => {
+        const payload = '{ "company_id": "globex", "items": [ {"sku": "a"} ] }';
+        const response = await t.app.inject({
+          method: 'POST',
+          url: '/public/v1/recommendations?dry_run=1',
+          headers: { ...bearer(token), 'content-type': 'application/json' },
+          payload,
+        });
+        expect(response.statusCode).toBe(200);
+        const seen = upstream.received[0]!;
+        expect(seen.method).toBe('POST');
+        expect(seen.url).toBe('/engine/recommendations?dry_run=1');
+        expect(seen.body).toBe(payload);
+        expect(seen.headers['content-type']).toBe('application/json');
+        expect(seen.headers['x-company-id']).toBe('globex');
+      });
+
+      it('forwards PUT, PATCH, DELETE and HEAD with the same method', async () => {
+        for (const method of ['PUT', 'PATCH'] as const) {
+          const response = await t.app.inject({ method, url: '/public/v1/rules/1', headers: bearer(token), payload: { company_id: 'acme', rule: 1 } });
+          expect(response.statusCode).toBe(200);
+        }
+        expect((await t.app.inject({ method: 'DELETE', url: '/public/v1/rules/1?company_id=acme', headers: bearer(token) })).statusCode).toBe(200);
+        expect((await t.app.inject({ method: 'HEAD', url: '/public/v1/rules?company_id=acme', headers: bearer(token) })).statusCode).toBe(200);
+        expect(upstream.received.map((seen) => `${seen.method} ${seen.url}`)).toEqual([
+          'PUT /engine/rules/1',
+          'PATCH /engine/rules/1',
+          'DELETE /engine/rules/1?company_id=acme',
+          'HEAD /engine/rules?company_id=acme',
+        ]);
+      });
+
+      it("passes the engine's own errors back unchanged and does not retry them", async () => {
+        upstream.respond = () => ({ status: 503, headers: { 'retry-after': '3' }, body: '{"engine":"busy"}' });
+        const response = await t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: bearer(token) });
+        expect(response.statusCode).toBe(503);
+        expect(response.body).toBe('{"engine":"busy"}');
+        expect(upstream.received).toHaveLength(1);
+      });
+
+      it('answers 504 upstream_timeout when the engine is too slow', async () => {
+        upstream.respond = () => ({ delayMs: 1_500 });
+        expectEnvelope(await t.app.inject({ method: 'GET', url: '/public/v1/slow?company_id=acme', headers: bearer(token) }), 504, 'upstream_timeout');
+      });
+
+      it('answers 502 bad_gateway when the engine is unreachable', async () => {
+        const down = await buildTestApp(backend, db, { PUBLIC_API_UPSTREAM_URL: `http://127.0.0.1:${await freePort()}` });
+        try {
+          const response = await down.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: bearer(token) });
+          const body = expectEnvelope(response, 502, 'bad_gateway');
+          expect(body.error.message).not.toMatch(/127\.0\.0\.1|ECONNREFUSED/);
+        } finally {
+          await down.close();
+        }
+      });
+
+      it('answers 503 upstream_unavailable when no engine is configured, after the gate', async () => {
+        const none = await buildTestApp(backend, db, {});
+        try {
+          expectEnvelope(await none.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: bearer(token) }), 503, 'upstream_unavailable');
+          expectEnvelope(await none.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme' }), 401, 'unauthorized');
+        } finally {
+          await none.close();
+        }
+      });
+    });
+
+    describe('authentication', () => {
+      const get = (headers: Record<string, string>) => t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers });
+
+      it('answers 401 with WWW-Authenticate: Bearer when no token is sent', async () => {
+        const response = await get({});
+        expectEnvelope(response, 401, 'unauthorized');
+        expect(response.headers['www-authenticate']).toBe('Bearer');
+      });
+
+      it('answers 401 with error="invalid_token" to malformed, tampered, foreign or wrongly-signed tokens', async () => {
+        const [header, payload, signature] = token.split('.') as [string, string, string];
+        const claims = JSON.parse(Buffer.from(payload, 'base64url').toString());
+        const altered = Buffer.from(JSON.stringify({ ...claims, sub: 'ptn_00000000000000000000000000' })).toString('base64url');
+        const hs256 = await new SignJWT({ kp: partner.keyPairId })
+          .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+          .setIssuer(TOKEN_ISSUER)
+          .setAudience(TOKEN_AUDIENCE)
+          .setSubject(partner.partnerId)
+          .setJti('j')
+          .setIssuedAt()
+          .setExpirationTime('5m')
+          .sign(new TextEncoder().encode('a-shared-secret-of-enough-length!!'));
+        const none = `${Buffer.from('{"alg":"none","typ":"JWT"}').toString('base64url')}.${payload}.`;
+        const values = [
+          'Bearer',
+          `Basic ${Buffer.from('a:b').toString('base64')}`,
+          token,
+          `Bearer  ${token}`,
+          `Bearer ${token} x`,
+          `Token ${token}`,
+          `Bearer ${header}.${altered}.${signature}`,
+          `Bearer ${header}.${payload}.${signature.slice(0, -2)}AA`,
+          `Bearer ${hs256}`,
+          `Bearer ${none}`,
+          `Bearer ${none}x`,
+          `Bearer ${'a'.repeat(5000)}.b.c`,
+        ];
+        for (const value of values) {
+          const response = await get({ authorization: value });
+          expectEnvelope(response, 401, 'unauthorized');
+          expect(response.headers['www-authenticate']).toBe('Bearer error="invalid_token"');
+        }
+        expect(upstream.received).toHaveLength(0);
+      });
+
+      it('answers 401 to an expired token', async () => {
+        const { accessToken } = await mintToken(t.keys, { partnerId: partner.partnerId, keyPairId: partner.keyPairId }, 1);
+        expect((await get(bearer(accessToken))).statusCode).toBe(200);
+        await new Promise((resolve) => setTimeout(resolve, 2_100));
+        expectEnvelope(await get(bearer(accessToken)), 401, 'unauthorized');
+      });
+
+      it("accepts an operator's test token", async () => {
+        const { accessToken } = await mintTestToken(db, who, t.keys, partner.partnerId, 60);
+        expect((await get(bearer(accessToken))).statusCode).toBe(200);
+      });
+
+      it('refuses API keys on data requests with 400 invalid_request', async () => {
+        const cases = [
+          t.app.inject({ method: 'GET', url: `/public/v1/x?company_id=acme&access_key=${partner.accessKey}`, headers: bearer(token) }),
+          t.app.inject({ method: 'GET', url: `/public/v1/x?company_id=acme&s=${partner.secretKey}`, headers: bearer(token) }),
+          t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: { ...bearer(token), 'x-api-key': 'k' } }),
+          t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: { ...bearer(token), 'x-secret-key': partner.secretKey } }),
+          t.app.inject({ method: 'POST', url: '/public/v1/x', headers: bearer(token), payload: { company_id: 'acme', secret_key: 'x' } }),
+          t.app.inject({ method: 'POST', url: '/public/v1/x', headers: bearer(token), payload: { company_id: 'acme', note: partner.accessKey } }),
+        ];
+        for (const response of await Promise.all(cases)) expectEnvelope(response, 400, 'invalid_request');
+        expect(upstream.received).toHaveLength(0);
+      });
+
+      it('refuses a token of a revoked pair or of a disabled partner, within the 1 s bound', async () => {
+        const revoked = await seedPartner(db);
+        const disabled = await seedPartner(db);
+        const revokedToken = await tokenFor(revoked);
+        const disabledToken = await tokenFor(disabled);
+        const getFor = (who: string) => t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: bearer(who) });
+        expect((await getFor(revokedToken)).statusCode).toBe(200);
+        expect((await getFor(disabledToken)).statusCode).toBe(200);
+        await revokeKeyPair(db, who, revoked.partnerId);
+        await setPartnerStatus(db, who, disabled.partnerId, 'disabled');
+        await new Promise((resolve) => setTimeout(resolve, 1_100));
+        expectEnvelope(await getFor(revokedToken), 401, 'unauthorized');
+        expectEnvelope(await getFor(disabledToken), 401, 'unauthorized');
+        await setPartnerStatus(db, who, disabled.partnerId, 'active');
+        await t.access.refresh();
+        expect((await getFor(disabledToken)).statusCode).toBe(200);
+      });
+
+      it('rotation: old keys refused, old token valid until expiry; with revocation the old token dies at once', async () => {
+        const rotating = await seedPartner(db);
+        const oldToken = await tokenFor(rotating);
+        const rotated = await rotateKeyPair(db, who, rotating.partnerId);
+        await t.access.refresh();
+        const oldKeys = await t.app.inject({ method: 'POST', url: '/public/v1/auth/token', payload: { access_key: rotating.accessKey, secret_key: rotating.secretKey } });
+        expectEnvelope(oldKeys, 401, 'invalid_credentials');
+        const getWith = (value: string) => t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: bearer(value) });
+        expect((await getWith(oldToken)).statusCode).toBe(200);
+        const newToken = await tokenFor({ ...rotating, accessKey: rotated.accessKey, secretKey: rotated.secretKey });
+        expect((await getWith(newToken)).statusCode).toBe(200);
+
+        await rotateKeyPair(db, who, rotating.partnerId, { revokeIssuedTokens: true });
+        await t.access.refresh();
+        expect((await getWith(oldToken)).statusCode).toBe(200); // minted by a superseded (not revoked) pair
+        expectEnvelope(await getWith(newToken), 401, 'unauthorized');
+      });
+    });
+
+    describe('company_id', () => {
+      it('answers 400 invalid_request when it is missing, empty, not a string, repeated or misplaced', async () => {
+        const cases = [
+          t.app.inject({ method: 'GET', url: '/public/v1/x', headers: bearer(token) }),
+          t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=', headers: bearer(token) }),
+          t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme&company_id=globex', headers: bearer(token) }),
+          t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme&company%5Fid=acme', headers: bearer(token) }),
+          t.app.inject({ method: 'DELETE', url: '/public/v1/x', headers: bearer(token), payload: { company_id: 'acme' } }),
+          t.app.inject({ method: 'DELETE', url: '/public/v1/x?company_id=acme', headers: bearer(token), payload: { company_id: 'acme' } }),
+          t.app.inject({ method: 'POST', url: '/public/v1/x', headers: bearer(token), payload: { other: 1 } }),
+          t.app.inject({ method: 'POST', url: '/public/v1/x', headers: bearer(token), payload: { company_id: '' } }),
+          t.app.inject({ method: 'POST', url: '/public/v1/x', headers: bearer(token), payload: { company_id: 7 } }),
+          t.app.inject({ method: 'POST', url: '/public/v1/x', headers: bearer(token), payload: { company_id: ['acme'] } }),
+          t.app.inject({ method: 'POST', url: '/public/v1/x', headers: bearer(token), payload: [{ company_id: 'acme' }] }),
+          t.app.inject({ method: 'POST', url: '/public/v1/x?company_id=acme', headers: bearer(token), payload: { company_id: 'acme' } }),
+          t.app.inject({ method: 'POST', url: '/public/v1/x?company_id=acme', headers: bearer(token) }),
+          t.app.inject({
+            method: 'POST',
+            url: '/public/v1/x',
+            headers: { ...bearer(token), 'content-type': 'application/json' },
+            payload: '{"company_id":"acme","company_id":"globex"}',
+          }),
+          t.app.inject({
+            method: 'PUT',
+            url: '/public/v1/x',
+            headers: { ...bearer(token), 'content-type': 'application/json' },
+            payload: '{"company_id":"acme","nested":{"company_id":"x"},"company\\u005fid":"globex"}',
+          }),
+          t.app.inject({ method: 'POST', url: '/public/v1/x', headers: { ...bearer(token), 'content-type': 'application/json' }, payload: '{"company_id":' }),
+        ];
+        for (const response of await Promise.all(cases)) expectEnvelope(response, 400, 'invalid_request');
+        expect(upstream.received).toHaveLength(0);
+      });
+
+      it('accepts a nested company_id beside the top-level one', async () => {
+        const response = await t.app.inject({
+          method: 'POST',
+          url: '/public/v1/x',
+          headers: { ...bearer(token), 'content-type': 'application/json' },
+          payload: '{"company_id":"acme","nested":{"company_id":"other"}}',
+        });
+        expect(response.statusCode).toBe(200);
+      });
+
+      it('answers 415 to a non-JSON body on a data request', async () => {
+        const response = await t.app.inject({ method: 'POST', url: '/public/v1/x', headers: { ...bearer(token), 'content-type': 'text/plain' }, payload: 'company_id=acme' });
+        expectEnvelope(response, 415, 'unsupported_media_type');
+      });
+
+      it('answers the same 404 not_found to an unmapped and to a nonexistent company', async () => {
+        const other = await seedPartner(db, ['initech']);
+        const unmapped = await t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=initech', headers: bearer(token) });
+        const missing = await t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=no-such-company', headers: bearer(token) });
+        const strange = await t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=a%20b', headers: bearer(token) });
+        const bodies = [unmapped, missing, strange].map((response) => {
+          const body = expectEnvelope(response, 404, 'not_found');
+          return JSON.stringify({ ...body.error, request_id: undefined });
+        });
+        expect(new Set(bodies).size).toBe(1);
+        expect(other.partnerId).not.toBe(partner.partnerId);
+        expect(upstream.received).toHaveLength(0);
+      });
+
+      it('follows mapping changes within the 1 s staleness bound', async () => {
+        const request = () => t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=umbrella', headers: bearer(token) });
+        expectEnvelope(await request(), 404, 'not_found');
+        await mapCompany(db, who, partner.partnerId, 'umbrella');
+        await new Promise((resolve) => setTimeout(resolve, 1_100));
+        expect((await request()).statusCode).toBe(200);
+        await unmapCompany(db, who, partner.partnerId, 'umbrella');
+        await new Promise((resolve) => setTimeout(resolve, 1_100));
+        expectEnvelope(await request(), 404, 'not_found');
+      });
+    });
+  });
+});
