@@ -1,0 +1,137 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { resolveDatabase } from '../../src/config.js';
+import { openDatabase, type Database } from '../../src/db/client.js';
+import { AccessState } from '../../src/domain/access.js';
+import { mapCompany, unmapCompany } from '../../src/domain/companies.js';
+import { issueKeyPair, revokeKeyPair, rotateKeyPair } from '../../src/domain/key-pairs.js';
+import { createPartner, setPartnerStatus } from '../../src/domain/partners.js';
+import type { TokenClaims } from '../../src/domain/tokens.js';
+import { backendAvailable, BACKENDS } from '../support/backends.js';
+import { ALICE, expectAppError, uniqueName, useMigratedDatabase } from './fixtures.js';
+
+function claimsFor(partnerId: string, keyPairId: string | null): TokenClaims {
+  return { partnerId, keyPairId, test: keyPairId === null, jti: 'test-jti', exp: Math.floor(Date.now() / 1000) + 900 };
+}
+
+describe.each(BACKENDS)('AccessState on %s', (provider) => {
+  describe.skipIf(!backendAvailable(provider))(provider, () => {
+    const ctx = useMigratedDatabase(provider);
+    // Changes come from another connection, as they would from the operator's CLI.
+    let operator: Database;
+    beforeAll(async () => {
+      operator = await openDatabase(resolveDatabase(ctx.backend.url, {}));
+    });
+    afterAll(async () => operator?.close());
+
+    async function provisioned(companies: string[] = ['co-1']) {
+      const { partner } = await createPartner(operator, ALICE, { name: uniqueName() });
+      const issued = await issueKeyPair(operator, ALICE, partner.id);
+      for (const company of companies) await mapCompany(operator, ALICE, partner.id, company);
+      return { partner, issued, claims: claimsFor(partner.id, issued.keyPairId) };
+    }
+
+    it('allows a mapped company for an active partner and pair, and a test token', async () => {
+      const { partner, claims } = await provisioned(['co-1', 'co-2']);
+      const access = new AccessState(ctx.db);
+      await access.authorize(claims, 'co-1');
+      await access.authorize(claims, 'co-2');
+      await access.authorize(claimsFor(partner.id, null), 'co-1');
+    });
+
+    it.each([
+      ['an unmapped company', 'co-elsewhere'],
+      ['a company that does not exist', 'no-such-company-anywhere'],
+      ['an empty company id', ''],
+      ['a company id with a control character', 'co-1\n'],
+      ['a number', 1],
+      ['nothing', undefined],
+      ['an object', { $ne: null }],
+    ])('says not_found for %s, the same for each', async (_, companyId) => {
+      const { claims } = await provisioned();
+      await mapCompany(operator, ALICE, (await createPartner(operator, ALICE, { name: uniqueName() })).partner.id, 'co-elsewhere');
+      const error = await expectAppError(new AccessState(ctx.db).authorize(claims, companyId), 'not_found');
+      expect(error.message).toBe('no such company');
+    });
+
+    it('refuses tokens of a revoked pair, and of a pair revoked by an emergency rotation', async () => {
+      const revoked = await provisioned();
+      await revokeKeyPair(operator, ALICE, revoked.partner.id);
+      await expectAppError(new AccessState(ctx.db).authorize(revoked.claims, 'co-1'), 'unauthorized');
+
+      const leaked = await provisioned();
+      const rotated = await rotateKeyPair(operator, ALICE, leaked.partner.id, { revokeIssuedTokens: true });
+      const access = new AccessState(ctx.db);
+      await expectAppError(access.authorize(leaked.claims, 'co-1'), 'unauthorized');
+      await access.authorize(claimsFor(leaked.partner.id, rotated.keyPairId), 'co-1');
+    });
+
+    it('lets tokens of a superseded pair live out their lifetime', async () => {
+      const { partner, claims } = await provisioned();
+      const rotated = await rotateKeyPair(operator, ALICE, partner.id);
+      const access = new AccessState(ctx.db);
+      await access.authorize(claims, 'co-1');
+      await access.authorize(claimsFor(partner.id, rotated.keyPairId), 'co-1');
+    });
+
+    it('refuses a disabled partner, a partner that does not exist, and a pair of another partner', async () => {
+      const { partner, claims } = await provisioned();
+      const other = await provisioned();
+      const access = new AccessState(ctx.db);
+      await expectAppError(access.authorize(claimsFor(partner.id, other.issued.keyPairId), 'co-1'), 'unauthorized');
+      await expectAppError(access.authorize(claimsFor('ptn_01JD0000000000000000000000', null), 'co-1'), 'unauthorized');
+      await expectAppError(access.authorize(claimsFor(partner.id, 'kp_01JD0000000000000000000000'), 'co-1'), 'unauthorized');
+
+      await setPartnerStatus(operator, ALICE, partner.id, 'disabled');
+      await access.refresh();
+      await expectAppError(access.authorize(claims, 'co-1'), 'unauthorized');
+      await expectAppError(access.authorize(claimsFor(partner.id, null), 'co-1'), 'unauthorized');
+    });
+
+    it('sees mapping and key changes made elsewhere once refresh() has read the revision', async () => {
+      const { partner, claims } = await provisioned(['co-1']);
+      const access = new AccessState(ctx.db, { stalenessBoundMs: 60_000 });
+      await access.refresh();
+      await access.authorize(claims, 'co-1');
+      await expectAppError(access.authorize(claims, 'co-2'), 'not_found');
+
+      await unmapCompany(operator, ALICE, partner.id, 'co-1');
+      await mapCompany(operator, ALICE, partner.id, 'co-2');
+      await access.refresh();
+      await expectAppError(access.authorize(claims, 'co-1'), 'not_found');
+      await access.authorize(claims, 'co-2');
+
+      await revokeKeyPair(operator, ALICE, partner.id);
+      await access.refresh();
+      await expectAppError(access.authorize(claims, 'co-2'), 'unauthorized');
+    });
+
+    it('sees a change within the poll interval when polling', async () => {
+      const { partner, claims } = await provisioned(['co-1']);
+      let polls = 0;
+      const access = new AccessState(ctx.db, { pollIntervalMs: 20, stalenessBoundMs: 60_000, onPoll: () => polls++ });
+      await access.refresh();
+      access.start();
+      try {
+        await access.authorize(claims, 'co-1');
+        await unmapCompany(operator, ALICE, partner.id, 'co-1');
+        const deadline = Date.now() + 5_000;
+        const seenBefore = polls;
+        while (polls < seenBefore + 2 && Date.now() < deadline) await sleep(10);
+        expect(polls).toBeGreaterThanOrEqual(seenBefore + 2);
+        await expectAppError(access.authorize(claims, 'co-1'), 'not_found');
+      } finally {
+        access.stop();
+      }
+    });
+
+    it('checks the revision itself when its last poll is older than the staleness bound', async () => {
+      const { partner, claims } = await provisioned(['co-1']);
+      const access = new AccessState(ctx.db, { stalenessBoundMs: 50 });
+      await access.authorize(claims, 'co-1');
+      await setPartnerStatus(operator, ALICE, partner.id, 'disabled');
+      await sleep(80);
+      await expectAppError(access.authorize(claims, 'co-1'), 'unauthorized');
+    });
+  });
+});

@@ -1,0 +1,127 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { CredentialExchange } from '../../src/domain/credentials.js';
+import { issueKeyPair, revokeKeyPair, rotateKeyPair, type IssuedKeyPair } from '../../src/domain/key-pairs.js';
+import { createPartner, setPartnerStatus } from '../../src/domain/partners.js';
+import { SigningKeys } from '../../src/domain/signing-keys.js';
+import { TokenVerifier } from '../../src/domain/tokens.js';
+import { backendAvailable, BACKENDS } from '../support/backends.js';
+import { ALICE, expectAppError, uniqueName, useMigratedDatabase } from './fixtures.js';
+
+const folder = mkdtempSync(join(tmpdir(), 'partnerctl-credentials-test-'));
+afterAll(() => rmSync(folder, { recursive: true, force: true }));
+
+describe.each(BACKENDS)('CredentialExchange on %s', (provider) => {
+  describe.skipIf(!backendAvailable(provider))(provider, () => {
+    const ctx = useMigratedDatabase(provider);
+    const keys = SigningKeys.open(join(folder, `${provider}.json`));
+
+    async function partnerWithKeys(): Promise<IssuedKeyPair> {
+      const { partner } = await createPartner(ctx.db, ALICE, { name: uniqueName() });
+      return issueKeyPair(ctx.db, ALICE, partner.id);
+    }
+
+    it('exchanges valid keys for a verifiable token naming the pair, and records the use', async () => {
+      const issued = await partnerWithKeys();
+      const exchange = new CredentialExchange(ctx.db, keys);
+      const minted = await exchange.exchange(issued.accessKey, issued.secretKey);
+      expect(minted).toMatchObject({ keyPairId: issued.keyPairId, expiresIn: 900 });
+      expect(await new TokenVerifier(keys).verify(minted.accessToken)).toMatchObject({
+        partnerId: issued.partner.id,
+        keyPairId: issued.keyPairId,
+        test: false,
+      });
+      const row = await ctx.db.prisma.keyPair.findUniqueOrThrow({ where: { id: issued.keyPairId } });
+      expect(row.lastUsedAt).toBeInstanceOf(Date);
+    });
+
+    it('refuses every bad credential with the same code and the same message', async () => {
+      const exchange = new CredentialExchange(ctx.db, keys);
+      const good = await partnerWithKeys();
+      const superseded = await partnerWithKeys();
+      await rotateKeyPair(ctx.db, ALICE, superseded.partner.id);
+      const revoked = await partnerWithKeys();
+      await revokeKeyPair(ctx.db, ALICE, revoked.partner.id);
+      const disabled = await partnerWithKeys();
+      await setPartnerStatus(ctx.db, ALICE, disabled.partner.id, 'disabled');
+
+      const attempts: [string, string, string][] = [
+        ['unknown access key', 'pctl_ak_0000000000000000000000', good.secretKey],
+        ['malformed access key', 'not-an-access-key', good.secretKey],
+        ['empty access key', '', good.secretKey],
+        ['wrong secret', good.accessKey, `${good.secretKey.slice(0, -1)}x`],
+        ['empty secret', good.accessKey, ''],
+        ['over-long secret', good.accessKey, good.secretKey + 'x'.repeat(10_000)],
+        ["another partner's secret", good.accessKey, superseded.secretKey],
+        ['superseded pair', superseded.accessKey, superseded.secretKey],
+        ['revoked pair', revoked.accessKey, revoked.secretKey],
+        ['disabled partner', disabled.accessKey, disabled.secretKey],
+      ];
+      const messages = new Set<string>();
+      for (const [label, accessKey, secretKey] of attempts) {
+        const error = await expectAppError(exchange.exchange(accessKey, secretKey), 'invalid_credentials');
+        expect(error.hint, label).toBeUndefined();
+        messages.add(error.message);
+      }
+      expect([...messages]).toHaveLength(1);
+      // None of the refused pairs was marked as used.
+      for (const pair of [superseded, revoked, disabled]) {
+        const row = await ctx.db.prisma.keyPair.findUniqueOrThrow({ where: { id: pair.keyPairId } });
+        expect(row.lastUsedAt).toBeNull();
+      }
+    });
+
+    it('after the first exchange, answers the right secret without argon2 (a fast path), and still refuses a wrong one', async () => {
+      const issued = await partnerWithKeys();
+      const exchange = new CredentialExchange(ctx.db, keys);
+      await exchange.exchange(issued.accessKey, issued.secretKey);
+      // Spoil the stored hash: only a remembered digest can still say yes.
+      const { secretHash } = await ctx.db.prisma.keyPair.findUniqueOrThrow({ where: { id: issued.keyPairId } });
+      await ctx.db.prisma.keyPair.update({ where: { id: issued.keyPairId }, data: { secretHash: '$argon2id$spoiled' } });
+      try {
+        expect((await exchange.exchange(issued.accessKey, issued.secretKey)).keyPairId).toBe(issued.keyPairId);
+        await expectAppError(exchange.exchange(issued.accessKey, `${issued.secretKey}x`), 'invalid_credentials');
+        // Another process (here: another exchange) has no such memory and checks the hash.
+        await expectAppError(new CredentialExchange(ctx.db, keys).exchange(issued.accessKey, issued.secretKey), 'invalid_credentials');
+      } finally {
+        await ctx.db.prisma.keyPair.update({ where: { id: issued.keyPairId }, data: { secretHash } });
+      }
+    });
+
+    it('sees a rotation, a revocation and a disabled partner at once, even on the fast path', async () => {
+      const exchange = new CredentialExchange(ctx.db, keys);
+      const first = await partnerWithKeys();
+      await exchange.exchange(first.accessKey, first.secretKey);
+      await exchange.exchange(first.accessKey, first.secretKey);
+
+      const second = await rotateKeyPair(ctx.db, ALICE, first.partner.id);
+      await expectAppError(exchange.exchange(first.accessKey, first.secretKey), 'invalid_credentials');
+      expect((await exchange.exchange(second.accessKey, second.secretKey)).keyPairId).toBe(second.keyPairId);
+
+      await setPartnerStatus(ctx.db, ALICE, first.partner.id, 'disabled');
+      await expectAppError(exchange.exchange(second.accessKey, second.secretKey), 'invalid_credentials');
+      await setPartnerStatus(ctx.db, ALICE, first.partner.id, 'active');
+      expect((await exchange.exchange(second.accessKey, second.secretKey)).keyPairId).toBe(second.keyPairId);
+
+      await revokeKeyPair(ctx.db, ALICE, first.partner.id);
+      await expectAppError(exchange.exchange(second.accessKey, second.secretKey), 'invalid_credentials');
+    });
+
+    it('makes an unknown key and a wrong secret pay for an argon2 verification', async () => {
+      const exchange = new CredentialExchange(ctx.db, keys);
+      await exchange.warmUp();
+      const good = await partnerWithKeys();
+      for (const [accessKey, secretKey] of [
+        ['pctl_ak_0000000000000000000000', good.secretKey],
+        [good.accessKey, `${good.secretKey}x`],
+      ] as const) {
+        const started = performance.now();
+        await expectAppError(exchange.exchange(accessKey, secretKey), 'invalid_credentials');
+        // 19 MiB, two passes: never under a few milliseconds, whatever the machine.
+        expect(performance.now() - started).toBeGreaterThan(3);
+      }
+    });
+  });
+});
