@@ -19,9 +19,13 @@ export function dataDirectory(env: NodeJS.ProcessEnv = process.env): string {
 
 export const DEFAULT_DATABASE_FILE = 'partnerctl.db';
 
-export function resolveDatabase(urlOption: string | undefined, env: NodeJS.ProcessEnv = process.env): DatabaseConfig {
+export function resolveDatabase(
+  urlOption: string | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+  defaultPoolSize = 10,
+): DatabaseConfig {
   const raw = (urlOption ?? env.DATABASE_URL ?? '').trim();
-  const poolSize = parsePoolSize(env.PARTNERCTL_DB_POOL_SIZE);
+  const poolSize = parsePoolSize(env.PARTNERCTL_DB_POOL_SIZE, defaultPoolSize);
   if (raw === '') {
     return { provider: 'sqlite', url: join(dataDirectory(env), DEFAULT_DATABASE_FILE), poolSize };
   }
@@ -37,8 +41,8 @@ export function resolveDatabase(urlOption: string | undefined, env: NodeJS.Proce
   return { provider: 'sqlite', url: resolve(path), poolSize };
 }
 
-function parsePoolSize(value: string | undefined): number {
-  if (value === undefined || value === '') return 10;
+function parsePoolSize(value: string | undefined, fallback: number): number {
+  if (value === undefined || value === '') return fallback;
   const size = Number(value);
   if (!Number.isInteger(size) || size < 1 || size > 1000) {
     throw new AppError('invalid_argument', `PARTNERCTL_DB_POOL_SIZE must be a whole number from 1 to 1000, got '${value}'`);

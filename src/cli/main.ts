@@ -1,4 +1,5 @@
 import { CommanderError, type Command } from 'commander';
+import { translateDatabaseError } from '../domain/transactions.js';
 import { AppError, EXIT } from '../errors.js';
 import { Output } from './output.js';
 import { buildProgram } from './program.js';
@@ -12,7 +13,7 @@ function report(thrown: unknown, session: Session | undefined): number {
   if (name === 'ExitPromptError' || name === 'AbortPromptError') {
     error = new AppError('cancelled', 'cancelled; nothing changed');
   }
-  const known = error instanceof AppError ? error : undefined;
+  const known = error instanceof AppError ? error : isDatabaseError(error) ? translateDatabaseError(error) : undefined;
   const code = known ? known.code : 'internal_error';
   const message = known ? known.message : firstLine(error);
   const hint = known ? known.hint : 'this is a bug; run again with --debug for details';
@@ -26,6 +27,11 @@ function report(thrown: unknown, session: Session | undefined): number {
     process.stdout.write(`${JSON.stringify({ error: { code, message, ...(hint ? { hint } : {}) } }, null, 2)}\n`);
   }
   return known ? known.exitCode : EXIT.error;
+}
+
+/** Errors of Prisma or its driver adapters that escaped a domain function: the database's trouble, not a bug. */
+function isDatabaseError(error: unknown): boolean {
+  return /^(PrismaClient\w*Error|DriverAdapterError)$/.test((error as Error | undefined)?.name ?? '');
 }
 
 function firstLine(error: unknown): string {

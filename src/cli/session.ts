@@ -34,7 +34,8 @@ export class Session {
   }
 
   get databaseConfig(): DatabaseConfig {
-    return resolveDatabase(this.options.databaseUrl);
+    // One command needs one or two connections; a server's pool is larger (PARTNERCTL_DB_POOL_SIZE).
+    return resolveDatabase(this.options.databaseUrl, process.env, 2);
   }
 
   get signingKeyFile(): string {

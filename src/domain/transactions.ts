@@ -77,5 +77,6 @@ export function translateDatabaseError(error: unknown): AppError {
       cause: error,
     });
   }
-  return new AppError('database_unavailable', 'the database failed the request', { cause: error });
+  const reason = message.split('\n').find((line) => line.trim() !== '')?.slice(0, 200) ?? 'unknown error';
+  return new AppError('database_unavailable', `the database failed the request: ${reason}`, { cause: error });
 }
