@@ -115,6 +115,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // The engine's own 503s and resets are passed back as they are, never retried behind its back.
     retryMethods: [],
     maxRetriesOn503: 0,
+    // Closing the app closes the pooled engine connections too, so a stopped server holds no sockets.
+    destroyAgent: true,
   });
   if (config.corsOrigins.length > 0) {
     const allowed = new Set(config.corsOrigins);

@@ -92,7 +92,7 @@ export function countTopLevelKey(text: string, name: string): number {
     const c = text.charCodeAt(i);
     if (c === 34) {
       const start = i;
-      for (i++; text.charCodeAt(i) !== 34; i++) if (text.charCodeAt(i) === 92) i++;
+      for (i++; i < text.length && text.charCodeAt(i) !== 34; i++) if (text.charCodeAt(i) === 92) i++;
       if (depth !== 1) continue;
       let j = i + 1;
       while (j < text.length && (text.charCodeAt(j) === 32 || text.charCodeAt(j) === 9 || text.charCodeAt(j) === 10 || text.charCodeAt(j) === 13)) j++;

@@ -108,9 +108,13 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
     db,
     close: () => {
       closing ??= (async () => {
+        // Keep-alive connections become idle once their request is answered; close them as they do,
+        // instead of waiting out the keep-alive timeout.
+        const sweeper = setInterval(() => running.server.closeIdleConnections(), 100);
         try {
           await running.close();
         } finally {
+          clearInterval(sweeper);
           await release();
         }
       })();
