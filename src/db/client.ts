@@ -5,19 +5,35 @@ import type { DatabaseConfig, Provider } from '../config.js';
 import { redactUrl } from '../config.js';
 import { AppError } from '../errors.js';
 import type { PrismaClient } from './generated/sqlite/client.js';
+import { openSqlReader, SQLITE_BUSY_TIMEOUT_MS, type SqlReader } from './sql.js';
 
 // Both generated clients have the same models; the SQLite one's types stand for both.
 export type Db = PrismaClient;
 export type Tx = Parameters<Parameters<Db['$transaction']>[0]>[0];
 
-export interface Database {
+/** A database opened for plain SQL only: fast to open, enough for listing and migration status. */
+export interface SqlDatabase {
   readonly provider: Provider;
-  readonly prisma: Db;
   readonly config: DatabaseConfig;
+  readonly sql: SqlReader;
   close(): Promise<void>;
 }
 
-export const SQLITE_BUSY_TIMEOUT_MS = 15_000;
+/** The whole thing: plain SQL plus the Prisma client that every mutation goes through. */
+export interface Database extends SqlDatabase {
+  readonly prisma: Db;
+}
+
+export async function openSqlDatabase(config: DatabaseConfig): Promise<SqlDatabase> {
+  let sql: SqlReader;
+  try {
+    sql = await openSqlReader(config);
+    if (config.provider === 'postgresql') await sql.query('SELECT 1');
+  } catch (error) {
+    throw databaseUnavailable(config, error);
+  }
+  return { provider: config.provider, config, sql, close: () => sql.close() };
+}
 
 export async function createAdapterFactory(config: DatabaseConfig): Promise<SqlMigrationAwareDriverAdapterFactory> {
   if (config.provider === 'sqlite') {
@@ -34,6 +50,7 @@ export async function createAdapterFactory(config: DatabaseConfig): Promise<SqlM
 }
 
 export async function openDatabase(config: DatabaseConfig): Promise<Database> {
+  const plain = await openSqlDatabase(config);
   const adapter = await createAdapterFactory(config);
   const { PrismaClient } =
     config.provider === 'sqlite'
@@ -41,22 +58,17 @@ export async function openDatabase(config: DatabaseConfig): Promise<Database> {
       : ((await import('./generated/postgresql/client.js')) as unknown as typeof import('./generated/sqlite/client.js'));
   const prisma = new PrismaClient({ adapter: adapter as never }) as Db;
   try {
-    if (config.provider === 'sqlite') {
-      // WAL lets a running server read while the CLI writes; the busy timeout makes writers queue.
-      await prisma.$queryRawUnsafe('PRAGMA journal_mode = WAL');
-      await prisma.$queryRawUnsafe('PRAGMA foreign_keys = ON');
-    } else {
-      await prisma.$queryRawUnsafe('SELECT 1');
-    }
+    if (config.provider === 'sqlite') await prisma.$queryRawUnsafe('PRAGMA foreign_keys = ON');
   } catch (error) {
-    await prisma.$disconnect().catch(() => {});
+    await Promise.allSettled([prisma.$disconnect(), plain.close()]);
     throw databaseUnavailable(config, error);
   }
   return {
-    provider: config.provider,
+    ...plain,
     prisma,
-    config,
-    close: () => prisma.$disconnect(),
+    close: async () => {
+      await Promise.allSettled([prisma.$disconnect(), plain.close()]);
+    },
   };
 }
 

@@ -1,10 +1,10 @@
 import type { DatabaseConfig } from '../config.js';
-import { openDatabase, type Database } from './client.js';
+import { openDatabase, openSqlDatabase, type Database, type SqlDatabase } from './client.js';
 import { applyMigrations, needsSelfMigration } from './migrate.js';
 
-/** Opens the database and makes sure its schema is current (migrating SQLite on first use). */
-export async function connect(config: DatabaseConfig): Promise<Database> {
-  const db = await openDatabase(config);
+/** Makes sure the schema is current, migrating SQLite on first use; errors on a PostgreSQL that is behind. */
+async function ensureSchema(config: DatabaseConfig): Promise<SqlDatabase> {
+  const db = await openSqlDatabase(config);
   let migrate: boolean;
   try {
     migrate = await needsSelfMigration(db);
@@ -16,5 +16,16 @@ export async function connect(config: DatabaseConfig): Promise<Database> {
   // The schema engine needs the file to itself while it migrates.
   await db.close();
   await applyMigrations(config);
+  return openSqlDatabase(config);
+}
+
+/** Opens the database for plain SQL (no Prisma client: fast), with its schema current. */
+export async function connectSql(config: DatabaseConfig): Promise<SqlDatabase> {
+  return ensureSchema(config);
+}
+
+/** Opens the database with the Prisma client, with its schema current. */
+export async function connect(config: DatabaseConfig): Promise<Database> {
+  await (await ensureSchema(config)).close();
   return openDatabase(config);
 }

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { SqlDriverAdapter, SqlMigrationAwareDriverAdapterFactory } from '@prisma/driver-adapter-utils';
 import type { DatabaseConfig, Provider } from '../config.js';
 import { AppError } from '../errors.js';
-import { createAdapterFactory, type Database } from './client.js';
+import { createAdapterFactory, type SqlDatabase } from './client.js';
 import { NO_FILTERS, openSchemaEngine, type MigrationList } from './schema-engine.js';
 
 const PRISMA_DIR = fileURLToPath(new URL('../../prisma/', import.meta.url));
@@ -46,13 +46,11 @@ export interface MigrationStatus {
   failed: string[];
 }
 
-export async function migrationStatus(db: Database): Promise<MigrationStatus> {
+export async function migrationStatus(db: SqlDatabase): Promise<MigrationStatus> {
   const committed = committedMigrations(db.provider).migrationDirectories.map((dir) => dir.path);
   let rows: { migration_name: string; finished_at: unknown; rolled_back_at: unknown }[] = [];
   try {
-    rows = await db.prisma.$queryRawUnsafe(
-      'SELECT migration_name, finished_at, rolled_back_at FROM _prisma_migrations',
-    );
+    rows = await db.sql.query('SELECT migration_name, finished_at, rolled_back_at FROM _prisma_migrations');
   } catch (error) {
     if (!/no such table|does not exist/i.test(String((error as Error).message))) throw error;
   }
@@ -100,7 +98,7 @@ export async function applyMigrations(config: DatabaseConfig): Promise<string[]>
  * migrations to apply (it migrates itself on first use); a PostgreSQL database shared by several servers
  * is migrated once, on purpose, by an operator, so pending migrations there are an error.
  */
-export async function needsSelfMigration(db: Database): Promise<boolean> {
+export async function needsSelfMigration(db: SqlDatabase): Promise<boolean> {
   const status = await migrationStatus(db);
   if (status.failed.length > 0) {
     throw new AppError('schema_out_of_date', `migration ${status.failed[0]} failed earlier and was never finished`, {

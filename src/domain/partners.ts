@@ -1,4 +1,5 @@
-import type { Database, Tx } from '../db/client.js';
+import type { Database, SqlDatabase, Tx } from '../db/client.js';
+import { toDate } from '../db/sql.js';
 import { AppError } from '../errors.js';
 import { newId, PARTNER_ID_PATTERN } from './identifiers.js';
 import { mutate, type Actor } from './transactions.js';
@@ -74,31 +75,52 @@ export interface PartnerPage {
   nextCursor: string | null;
 }
 
+/**
+ * One page, oldest first (ids sort by creation). Plain SQL on purpose: it is the command operators run most,
+ * and it must not pay for loading the Prisma client.
+ */
 export async function listPartners(
-  db: Database,
+  db: SqlDatabase,
   options: { status?: PartnerStatus; limit: number; cursor?: string },
 ): Promise<PartnerPage> {
+  if (!Number.isInteger(options.limit) || options.limit < 1 || options.limit > 1000) {
+    throw new AppError('invalid_argument', `--limit must be a whole number from 1 to 1000, got '${options.limit}'`);
+  }
   if (options.cursor !== undefined && !PARTNER_ID_PATTERN.test(options.cursor)) {
     throw new AppError('invalid_argument', `--cursor '${printable(options.cursor)}' is not a cursor from a previous page`);
   }
-  const rows = await db.prisma.partner.findMany({
-    where: {
-      ...(options.status ? { status: options.status } : {}),
-      ...(options.cursor ? { id: { gt: options.cursor } } : {}),
-    },
-    orderBy: { id: 'asc' },
-    take: options.limit + 1,
-    include: {
-      _count: { select: { companies: true } },
-      keyPairs: { where: { status: 'active' }, select: { accessKey: true } },
-    },
-  });
+  const conditions: string[] = [];
+  const params: unknown[] = [];
+  if (options.status) conditions.push(`p.status = $${params.push(options.status)}`);
+  if (options.cursor) conditions.push(`p.id > $${params.push(options.cursor)}`);
+  const rows = await db.sql.query<{
+    id: string;
+    name: string;
+    status: PartnerStatus;
+    created_at: unknown;
+    updated_at: unknown;
+    company_count: number | string;
+    active_access_key: string | null;
+  }>(
+    `SELECT p.id, p.name, p.status, p.created_at, p.updated_at,
+       (SELECT COUNT(*) FROM company_mappings m WHERE m.partner_id = p.id) AS company_count,
+       (SELECT k.access_key FROM key_pairs k WHERE k.partner_id = p.id AND k.status = 'active') AS active_access_key
+     FROM partners p
+     ${conditions.length ? `WHERE ${conditions.join(' AND ')}` : ''}
+     ORDER BY p.id
+     LIMIT $${params.push(options.limit + 1)}`,
+    params,
+  );
   const page = rows.slice(0, options.limit);
   return {
-    partners: page.map(({ _count, keyPairs, ...partner }) => ({
-      ...(partner as PartnerRecord),
-      companyCount: _count.companies,
-      activeAccessKey: keyPairs[0]?.accessKey ?? null,
+    partners: page.map((row) => ({
+      id: row.id,
+      name: row.name,
+      status: row.status,
+      createdAt: toDate(row.created_at)!,
+      updatedAt: toDate(row.updated_at)!,
+      companyCount: Number(row.company_count),
+      activeAccessKey: row.active_access_key,
     })),
     nextCursor: rows.length > options.limit ? (page.at(-1)?.id ?? null) : null,
   };

@@ -22,6 +22,7 @@ export interface AuditEntry {
 export async function mutate<T>(
   db: Database,
   who: Actor,
+  /** Returns the result, and the audit entry of the change, or null when nothing changed. */
   work: (tx: Tx) => Promise<{ result: T; audit: AuditEntry | null }>,
 ): Promise<T> {
   for (let attempt = 1; ; attempt++) {
@@ -30,21 +31,22 @@ export async function mutate<T>(
         async (tx) => {
           await tx.$executeRawUnsafe('UPDATE revision SET value = value + 1 WHERE id = 1');
           const { result, audit } = await work(tx);
-          if (audit) {
-            await tx.auditEvent.create({
-              data: {
-                actor: who.actor,
-                action: audit.action,
-                partnerId: audit.partnerId ?? null,
-                details: JSON.stringify(audit.details ?? {}),
-              },
-            });
-          }
+          // Nothing changed (a runbook's re-run): roll back, so running servers keep their caches.
+          if (!audit) throw new Unchanged(result);
+          await tx.auditEvent.create({
+            data: {
+              actor: who.actor,
+              action: audit.action,
+              partnerId: audit.partnerId ?? null,
+              details: JSON.stringify(audit.details ?? {}),
+            },
+          });
           return result;
         },
         { maxWait: 30_000, timeout: 60_000 },
       );
     } catch (error) {
+      if (error instanceof Unchanged) return error.result as T;
       if (error instanceof AppError) throw error;
       if (isTransient(error) && attempt < 8) {
         await sleep(20 * attempt + Math.random() * 50);
@@ -53,6 +55,10 @@ export async function mutate<T>(
       throw translateDatabaseError(error);
     }
   }
+}
+
+class Unchanged {
+  constructor(readonly result: unknown) {}
 }
 
 function isTransient(error: unknown): boolean {

@@ -45,6 +45,18 @@ describe.each(BACKENDS)('audit trail and revision on %s', (provider) => {
       expect(trail.map((event) => event.action)).toEqual(steps.map(([, action]) => action).reverse());
     });
 
+    it('leaves the revision alone when a re-run changes nothing, so servers keep their caches', async () => {
+      const name = uniqueName();
+      await createPartner(ctx.db, { actor: 'bob' }, { name });
+      await mapCompany(ctx.db, { actor: 'bob' }, name, 'company-9');
+      const before = await revisionOf(ctx.db);
+      await createPartner(ctx.db, { actor: 'bob' }, { name, ifNotExists: true });
+      await mapCompany(ctx.db, { actor: 'bob' }, name, 'company-9');
+      await unmapCompany(ctx.db, { actor: 'bob' }, name, 'company-unmapped');
+      await setPartnerStatus(ctx.db, { actor: 'bob' }, name, 'active');
+      expect(await revisionOf(ctx.db)).toBe(before);
+    });
+
     it('keeps details that say what changed, and never a secret', async () => {
       const { partner } = await createPartner(ctx.db, { actor: 'bob' }, { name: uniqueName() });
       const issued = await issueKeyPair(ctx.db, { actor: 'bob' }, partner.id);

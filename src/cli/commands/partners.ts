@@ -65,7 +65,7 @@ export async function runListPartners(
     throw new AppError('invalid_argument', `--status must be one of ${PARTNER_STATUSES.join(', ')}, got '${options.status}'`);
   }
   const limit = parseLimit(options.limit, 50);
-  const db = await session.db();
+  const db = await session.sqlDb();
   const page = await listPartners(db, { status: options.status as PartnerStatus | undefined, limit, cursor: options.cursor });
   if (out.json) {
     out.emitJson({
