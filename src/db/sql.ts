@@ -33,6 +33,9 @@ export async function openSqlReader(config: DatabaseConfig): Promise<SqlReader> 
   }
   const { default: pg } = await import('pg');
   const pool = new pg.Pool({ connectionString: config.url, max: config.poolSize, connectionTimeoutMillis: 5_000 });
+  // An idle connection the server closed (restart, failover) is dropped from the pool; the next query
+  // opens a new one. Without a listener the error would crash the process.
+  pool.on('error', () => {});
   return {
     provider: 'postgresql',
     query: async <Row>(sql: string, params: readonly unknown[] = []) =>
