@@ -69,7 +69,7 @@ describe.each(BACKENDS)('POST /public/v1/auth/token (%s)', (provider) => {
       const cases = [
         { access_key: 'pctl_ak_0000000000000000000000', secret_key: partner.secretKey },
         { access_key: 'nonsense', secret_key: 'x' },
-        { access_key: partner.accessKey, secret_key: `${partner.secretKey.slice(0, -1)}x` },
+        { access_key: partner.accessKey, secret_key: `${partner.secretKey.slice(0, -1)}${partner.secretKey.endsWith('x') ? 'y' : 'x'}` },
         { access_key: partner.accessKey, secret_key: '' },
         { access_key: superseded.accessKey, secret_key: superseded.secretKey },
         { access_key: revoked.accessKey, secret_key: revoked.secretKey },
