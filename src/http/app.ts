@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import cors from '@fastify/cors';
 import rateLimit from '@fastify/rate-limit';
 import replyFrom from '@fastify/reply-from';
@@ -16,22 +17,27 @@ export type { AppDeps } from './context.js';
 
 const LOGGED_PATH_MAX = 512;
 
-/** A request so broken that Node's parser gave up: answered on the socket, still as an envelope. */
-function clientErrorHandler(error: NodeJS.ErrnoException, socket: Socket): void {
-  if (error.code === 'ECONNRESET' || !socket.writable) {
-    socket.destroy();
-    return;
-  }
+/** An answer written straight on the socket, still as an envelope, for what never becomes a request. */
+function answerOnSocket(socket: Duplex, status: string, code: string, message: string): void {
   const id = randomUUID();
-  const body = JSON.stringify(envelope('invalid_request', 'the request is malformed', id));
+  const body = JSON.stringify(envelope(code, message, id));
   socket.end(
-    'HTTP/1.1 400 Bad Request\r\n' +
+    `HTTP/1.1 ${status}\r\n` +
       'Content-Type: application/json; charset=utf-8\r\n' +
       `Content-Length: ${Buffer.byteLength(body)}\r\n` +
       `X-Request-Id: ${id}\r\n` +
       'Connection: close\r\n\r\n' +
       body,
   );
+}
+
+/** A request so broken that Node's parser gave up. */
+function clientErrorHandler(error: NodeJS.ErrnoException, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  answerOnSocket(socket, '400 Bad Request', 'invalid_request', 'the request is malformed');
 }
 
 function pathOf(request: FastifyRequest): string {
@@ -51,6 +57,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // New requests arriving while closing are served like any other; the listener is already closed.
     return503OnClosing: false,
     clientErrorHandler,
+    // Node would answer a Host-less HTTP/1.1 request with a bare 400 of its own; the hook below answers it as
+    // an envelope instead.
+    http: { requireHostHeader: false },
     frameworkErrors: (error, request, reply) => {
       sendError(reply, request, error);
     },
@@ -82,6 +91,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
+    if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
+      throw new AppError('invalid_request', 'an HTTP/1.1 request needs a Host header');
+    }
+  });
+  // Without a listener Node drops CONNECT requests without a word.
+  app.server.on('connect', (_request, socket: Duplex) => {
+    answerOnSocket(socket, '405 Method Not Allowed', 'method_not_allowed', 'CONNECT is not served');
   });
   if (logger) {
     app.addHook('onResponse', async (request: FastifyRequest, reply: FastifyReply) => {

@@ -106,6 +106,11 @@ export function countTopLevelKey(text: string, name: string): number {
   return count;
 }
 
+function carriesBody(request: FastifyRequest): boolean {
+  const length = request.headers['content-length'];
+  return (length !== undefined && length !== '0') || request.headers['transfer-encoding'] !== undefined;
+}
+
 function mayRepeatKey(text: string): boolean {
   const first = text.indexOf('company_id');
   return text.includes('\\u') || (first >= 0 && text.indexOf('company_id', first + 1) >= 0);
@@ -138,6 +143,10 @@ export function companyOf(request: FastifyRequest): string {
     value = fromBody;
   } else {
     if (fromBody !== undefined) throw invalid(`company_id goes in the query for ${request.method}, not in the body`);
+    // Fastify never reads a GET or HEAD body, so a company_id in it would go unseen: refuse the body instead.
+    if ((request.method === 'GET' || request.method === 'HEAD') && carriesBody(request)) {
+      throw invalid(`a ${request.method} request must not carry a body`);
+    }
     if (Array.isArray(fromQuery)) throw invalid('company_id is given more than once');
     value = fromQuery;
   }

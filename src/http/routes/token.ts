@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../../errors.js';
 import { BASE_PATH, TOKEN_BODY_LIMIT_BYTES } from '../config.js';
 import type { AppDeps } from '../context.js';
+import { countTopLevelKey } from '../gate.js';
 import { methodNotAllowed } from './method-not-allowed.js';
 
 export const TOKEN_PATH = `${BASE_PATH}/auth/token`;
@@ -15,7 +16,7 @@ interface RateLimitResult {
 }
 type Limiter = (request: FastifyRequest) => Promise<RateLimitResult>;
 
-function parseTokenRequest(body: unknown): { accessKey: string; secretKey: string } {
+function parseTokenRequest(body: unknown, raw: string | null): { accessKey: string; secretKey: string } {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw new AppError('invalid_request', 'the body must be a JSON object with access_key and secret_key');
   }
@@ -26,6 +27,10 @@ function parseTokenRequest(body: unknown): { accessKey: string; secretKey: strin
   }
   if (fields.length !== 2) {
     throw new AppError('invalid_request', 'the body may hold only access_key and secret_key');
+  }
+  // JSON.parse keeps the last of repeated members; a body that repeats a key is ambiguous, so it is refused.
+  if (raw !== null && (countTopLevelKey(raw, 'access_key') > 1 || countTopLevelKey(raw, 'secret_key') > 1)) {
+    throw new AppError('invalid_request', 'access_key and secret_key may each be given only once');
   }
   return { accessKey, secretKey };
 }
@@ -70,7 +75,7 @@ export function registerTokenRoutes(app: FastifyInstance, deps: AppDeps): void {
   }
 
   app.post(TOKEN_PATH, { bodyLimit: TOKEN_BODY_LIMIT_BYTES, onRequest, preHandler }, async (request, reply) => {
-    const { accessKey, secretKey } = parseTokenRequest(request.body);
+    const { accessKey, secretKey } = parseTokenRequest(request.body, request.rawBody);
     const minted = await exchange.exchange(accessKey, secretKey);
     request.partnerId = minted.claims.partnerId;
     reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
