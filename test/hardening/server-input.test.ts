@@ -73,7 +73,7 @@ const categories: Record<string, fc.Arbitrary<Build>> = {
       ([method, value]) => (token: string) => ({ category: 'wrong types', method, target: '/public/v1/x', headers: withToken(token, [['content-type', json]]), body: jsonBody(JSON.stringify({ company_id: value })) }),
     ),
     fc.tuple(fc.jsonValue({ maxDepth: 2 }), fc.jsonValue({ maxDepth: 2 })).filter(([a, b]) => typeof a !== 'string' || typeof b !== 'string').map(
-      ([access, secret]) => () => ({ category: 'wrong types', method: 'POST', target: '/public/v1/auth/token', headers: [['content-type', json]], body: jsonBody(JSON.stringify({ access_key: access, secret_key: secret })) }),
+      ([access, secret]) => (): Case => ({ category: 'wrong types', method: 'POST', target: '/public/v1/auth/token', headers: [['content-type', json]], body: jsonBody(JSON.stringify({ access_key: access, secret_key: secret })) }),
     ),
   ),
 
