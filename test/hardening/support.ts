@@ -144,7 +144,7 @@ export function expectEnvelope4xx(response: RawResponse, label: string): { code:
   return parsed.error as { code: string; request_id: string };
 }
 
-/** Plain SQL on the test's database, independent of the code under test. */
+/** Plain SQL on the test's database, independent of the code under test ($1, $2, … each used once, in order). */
 export interface Probe {
   rows<Row = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<Row[]>;
   close(): Promise<void>;
@@ -154,7 +154,14 @@ export async function openProbe(backend: TestBackend): Promise<Probe> {
   if (backend.provider === 'sqlite') {
     const connection = new BetterSqlite3(backend.url.replace(/^file:/, ''), { timeout: 15_000 });
     return {
-      rows: async <Row>(sql: string, params: unknown[] = []) => connection.prepare(sql.replace(/\$\d+/g, '?')).all(...params) as Row[],
+      rows: async <Row>(sql: string, params: unknown[] = []) => {
+        const statement = connection.prepare(sql.replace(/\$\d+/g, '?'));
+        if (!statement.reader) {
+          statement.run(...params);
+          return [];
+        }
+        return statement.all(...params) as Row[];
+      },
       close: async () => void connection.close(),
     };
   }

@@ -1,0 +1,149 @@
+import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
+import { startUpstream, type TestUpstream } from '../http/support.js';
+import { median, openProbe, provision, startServe, tokenFor } from './support.js';
+
+/**
+ * Refusals that must not tell their causes apart by time, measured against the real `partnerctl serve`:
+ * samples of the two causes are interleaved in random order (drift hits both alike), and their medians must
+ * be within 10 %. A noisy two-core machine gets up to three measurements before the test fails.
+ */
+
+const TOLERANCE = 0.1;
+const ATTEMPTS = 3;
+const TOKEN_PAIRS = 40;
+const DATA_PAIRS = 300;
+
+interface Measured {
+  a: number;
+  b: number;
+  ratio: number;
+}
+
+/** Medians of interleaved samples of `a` and `b`; ratio = slower / faster. */
+async function interleaved(pairs: number, a: (i: number) => Promise<void>, b: (i: number) => Promise<void>): Promise<Measured> {
+  const times = { a: [] as number[], b: [] as number[] };
+  const time = async (which: 'a' | 'b', i: number) => {
+    const started = performance.now();
+    await (which === 'a' ? a(i) : b(i));
+    times[which].push(performance.now() - started);
+  };
+  // Two of each first, unmeasured, to warm both paths.
+  for (let i = 0; i < 2; i++) {
+    await a(-1 - i);
+    await b(-1 - i);
+  }
+  for (let i = 0; i < pairs; i++) {
+    if (Math.random() < 0.5) {
+      await time('a', i);
+      await time('b', i);
+    } else {
+      await time('b', i);
+      await time('a', i);
+    }
+  }
+  const medianA = median(times.a);
+  const medianB = median(times.b);
+  return { a: medianA, b: medianB, ratio: Math.max(medianA, medianB) / Math.min(medianA, medianB) };
+}
+
+async function withinTolerance(label: string, measure: (attempt: number) => Promise<Measured>): Promise<Measured[]> {
+  const attempts: Measured[] = [];
+  for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+    const measured = await measure(attempt);
+    attempts.push(measured);
+    console.info(`[hardening] timing ${label}, attempt ${attempt + 1}: medians ${measured.a.toFixed(2)} ms vs ${measured.b.toFixed(2)} ms, ratio ${measured.ratio.toFixed(3)}`);
+    if (measured.ratio - 1 <= TOLERANCE) return attempts;
+  }
+  expect(attempts.at(-1)!.ratio - 1, `${label}: ${JSON.stringify(attempts)}`).toBeLessThanOrEqual(TOLERANCE);
+  return attempts;
+}
+
+describe('timing (slow)', () => {
+  describe.each(BACKENDS)('%s', (provider) => {
+    describe.skipIf(!backendAvailable(provider))('', () => {
+      let backend: TestBackend;
+      let upstream: TestUpstream;
+      let server: Awaited<ReturnType<typeof startServe>>;
+      let alice: Awaited<ReturnType<typeof provision>>;
+      let unmapped: string[];
+
+      beforeAll(async () => {
+        backend = await createBackend(provider);
+        await (await openMigrated(backend)).close();
+        upstream = await startUpstream();
+        alice = await provision(backend, 'timed', ['acme']);
+        const bob = await provision(backend, 'other');
+        // Companies that exist (mapped to bob) but are not alice's: a fresh one per sample, so that every
+        // sample is a database lookup, like a nonexistent company's.
+        unmapped = Array.from({ length: (DATA_PAIRS + 2) * ATTEMPTS }, (_, i) => `bob-company-${i}`);
+        // Written in bulk with plain SQL (the server is not running yet, so no cache can be stale).
+        const probe = await openProbe(backend);
+        try {
+          const now = provider === 'sqlite' ? `'${new Date().toISOString()}'` : 'now()';
+          for (let start = 0; start < unmapped.length; start += 200) {
+            const slice = unmapped.slice(start, start + 200);
+            const values = slice.map((_, i) => `($${2 * i + 1}, $${2 * i + 2}, ${now})`).join(', ');
+            await probe.rows(`INSERT INTO company_mappings (partner_id, company_id, created_at) VALUES ${values}`, slice.flatMap((company) => [bob.partnerId, company]));
+          }
+        } finally {
+          await probe.close();
+        }
+        server = await startServe({
+          ...backend.env,
+          PUBLIC_API_UPSTREAM_URL: upstream.url,
+          PUBLIC_API_TOKEN_RATE_LIMIT_PER_KEY: '0',
+          PUBLIC_API_TOKEN_RATE_LIMIT_PER_IP: '0',
+          LOG_LEVEL: 'silent',
+        });
+      }, 120_000);
+      afterAll(async () => {
+        await server?.stop();
+        await upstream?.close();
+        await backend?.dispose();
+      });
+
+      const refusedExchange = async (accessKey: string, secretKey: string) => {
+        const response = await fetch(`${server.url}/public/v1/auth/token`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ access_key: accessKey, secret_key: secretKey }),
+        });
+        expect(response.status).toBe(401);
+        await response.arrayBuffer();
+      };
+      const randomSecret = () => `pctl_sk_${randomBytes(32).toString('base64url').replace(/[-_]/g, 'x').slice(0, 43)}`;
+
+      it('token endpoint: an unknown access key costs what a wrong secret costs', async () => {
+        const attempts = await withinTolerance(`${provider} token endpoint (unknown key vs wrong secret)`, () =>
+          interleaved(
+            TOKEN_PAIRS,
+            () => refusedExchange(`pctl_ak_${randomBytes(16).toString('base64url').replace(/[-_]/g, 'x').slice(0, 22)}`, randomSecret()),
+            () => refusedExchange(alice.accessKey, randomSecret()),
+          ),
+        );
+        expect(attempts.length).toBeLessThanOrEqual(ATTEMPTS);
+      }, 60_000);
+
+      it('data request: an unmapped company costs what a nonexistent one costs', async () => {
+        const token = await tokenFor(server.url, alice.accessKey, alice.secretKey);
+        const get = async (company: string) => {
+          const response = await fetch(`${server.url}/public/v1/prices?company_id=${company}`, { headers: { authorization: `Bearer ${token}` } });
+          expect(response.status).toBe(404);
+          await response.arrayBuffer();
+        };
+        let next = 0;
+        const attempts = await withinTolerance(`${provider} data request (unmapped vs nonexistent company)`, () =>
+          interleaved(
+            DATA_PAIRS,
+            () => get(unmapped[next++]!),
+            () => get(`no-such-company-${randomBytes(6).toString('hex')}`),
+          ),
+        );
+        expect(attempts.length).toBeLessThanOrEqual(ATTEMPTS);
+      }, 60_000);
+    });
+  });
+});
