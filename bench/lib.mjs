@@ -90,8 +90,15 @@ export async function load({ url, requests, connections, duration, amount, label
   if (amount) options.amount = amount;
   else options.duration = duration;
   const started = performance.now();
-  const result = await autocannon(options);
-  const seconds = (performance.now() - started) / 1000;
+  const instance = autocannon(options);
+  // autocannon notices that `amount` is reached only on its next one-second tick: time up to the last
+  // response instead, or short runs come out quantised to whole seconds.
+  let lastResponse = started;
+  instance.on('response', () => {
+    lastResponse = performance.now();
+  });
+  const result = await instance;
+  const seconds = (lastResponse - started) / 1000;
   const failed = result.errors + result.timeouts + (allowNon2xx ? 0 : result.non2xx);
   if (failed > 0) {
     throw new Error(`${label}: ${result.errors} errors, ${result.timeouts} timeouts, ${result.non2xx} non-2xx of ${result.requests.total}`);
@@ -99,7 +106,7 @@ export async function load({ url, requests, connections, duration, amount, label
   return {
     requests: result.requests.total,
     seconds: round(seconds, 2),
-    // Completed requests over wall time: exact for short `amount` runs too, where per-second samples are few.
+    // Completed requests over the time to the last response: exact for short `amount` runs too.
     rps: round(result.requests.total / seconds, 1),
     p50_ms: result.latency.p50,
     p99_ms: result.latency.p99,

@@ -304,6 +304,7 @@ function buildRows(r) {
 const work = mkdtempSync(join(tmpdir(), 'partnerctl-bench-'));
 const children = [];
 const started = performance.now();
+const loadAtStart = loadavg().map((x) => round(x, 2));
 try {
   log(`work folder ${work}; ${JSON.stringify(config)}`);
   const targets = {};
@@ -409,7 +410,7 @@ try {
   const report = {
     date: new Date().toISOString(),
     commit,
-    machine: { node: process.version, cpus: availableParallelism(), cpu_model: cpus()[0]?.model ?? null, loadavg_at_end: loadavg().map((x) => round(x, 2)) },
+    machine: { node: process.version, cpus: availableParallelism(), cpu_model: cpus()[0]?.model ?? null, loadavg_at_start: loadAtStart, loadavg_at_end: loadavg().map((x) => round(x, 2)) },
     config,
     wall_seconds: round((performance.now() - started) / 1000, 1),
     rows,
