@@ -56,13 +56,15 @@ async function main(): Promise<number> {
       await session?.close();
     }
   });
-  program.exitOverride();
-  program.configureOutput({
-    outputError: (text, write) => write(`partnerctl: ${text.replace(/^error: /, '').trimEnd()} (see 'partnerctl --help')\n`),
-  });
-  for (const command of program.commands) {
+  // Usage errors of every command, subcommands included, are one line too (commander adds a "Did you mean"
+  // line of its own, and subcommands do not inherit output settings given after they were made).
+  const output = {
+    outputError: (text: string, write: (text: string) => void) =>
+      write(`partnerctl: ${oneLine(text.replace(/^error: /, '').trim())} (see 'partnerctl --help')\n`),
+  };
+  for (const command of [program, ...program.commands, ...program.commands.flatMap((command) => command.commands)]) {
     command.exitOverride();
-    for (const sub of command.commands) sub.exitOverride();
+    command.configureOutput(output);
   }
   try {
     await program.parseAsync(process.argv);
