@@ -21,6 +21,7 @@ const CODES = {
   not_found: { status: 404, exit: EXIT.notFound },
   partner_not_found: { status: 404, exit: EXIT.notFound },
   method_not_allowed: { status: 405, exit: EXIT.error },
+  request_timeout: { status: 408, exit: EXIT.error },
   active_key_pair_exists: { status: 409, exit: EXIT.conflict },
   no_active_key_pair: { status: 409, exit: EXIT.conflict },
   partner_exists: { status: 409, exit: EXIT.conflict },

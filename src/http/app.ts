@@ -37,6 +37,10 @@ function clientErrorHandler(error: NodeJS.ErrnoException, socket: Socket): void 
     socket.destroy();
     return;
   }
+  if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+    answerOnSocket(socket, '408 Request Timeout', 'request_timeout', 'the request was not received in time');
+    return;
+  }
   answerOnSocket(socket, '400 Bad Request', 'invalid_request', 'the request is malformed');
 }
 
@@ -59,7 +63,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     clientErrorHandler,
     // Node would answer a Host-less HTTP/1.1 request with a bare 400 of its own; the hook below answers it as
     // an envelope instead.
-    http: { requireHostHeader: false },
+    // A client trickling a request (a slow body, say) is cut off after requestTimeoutMs, checked every second.
+    // Node 20 arms the check only when the timeout is given to its constructor, hence it is in `http` too.
+    requestTimeout: config.requestTimeoutMs,
+    http: { requireHostHeader: false, connectionsCheckingInterval: 1_000, requestTimeout: config.requestTimeoutMs },
     frameworkErrors: (error, request, reply) => {
       sendError(reply, request, error);
     },

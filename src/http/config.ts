@@ -8,6 +8,8 @@ export interface ServerConfig {
   /** The recommendation engine's base URL; null when none is configured (data requests then get 503). */
   readonly upstream: URL | null;
   readonly upstreamTimeoutMs: number;
+  /** How long a client may take to send a whole request (headers and body) before 408. */
+  readonly requestTimeoutMs: number;
   /** Exact origins allowed for browser (CORS) access; empty means CORS is off. */
   readonly corsOrigins: readonly string[];
   /** Token exchanges allowed per access key per window; 0 turns the limit off. */
@@ -24,6 +26,7 @@ export const SERVER_DEFAULTS = {
   host: '127.0.0.1',
   port: 8080,
   upstreamTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
   tokenRateLimitPerKey: 30,
   tokenRateLimitPerIp: 120,
   rateLimitWindowMs: 60_000,
@@ -109,6 +112,13 @@ export function parseServerConfig(options: ServerOptions = {}, env: NodeJS.Proce
       'PUBLIC_API_UPSTREAM_TIMEOUT_MS',
       SERVER_DEFAULTS.upstreamTimeoutMs,
       1,
+      600_000,
+    ),
+    requestTimeoutMs: wholeNumber(
+      pick(undefined, 'PUBLIC_API_REQUEST_TIMEOUT_MS'),
+      'PUBLIC_API_REQUEST_TIMEOUT_MS',
+      SERVER_DEFAULTS.requestTimeoutMs,
+      100,
       600_000,
     ),
     corsOrigins,
