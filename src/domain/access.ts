@@ -1,4 +1,4 @@
-import type { Database } from '../db/client.js';
+import type { SqlDatabase } from '../db/client.js';
 import { AppError } from '../errors.js';
 import { isValidCompanyId } from './validation.js';
 import type { TokenClaims } from './tokens.js';
@@ -10,7 +10,8 @@ export const DEFAULT_POLL_INTERVAL_MS = 250;
  * What the data-request gate needs to know from the database, held in memory. Every mutation bumps the
  * revision row; this polls it and forgets everything when it moves. A verdict is never older than the
  * staleness bound: when the last confirmed poll is older than that, the gate checks the revision itself
- * before answering, and fails closed (503) when the database cannot say.
+ * before answering, and fails closed (503) when the database cannot say. Its reads are plain SQL: they are
+ * the gate's cache misses, on the request path.
  */
 export class AccessState {
   private revision: number | null = null;
@@ -22,7 +23,7 @@ export class AccessState {
   private readonly mappings = new Map<string, boolean>();
 
   constructor(
-    private readonly db: Database,
+    private readonly db: SqlDatabase,
     private readonly options: { stalenessBoundMs?: number; pollIntervalMs?: number; maxEntries?: number; onPoll?: () => void } = {},
   ) {}
 
@@ -45,8 +46,8 @@ export class AccessState {
     this.inflight ??= (async () => {
       try {
         const startedAt = Date.now();
-        const row = await this.db.prisma.revision.findUnique({ where: { id: 1 }, select: { value: true } });
-        const value = row?.value ?? 0;
+        const [row] = await this.db.sql.query<{ value: number }>('SELECT value FROM revision WHERE id = 1');
+        const value = Number(row?.value ?? 0);
         if (value !== this.revision) {
           this.partners.clear();
           this.keyPairs.clear();
@@ -92,7 +93,7 @@ export class AccessState {
 
   partnerActive(partnerId: string): Promise<boolean> {
     return this.cached(this.partners, partnerId, async () => {
-      const row = await this.db.prisma.partner.findUnique({ where: { id: partnerId }, select: { status: true } });
+      const [row] = await this.db.sql.query<{ status: string }>('SELECT status FROM partners WHERE id = $1', [partnerId]);
       return row?.status === 'active';
     });
   }
@@ -100,21 +101,21 @@ export class AccessState {
   /** Active and superseded pairs' tokens live out their lifetime; revoked pairs' tokens are refused. */
   keyPairAccepted(keyPairId: string, partnerId: string): Promise<boolean> {
     return this.cached(this.keyPairs, keyPairId, async () => {
-      const row = await this.db.prisma.keyPair.findUnique({
-        where: { id: keyPairId },
-        select: { status: true, partnerId: true },
-      });
-      return row !== null && row.partnerId === partnerId && row.status !== 'revoked';
+      const [row] = await this.db.sql.query<{ status: string; partner_id: string }>(
+        'SELECT status, partner_id FROM key_pairs WHERE id = $1',
+        [keyPairId],
+      );
+      return row !== undefined && row.partner_id === partnerId && row.status !== 'revoked';
     });
   }
 
   isMapped(partnerId: string, companyId: string): Promise<boolean> {
     return this.cached(this.mappings, `${partnerId}\u0000${companyId}`, async () => {
-      const row = await this.db.prisma.companyMapping.findUnique({
-        where: { partnerId_companyId: { partnerId, companyId } },
-        select: { partnerId: true },
-      });
-      return row !== null;
+      const rows = await this.db.sql.query('SELECT 1 AS found FROM company_mappings WHERE partner_id = $1 AND company_id = $2', [
+        partnerId,
+        companyId,
+      ]);
+      return rows.length > 0;
     });
   }
 
