@@ -50,11 +50,19 @@ function parsePoolSize(value: string | undefined, fallback: number): number {
   return size;
 }
 
-/** The signing-key file: PARTNERCTL_SIGNING_KEY_FILE, else beside the SQLite file, else in the data folder. */
+/**
+ * The signing-key file: PARTNERCTL_SIGNING_KEY_FILE, else beside the SQLite file. On PostgreSQL it must be
+ * named: several servers and the operators' CLI on different hosts must share one file, and a key file
+ * made up silently on each host would give tokens that the other hosts refuse.
+ */
 export function resolveSigningKeyFile(database: DatabaseConfig, env: NodeJS.ProcessEnv = process.env): string {
   if (env.PARTNERCTL_SIGNING_KEY_FILE) return resolve(env.PARTNERCTL_SIGNING_KEY_FILE);
-  const folder = database.provider === 'sqlite' ? dirname(database.url) : dataDirectory(env);
-  return join(folder, 'signing-keys.json');
+  if (database.provider === 'postgresql') {
+    throw new AppError('signing_key_unavailable', 'PARTNERCTL_SIGNING_KEY_FILE is not set', {
+      hint: 'on PostgreSQL every serve instance and the CLI must name the same signing-key file',
+    });
+  }
+  return join(dirname(database.url), 'signing-keys.json');
 }
 
 /** A URL safe to print: the password, if any, replaced. */

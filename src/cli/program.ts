@@ -16,10 +16,10 @@ Database:
   postgresql://user@host:5432/db for PostgreSQL (migrate it once with 'partnerctl db migrate').
 
 Environment:
-  PARTNERCTL_SIGNING_KEY_FILE  token signing keys (default: signing-keys.json beside the SQLite file,
-                               or in the data folder for PostgreSQL); created with mode 0600
+  PARTNERCTL_SIGNING_KEY_FILE  token signing keys (default: signing-keys.json beside the SQLite file;
+                               required on PostgreSQL); created with mode 0600 on first use
   PARTNERCTL_ACTOR             who is acting, for the audit trail (default: the OS user)
-  PARTNERCTL_DB_POOL_SIZE      PostgreSQL connections per process (default 10)
+  PARTNERCTL_DB_POOL_SIZE      PostgreSQL connections per process (default 10 for serve, 2 otherwise)
   NO_COLOR                     no colour
 
 Exit codes: 0 ok, 1 error, 2 bad usage, 3 not found, 4 conflict with the current state,

@@ -1,10 +1,10 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { SqlDriverAdapter, SqlMigrationAwareDriverAdapterFactory } from '@prisma/driver-adapter-utils';
 import type { DatabaseConfig, Provider } from '../config.js';
 import { AppError } from '../errors.js';
-import { createAdapterFactory, type SqlDatabase } from './client.js';
+import { createAdapterFactory, databaseUnavailable, type SqlDatabase } from './client.js';
 import { NO_FILTERS, openSchemaEngine, type MigrationList } from './schema-engine.js';
 
 const PRISMA_DIR = fileURLToPath(new URL('../../prisma/', import.meta.url));
@@ -67,7 +67,12 @@ export async function migrationStatus(db: SqlDatabase): Promise<MigrationStatus>
 
 /** Applies what is pending, holding a cross-process lock so that two first runs cannot race. */
 export async function applyMigrations(config: DatabaseConfig): Promise<string[]> {
-  const release = await takeMigrationLock(config);
+  let release: () => Promise<void>;
+  try {
+    release = await takeMigrationLock(config);
+  } catch (error) {
+    throw databaseUnavailable(config, error);
+  }
   try {
     const adapters = await trackedAdapterFactory(config);
     const path = schemaPath(config.provider);
@@ -162,6 +167,7 @@ async function takeMigrationLock(config: DatabaseConfig): Promise<() => Promise<
     const { default: BetterSqlite3 } = await import('better-sqlite3');
     let lock: InstanceType<typeof BetterSqlite3> | undefined;
     try {
+      mkdirSync(dirname(config.url), { recursive: true, mode: 0o700 });
       lock = new BetterSqlite3(`${config.url}.migrate-lock`, { timeout: 60_000 });
       lock.exec('BEGIN EXCLUSIVE');
     } catch (error) {
@@ -180,9 +186,14 @@ async function takeMigrationLock(config: DatabaseConfig): Promise<() => Promise<
     };
   }
   const { default: pg } = await import('pg');
-  const client = new pg.Client({ connectionString: config.url });
-  await client.connect();
-  await client.query("SELECT pg_advisory_lock(hashtext('partnerctl:migrate'))");
+  const client = new pg.Client({ connectionString: config.url, connectionTimeoutMillis: 5_000 });
+  try {
+    await client.connect();
+    await client.query("SELECT pg_advisory_lock(hashtext('partnerctl:migrate'))");
+  } catch (error) {
+    await client.end().catch(() => {});
+    throw error;
+  }
   return async () => {
     await client.query("SELECT pg_advisory_unlock(hashtext('partnerctl:migrate'))").catch(() => {});
     await client.end();

@@ -83,6 +83,8 @@ export function translateDatabaseError(error: unknown): AppError {
       cause: error,
     });
   }
-  const reason = message.split('\n').find((line) => line.trim() !== '')?.slice(0, 200) ?? 'unknown error';
-  return new AppError('database_unavailable', `the database failed the request: ${reason}`, { cause: error });
+  return new AppError('database_unavailable', 'the database failed the request', {
+    hint: 'run again with --debug to see the database error',
+    cause: error,
+  });
 }

@@ -248,6 +248,15 @@ describe('partnerctl db on an unmigrated PostgreSQL database', () => {
       expect((await runCli(['db', 'status'], backend.env)).code).toBe(0);
       expect((await runCli(['list-partners', '--json'], backend.env)).json()).toEqual({ partners: [], next_cursor: null });
     });
+
+    it('refuses to sign tokens on PostgreSQL without a named, shared signing-key file', async () => {
+      expect((await runCli(['create-partner', '--name', 'Keyed'], backend.env)).code).toBe(0);
+      const env = { ...backend.env, PARTNERCTL_SIGNING_KEY_FILE: undefined };
+      const refused = await runCli(['mint-test-token', 'Keyed'], env);
+      expect(refused.code).toBe(5);
+      expect(refused.stderr).toMatch(/^partnerctl: signing_key_unavailable: PARTNERCTL_SIGNING_KEY_FILE is not set/);
+      expect((await runCli(['mint-test-token', 'Keyed', '--json'], backend.env)).code).toBe(0);
+    });
   });
 });
 
