@@ -8,6 +8,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import { AppError } from '../errors.js';
 import type { AppDeps } from './context.js';
 import { describeError, envelope, sendError } from './errors.js';
+import { redactKeyMaterial } from './gate.js';
 import { registerDataRoutes } from './routes/data.js';
 import { registerHealthRoutes } from './routes/health.js';
 import { registerOpenApiRoute } from './routes/openapi.js';
@@ -44,10 +45,14 @@ function clientErrorHandler(error: NodeJS.ErrnoException, socket: Socket): void 
   answerOnSocket(socket, '400 Bad Request', 'invalid_request', 'the request is malformed');
 }
 
+/**
+ * The path for the log, without the query and with any key material redacted: some lines (a 404 outside the
+ * base path, a malformed request) are written before the gate has looked at the URL.
+ */
 function pathOf(request: FastifyRequest): string {
   const url = request.raw.url ?? '';
   const queryStart = url.indexOf('?');
-  return (queryStart < 0 ? url : url.slice(0, queryStart)).slice(0, LOGGED_PATH_MAX);
+  return redactKeyMaterial(queryStart < 0 ? url : url.slice(0, queryStart)).slice(0, LOGGED_PATH_MAX);
 }
 
 /** Builds the public API (no listen): plugins, the JSON body parser, error handling, routes. */

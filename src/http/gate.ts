@@ -1,13 +1,16 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, isAppError } from '../errors.js';
 import type { AccessState } from '../domain/access.js';
+import { ACCESS_KEY_PREFIX, SECRET_KEY_PREFIX } from '../domain/identifiers.js';
 import type { TokenClaims, TokenVerifier } from '../domain/tokens.js';
 
 // Compact JWS: three base64url parts. Anything else (extra spaces, a second scheme, quotes) is refused.
 const BEARER = /^[Bb][Ee][Aa][Rr][Ee][Rr] ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$/;
 const MAX_TOKEN_LENGTH = 4096;
 const KEY_HEADER = /^(x-)?(access|secret|api)[-_]?key$/i;
-const KEY_MARKERS = ['pctl_sk_', 'pctl_ak_'];
+// A key prefix and what follows it, for redaction: the random part is base62.
+const KEY_MATERIAL = new RegExp(`(${ACCESS_KEY_PREFIX}|${SECRET_KEY_PREFIX})[0-9A-Za-z]*`, 'g');
+const PERCENT_ESCAPE = /%([0-9A-Fa-f]{2})/g;
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 
 function unauthorized(reply: FastifyReply, tokenGiven: boolean, message: string): AppError {
@@ -19,8 +22,28 @@ function apiKeysRefused(): AppError {
   return new AppError('invalid_request', 'API keys are accepted only by POST /public/v1/auth/token, never on data requests');
 }
 
-function carriesKeyMaterial(text: string): boolean {
-  return text.includes(KEY_MARKERS[0]!) || text.includes(KEY_MARKERS[1]!);
+export function carriesKeyMaterial(text: string): boolean {
+  return text.includes(SECRET_KEY_PREFIX) || text.includes(ACCESS_KEY_PREFIX);
+}
+
+/** Every %XX escape decoded as one character: enough to see ASCII key prefixes spelled with escapes. */
+function decodeEscapes(text: string): string {
+  return text.includes('%') ? text.replace(PERCENT_ESCAPE, (_, hex: string) => String.fromCharCode(parseInt(hex, 16))) : text;
+}
+
+/** Key material in a URL (path or query), as sent or spelled with percent-escapes. */
+function urlCarriesKeyMaterial(url: string): boolean {
+  return carriesKeyMaterial(url) || carriesKeyMaterial(decodeEscapes(url));
+}
+
+/**
+ * A URL or path fit for the log: key material (as sent or percent-escaped) replaced by its prefix and
+ * `[redacted]`. Text without any stays exactly as it was.
+ */
+export function redactKeyMaterial(text: string): string {
+  if (carriesKeyMaterial(text)) return text.replace(KEY_MATERIAL, '$1[redacted]');
+  const decoded = decodeEscapes(text);
+  return carriesKeyMaterial(decoded) ? decoded.replace(KEY_MATERIAL, '$1[redacted]') : text;
 }
 
 /**
@@ -49,25 +72,27 @@ function bearerToken(request: FastifyRequest, reply: FastifyReply): string {
   return match[1]!;
 }
 
-function refuseKeysInQuery(request: FastifyRequest): void {
+/** Keys anywhere in the raw URL (path or query), or access_key / secret_key query parameters. */
+function refuseKeysInUrl(request: FastifyRequest): void {
   const url = request.raw.url ?? '';
-  const queryStart = url.indexOf('?');
-  if (queryStart < 0) return;
+  if (urlCarriesKeyMaterial(url)) throw apiKeysRefused();
+  if (!url.includes('?')) return;
   const query = request.query as Record<string, unknown>;
-  if (Object.hasOwn(query, 'access_key') || Object.hasOwn(query, 'secret_key') || carriesKeyMaterial(url.slice(queryStart))) {
-    throw apiKeysRefused();
-  }
+  if (Object.hasOwn(query, 'access_key') || Object.hasOwn(query, 'secret_key')) throw apiKeysRefused();
 }
 
-/** onRequest of a data request: keys refused, token verified, partner and key pair still accepted. */
+/**
+ * onRequest of a data request: keys refused (URL, then headers, before the token is looked at), token
+ * verified, partner and key pair still accepted.
+ */
 export async function authenticate(
   request: FastifyRequest,
   reply: FastifyReply,
   verifier: TokenVerifier,
   access: AccessState,
 ): Promise<TokenClaims> {
+  refuseKeysInUrl(request);
   const token = bearerToken(request, reply);
-  refuseKeysInQuery(request);
   let claims: TokenClaims;
   try {
     claims = await verifier.verify(token);

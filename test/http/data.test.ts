@@ -231,6 +231,60 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
         expect(upstream.received).toHaveLength(0);
       });
 
+      it('refuses key material in the path with 400, with or without a token, and never logs it', async () => {
+        const logged = t.logText.length;
+        const encoded = partner.secretKey.replace(/_/g, '%5F');
+        const cases = [
+          { url: `/public/v1/x/${partner.secretKey}?company_id=acme`, headers: bearer(token) },
+          { url: `/public/v1/x/${partner.secretKey}?company_id=acme`, headers: {} },
+          { url: `/public/v1/x/${partner.secretKey}`, headers: { authorization: 'Bearer a.b.c' } },
+          { url: `/public/v1/${partner.accessKey}/items?company_id=acme`, headers: bearer(token) },
+          { url: `/public/v1/x/${encoded}?company_id=acme`, headers: bearer(token) },
+          { url: `/public/v1/x/${encoded}?company_id=acme`, headers: {} },
+        ];
+        for (const { url, headers } of cases) {
+          const response = await t.app.inject({ method: 'GET', url, headers });
+          expectEnvelope(response, 400, 'invalid_request');
+          expect(response.headers['www-authenticate']).toBeUndefined();
+        }
+        expect(upstream.received).toHaveLength(0);
+        const text = t.logText.slice(logged).join('');
+        expect(t.logText.length - logged).toBe(cases.length);
+        const random = partner.secretKey.slice('pctl_sk_'.length);
+        expect(text).not.toContain(random);
+        expect(text).not.toContain(partner.accessKey.slice('pctl_ak_'.length));
+        expect(text).toContain('/public/v1/x/pctl_sk_[redacted]');
+      });
+
+      it('refuses keys in the query with 400 before looking for a token', async () => {
+        const cases = [
+          `/public/v1/x?company_id=acme&access_key=anything`,
+          `/public/v1/x?company_id=acme&secret_key=anything`,
+          `/public/v1/x?company_id=acme&s=${partner.secretKey}`,
+        ];
+        for (const url of cases) {
+          const response = await t.app.inject({ method: 'GET', url });
+          expectEnvelope(response, 400, 'invalid_request');
+          expect(response.headers['www-authenticate']).toBeUndefined();
+        }
+        expect(upstream.received).toHaveLength(0);
+      });
+
+      it('redacts key material in the logged path of requests that never reach the gate', async () => {
+        const logged = t.logText.length;
+        const outside = await t.app.inject({ method: 'GET', url: `/elsewhere/${partner.secretKey}` });
+        expectEnvelope(outside, 404, 'not_found');
+        const wrongMethod = await t.app.inject({ method: 'TRACE', url: `/public/v1/x/${partner.secretKey}` });
+        expect(wrongMethod.statusCode).toBe(405);
+        const encoded = await t.app.inject({ method: 'GET', url: `/elsewhere/pctl%5Fsk%5F${partner.secretKey.slice(8)}` });
+        expectEnvelope(encoded, 404, 'not_found');
+        const text = t.logText.slice(logged).join('');
+        expect(t.logText.length - logged).toBe(3);
+        expect(text).not.toContain(partner.secretKey.slice('pctl_sk_'.length));
+        expect(text).toContain('/elsewhere/pctl_sk_[redacted]');
+        expect(upstream.received).toHaveLength(0);
+      });
+
       it('refuses a token of a revoked pair or of a disabled partner, within the 1 s bound', async () => {
         const revoked = await seedPartner(db);
         const disabled = await seedPartner(db);

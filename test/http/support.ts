@@ -96,6 +96,8 @@ export interface TestApp {
   access: AccessState;
   verifier: TokenVerifier;
   logLines: Record<string, unknown>[];
+  /** The log exactly as pino wrote it, line by line. */
+  logText: string[];
   close(): Promise<void>;
 }
 
@@ -107,10 +109,16 @@ export async function buildTestApp(backend: TestBackend, db: Database, env: Node
   const exchange = new CredentialExchange(db, keys);
   const config = parseServerConfig({}, env);
   const logLines: Record<string, unknown>[] = [];
+  const logText: string[] = [];
   const { pino } = await import('pino');
   const logger = pino(
     { level: 'info', base: null },
-    { write: (line: string) => void logLines.push(JSON.parse(line) as Record<string, unknown>) },
+    {
+      write: (line: string) => {
+        logText.push(line);
+        logLines.push(JSON.parse(line) as Record<string, unknown>);
+      },
+    },
   );
   const app = await buildApp({ db, keys, access, exchange, verifier, config, logger });
   await app.ready();
@@ -120,6 +128,7 @@ export async function buildTestApp(backend: TestBackend, db: Database, env: Node
     access,
     verifier,
     logLines,
+    logText,
     close: async () => {
       access.stop();
       await app.close();
