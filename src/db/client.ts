@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { SqlMigrationAwareDriverAdapterFactory } from '@prisma/driver-adapter-utils';
+import type { Pool } from 'pg';
 import type { DatabaseConfig, Provider } from '../config.js';
 import { redactUrl } from '../config.js';
 import { AppError } from '../errors.js';
@@ -35,13 +36,17 @@ export async function openSqlDatabase(config: DatabaseConfig): Promise<SqlDataba
   return { provider: config.provider, config, sql, close: () => sql.close() };
 }
 
-export async function createAdapterFactory(config: DatabaseConfig): Promise<SqlMigrationAwareDriverAdapterFactory> {
+export async function createAdapterFactory(
+  config: DatabaseConfig,
+  pgPool?: Pool,
+): Promise<SqlMigrationAwareDriverAdapterFactory> {
   if (config.provider === 'sqlite') {
     mkdirSync(dirname(config.url), { recursive: true, mode: 0o700 });
     const { PrismaBetterSqlite3 } = await import('@prisma/adapter-better-sqlite3');
     return new PrismaBetterSqlite3({ url: config.url, timeout: SQLITE_BUSY_TIMEOUT_MS });
   }
   const { PrismaPg } = await import('@prisma/adapter-pg');
+  if (pgPool) return new PrismaPg(pgPool);
   return new PrismaPg({
     connectionString: config.url,
     max: config.poolSize,
@@ -49,9 +54,10 @@ export async function createAdapterFactory(config: DatabaseConfig): Promise<SqlM
   });
 }
 
-export async function openDatabase(config: DatabaseConfig): Promise<Database> {
-  const plain = await openSqlDatabase(config);
-  const adapter = await createAdapterFactory(config);
+/** Adds the Prisma client to a database opened for plain SQL (or opens one); they share the pg pool. */
+export async function openDatabase(config: DatabaseConfig, opened?: SqlDatabase): Promise<Database> {
+  const plain = opened ?? (await openSqlDatabase(config));
+  const adapter = await createAdapterFactory(config, plain.sql.pgPool);
   const { PrismaClient } =
     config.provider === 'sqlite'
       ? await import('./generated/sqlite/client.js')
@@ -60,14 +66,17 @@ export async function openDatabase(config: DatabaseConfig): Promise<Database> {
   try {
     if (config.provider === 'sqlite') await prisma.$queryRawUnsafe('PRAGMA foreign_keys = ON');
   } catch (error) {
-    await Promise.allSettled([prisma.$disconnect(), plain.close()]);
+    await prisma.$disconnect().catch(() => {});
+    await plain.close().catch(() => {});
     throw databaseUnavailable(config, error);
   }
   return {
     ...plain,
     prisma,
+    // Prisma first: the pool it borrowed is ended by the plain side.
     close: async () => {
-      await Promise.allSettled([prisma.$disconnect(), plain.close()]);
+      await prisma.$disconnect().catch(() => {});
+      await plain.close();
     },
   };
 }

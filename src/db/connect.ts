@@ -2,8 +2,11 @@ import type { DatabaseConfig } from '../config.js';
 import { openDatabase, openSqlDatabase, type Database, type SqlDatabase } from './client.js';
 import { applyMigrations, needsSelfMigration } from './migrate.js';
 
-/** Makes sure the schema is current, migrating SQLite on first use; errors on a PostgreSQL that is behind. */
-async function ensureSchema(config: DatabaseConfig): Promise<SqlDatabase> {
+/**
+ * Opens the database for plain SQL (no Prisma client: fast), with its schema current: SQLite is migrated
+ * on first use; a PostgreSQL database that is behind is an error.
+ */
+export async function connectSql(config: DatabaseConfig): Promise<SqlDatabase> {
   const db = await openSqlDatabase(config);
   let migrate: boolean;
   try {
@@ -19,13 +22,7 @@ async function ensureSchema(config: DatabaseConfig): Promise<SqlDatabase> {
   return openSqlDatabase(config);
 }
 
-/** Opens the database for plain SQL (no Prisma client: fast), with its schema current. */
-export async function connectSql(config: DatabaseConfig): Promise<SqlDatabase> {
-  return ensureSchema(config);
-}
-
 /** Opens the database with the Prisma client, with its schema current. */
 export async function connect(config: DatabaseConfig): Promise<Database> {
-  await (await ensureSchema(config)).close();
-  return openDatabase(config);
+  return openDatabase(config, await connectSql(config));
 }

@@ -1,5 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
+import type { Pool } from 'pg';
 import type { DatabaseConfig, Provider } from '../config.js';
 
 /**
@@ -9,6 +10,8 @@ import type { DatabaseConfig, Provider } from '../config.js';
  */
 export interface SqlReader {
   readonly provider: Provider;
+  /** PostgreSQL: the connection pool, shared with the Prisma client so that a process has one pool. */
+  readonly pgPool?: Pool;
   query<Row = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<Row[]>;
   close(): Promise<void>;
 }
@@ -38,6 +41,7 @@ export async function openSqlReader(config: DatabaseConfig): Promise<SqlReader> 
   pool.on('error', () => {});
   return {
     provider: 'postgresql',
+    pgPool: pool,
     query: async <Row>(sql: string, params: readonly unknown[] = []) =>
       (await pool.query(sql, params as unknown[])).rows as Row[],
     close: () => pool.end(),
