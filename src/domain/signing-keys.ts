@@ -154,9 +154,15 @@ export class SigningKeys {
     return key;
   }
 
-  /** The public keys, as a JWK set (for the record; nothing here serves it). */
+  /** The public keys, as a JWK set: what a verifier that must not mint would be given. */
   publicJwks(): { keys: object[] } {
     return { keys: this.file.keys.map(({ kid, kty, crv, x, alg, use }) => ({ kid, kty, crv, x, alg, use })) };
+  }
+
+  /** When the key was retired (ms since the epoch), or null while it is current or unknown. */
+  retiredAt(kid: string | undefined): number | null {
+    const retired = this.file.keys.find((key) => key.kid === kid)?.retired_at;
+    return retired ? Date.parse(retired) : null;
   }
 }
 

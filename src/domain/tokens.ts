@@ -86,8 +86,9 @@ export class TokenVerifier {
 
   private async verifyUncached(token: string, nowSeconds: number): Promise<TokenClaims> {
     let payload;
+    let kid: string | undefined;
     try {
-      ({ payload } = await jwtVerify(
+      ({ payload, protectedHeader: { kid } } = await jwtVerify(
         token,
         (header) => {
           const key = this.keys.verificationKey(header.kid);
@@ -114,6 +115,9 @@ export class TokenVerifier {
     if (iat > nowSeconds + CLOCK_SKEW_SECONDS || exp - iat > TOKEN_TTL_SECONDS) {
       throw refused('the token is not valid');
     }
+    // A retired key verifies only what it signed while it was current: a leaked retired key mints nothing.
+    const retiredAt = this.keys.retiredAt(kid);
+    if (retiredAt !== null && iat > retiredAt / 1000 + CLOCK_SKEW_SECONDS) throw refused('the token is not valid');
     const isTest = test === true && kp === undefined;
     if (!isTest && typeof kp !== 'string') throw refused('the token is not valid');
     return { partnerId: sub, keyPairId: isTest ? null : (kp as string), test: isTest, jti, exp };

@@ -212,6 +212,22 @@ describe('signing-key rotation and verification', () => {
     expect(await new TokenVerifier(after).verify(fresh.accessToken)).toMatchObject(SUBJECT);
   });
 
+  it('refuses a token the retired key signed after its retirement (a leaked retired key mints nothing)', async () => {
+    const path = keyFile();
+    const before = SigningKeys.open(path);
+    const retiredKey = before.current();
+    rotateSigningKey(path, new Date(Date.now() - 120_000));
+    const after = SigningKeys.open(path);
+    const signedAfterRetirement = await craft(after, { header: { kid: retiredKey.kid }, key: retiredKey.key });
+    await expectAppError(new TokenVerifier(after).verify(signedAfterRetirement), 'unauthorized');
+    const signedBefore = await craft(after, {
+      header: { kid: retiredKey.kid },
+      key: retiredKey.key,
+      claims: { iat: nowSeconds() - 180, exp: nowSeconds() + 600 },
+    });
+    expect(await new TokenVerifier(after).verify(signedBefore)).toMatchObject({ partnerId: SUBJECT.partnerId });
+  });
+
   it('refuses tokens of a key retired longer ago than the overlap', async () => {
     const path = keyFile();
     const old = await mintToken(SigningKeys.open(path), SUBJECT);
