@@ -36,6 +36,8 @@ function invalidCredentials(): AppError {
 export class CredentialExchange {
   private readonly digestKey = randomBytes(32);
   private readonly digests = new Map<string, Buffer>();
+  /** Access key -> pair id, for the pairs in `digests`: filled with them, on a successful argon2 verification. */
+  private readonly pairsByAccessKey = new Map<string, string>();
   private readonly lastUsedWrites = new Map<string, number>();
   private dummyHash: Promise<string> | undefined;
 
@@ -66,20 +68,42 @@ export class CredentialExchange {
       await verifySecret(await this.warmUp(), secretKey.slice(0, MAX_KEY_LENGTH));
       throw invalidCredentials();
     }
-    if (!(await this.secretMatches(pair.id, pair.secret_hash, secretKey))) throw invalidCredentials();
+    if (!(await this.secretMatches(pair.id, accessKey, pair.secret_hash, secretKey))) throw invalidCredentials();
     if (pair.status !== 'active' || pair.partner_status !== 'active') throw invalidCredentials();
     await this.recordUse(pair.id, toDate(pair.last_used_at));
     const minted = await mintToken(this.keys, { partnerId: pair.partner_id, keyPairId: pair.id });
     return { ...minted, keyPairId: pair.id };
   }
 
-  private async secretMatches(pairId: string, hash: string, secret: string): Promise<boolean> {
-    const presented = createHmac('sha256', this.digestKey).update(secret).digest();
+  /**
+   * Whether this secret is the one already verified (by argon2, in this process) for this access key: an
+   * HMAC and a constant-time comparison, no database and no argon2. Says nothing about the pair's or the
+   * partner's status; it lets the token endpoint's per-key throttle spare the real partner while someone
+   * else guesses at its (public) access key.
+   */
+  isKnownGood(accessKey: string, secretKey: string): boolean {
+    if (secretKey.length === 0 || secretKey.length > MAX_KEY_LENGTH) return false;
+    const pairId = this.pairsByAccessKey.get(accessKey);
+    const known = pairId === undefined ? undefined : this.digests.get(pairId);
+    if (!known) return false;
+    return timingSafeEqual(known, this.digestOf(secretKey));
+  }
+
+  private digestOf(secret: string): Buffer {
+    return createHmac('sha256', this.digestKey).update(secret).digest();
+  }
+
+  private async secretMatches(pairId: string, accessKey: string, hash: string, secret: string): Promise<boolean> {
+    const presented = this.digestOf(secret);
     const known = this.digests.get(pairId);
     if (known && timingSafeEqual(known, presented)) return true;
     if (!(await verifySecret(hash, secret))) return false;
-    if (this.digests.size >= this.maxCached) this.digests.clear();
+    if (this.digests.size >= this.maxCached) {
+      this.digests.clear();
+      this.pairsByAccessKey.clear();
+    }
     this.digests.set(pairId, presented);
+    this.pairsByAccessKey.set(accessKey, pairId);
     return true;
   }
 

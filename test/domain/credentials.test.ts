@@ -37,6 +37,28 @@ describe.each(BACKENDS)('CredentialExchange on %s', (provider) => {
       expect(row.lastUsedAt).toBeInstanceOf(Date);
     });
 
+    it('isKnownGood: only the secret argon2 verified for that access key, in this process', async () => {
+      const exchange = new CredentialExchange(ctx.db, keys);
+      const issued = await partnerWithKeys();
+      const other = await partnerWithKeys();
+      const wrong = `${issued.secretKey.slice(0, -1)}${issued.secretKey.endsWith('x') ? 'y' : 'x'}`;
+      expect(exchange.isKnownGood(issued.accessKey, issued.secretKey)).toBe(false);
+      await expectAppError(exchange.exchange(issued.accessKey, wrong), 'invalid_credentials');
+      expect(exchange.isKnownGood(issued.accessKey, wrong)).toBe(false);
+      await exchange.exchange(issued.accessKey, issued.secretKey);
+      expect(exchange.isKnownGood(issued.accessKey, issued.secretKey)).toBe(true);
+      expect(exchange.isKnownGood(issued.accessKey, wrong)).toBe(false);
+      expect(exchange.isKnownGood(issued.accessKey, '')).toBe(false);
+      expect(exchange.isKnownGood(issued.accessKey, issued.secretKey + 'x'.repeat(1_000))).toBe(false);
+      // Another pair's key with this secret, or this key with another pair's secret: no.
+      expect(exchange.isKnownGood(other.accessKey, issued.secretKey)).toBe(false);
+      await exchange.exchange(other.accessKey, other.secretKey);
+      expect(exchange.isKnownGood(issued.accessKey, other.secretKey)).toBe(false);
+      expect(exchange.isKnownGood(other.accessKey, other.secretKey)).toBe(true);
+      // Another process (a restart) knows nothing yet.
+      expect(new CredentialExchange(ctx.db, keys).isKnownGood(issued.accessKey, issued.secretKey)).toBe(false);
+    });
+
     it('refuses every bad credential with the same code and the same message', async () => {
       const exchange = new CredentialExchange(ctx.db, keys);
       const good = await partnerWithKeys();

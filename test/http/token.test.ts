@@ -159,6 +159,30 @@ describe.each(BACKENDS)('POST /public/v1/auth/token (%s)', (provider) => {
       }
     });
 
+    it("failed guesses at a partner's access key do not lock the partner out of the per-key throttle", async () => {
+      const limited = await buildTestApp(backend, db, { PUBLIC_API_TOKEN_RATE_LIMIT_PER_KEY: '30', PUBLIC_API_TOKEN_RATE_LIMIT_PER_IP: '0' });
+      try {
+        const victim = await seedPartner(db);
+        const wrong = `${victim.secretKey.slice(0, -1)}${victim.secretKey.endsWith('x') ? 'y' : 'x'}`;
+        const send = (secretKey: string, i: number) =>
+          limited.app.inject({ method: 'POST', url: TOKEN, remoteAddress: `10.9.${i >> 8}.${i & 255}`, payload: { access_key: victim.accessKey, secret_key: secretKey } });
+        // The partner's earlier, legitimate exchange (argon2 verified once).
+        expect((await send(victim.secretKey, 0)).statusCode).toBe(200);
+        const statuses: number[] = [];
+        for (let i = 1; i <= 34; i++) statuses.push((await send(wrong, i)).statusCode);
+        // The first exchange, not yet known good, counted: 29 guesses are answered, the rest refused.
+        expect(statuses).toEqual([...Array<number>(29).fill(401), ...Array<number>(5).fill(429)]);
+        for (let i = 0; i < 3; i++) {
+          const ok = await send(victim.secretKey, 100 + i);
+          expect(ok.statusCode).toBe(200);
+          expect(ok.headers['retry-after']).toBeUndefined();
+          expectEnvelope(await send(wrong, 200 + i), 429, 'rate_limited');
+        }
+      } finally {
+        await limited.close();
+      }
+    });
+
     it('never logs the secret, the token or the body', async () => {
       const response = await exchange({ access_key: partner.accessKey, secret_key: partner.secretKey });
       const token = response.json().access_token as string;

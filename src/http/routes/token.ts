@@ -45,7 +45,9 @@ async function enforce(limiter: Limiter, request: FastifyRequest, reply: Fastify
 
 /**
  * POST /auth/token. Two throttles: per client address before the body is read, and per access key once it
- * is parsed, so spreading guesses over many addresses does not help against one key.
+ * is parsed, so spreading guesses over many addresses does not help against one key. The per-key one never
+ * counts or refuses the secret this process has already verified for that key, so failed guesses at a
+ * partner's public access key do not lock the partner out.
  */
 export function registerTokenRoutes(app: FastifyInstance, deps: AppDeps): void {
   const { config, exchange } = deps;
@@ -65,6 +67,12 @@ export function registerTokenRoutes(app: FastifyInstance, deps: AppDeps): void {
       timeWindow: config.rateLimitWindowMs,
       keyGenerator: (request: FastifyRequest) =>
         `key:${String((request.body as Record<string, unknown>).access_key).slice(0, RATE_KEY_MAX_LENGTH)}`,
+      // Access keys are public: without this, anyone could lock a partner out by failing at its key. The
+      // secret already verified for the key (an HMAC, no argon2, no database) is neither counted nor refused.
+      allowList: (request: FastifyRequest) => {
+        const { access_key: accessKey, secret_key: secretKey } = request.body as Record<string, unknown>;
+        return typeof accessKey === 'string' && typeof secretKey === 'string' && exchange.isKnownGood(accessKey, secretKey);
+      },
     }) as Limiter;
     preHandler.push(async (request, reply) => {
       const body = request.body as Record<string, unknown> | null | undefined;
