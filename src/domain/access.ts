@@ -98,9 +98,12 @@ export class AccessState {
     });
   }
 
-  /** Active and superseded pairs' tokens live out their lifetime; revoked pairs' tokens are refused. */
+  /**
+   * Active and superseded pairs' tokens live out their lifetime; revoked pairs' tokens are refused. The
+   * verdict depends on the partner too (a pair of another partner is refused), so both are the cache key.
+   */
   keyPairAccepted(keyPairId: string, partnerId: string): Promise<boolean> {
-    return this.cached(this.keyPairs, keyPairId, async () => {
+    return this.cached(this.keyPairs, `${partnerId}\u0000${keyPairId}`, async () => {
       const [row] = await this.db.sql.query<{ status: string; partner_id: string }>(
         'SELECT status, partner_id FROM key_pairs WHERE id = $1',
         [keyPairId],
@@ -130,14 +133,22 @@ export class AccessState {
   }
 
   /**
-   * The gate behind a verified token: the partner must be active, the minting pair not revoked, and the
-   * company mapped. An unmapped company and one that does not exist are the same lookup and the same
+   * The company part of the gate, for claims already through `authenticate`: the company must be mapped to
+   * the token's partner. An unmapped company and one that does not exist are the same lookup and the same
    * answer.
    */
-  async authorize(claims: TokenClaims, companyId: unknown): Promise<void> {
-    await this.authenticate(claims);
+  async authorizeCompany(claims: TokenClaims, companyId: unknown): Promise<void> {
     if (!isValidCompanyId(companyId) || !(await this.isMapped(claims.partnerId, companyId))) {
       throw new AppError('not_found', 'no such company');
     }
+  }
+
+  /**
+   * The whole gate behind a verified token: the partner must be active, the minting pair not revoked, and
+   * the company mapped (`authenticate`, then `authorizeCompany`).
+   */
+  async authorize(claims: TokenClaims, companyId: unknown): Promise<void> {
+    await this.authenticate(claims);
+    await this.authorizeCompany(claims, companyId);
   }
 }

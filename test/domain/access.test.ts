@@ -88,6 +88,30 @@ describe.each(BACKENDS)('AccessState on %s', (provider) => {
       await expectAppError(access.authorize(claimsFor(partner.id, null), 'co-1'), 'unauthorized');
     });
 
+    it("refuses another partner's pair even once that pair is cached as accepted for its own partner", async () => {
+      const { partner } = await provisioned();
+      const other = await provisioned();
+      const access = new AccessState(ctx.db, { stalenessBoundMs: 60_000 });
+      await access.refresh();
+      await access.authorize(other.claims, 'co-1');
+      await expectAppError(access.authenticate(claimsFor(partner.id, other.issued.keyPairId)), 'unauthorized');
+      await access.authenticate(other.claims);
+    });
+
+    it('authorizeCompany checks only the mapping; authorize is authenticate then authorizeCompany', async () => {
+      const { partner, claims } = await provisioned(['co-1']);
+      const access = new AccessState(ctx.db, { stalenessBoundMs: 60_000 });
+      await access.refresh();
+      await access.authorizeCompany(claims, 'co-1');
+      await expectAppError(access.authorizeCompany(claims, 'co-2'), 'not_found');
+      await expectAppError(access.authorizeCompany(claims, ''), 'not_found');
+      await setPartnerStatus(operator, ALICE, partner.id, 'disabled');
+      await access.refresh();
+      // The caller has authenticated already: the mapping alone decides.
+      await access.authorizeCompany(claims, 'co-1');
+      await expectAppError(access.authorize(claims, 'co-1'), 'unauthorized');
+    });
+
     it('sees mapping and key changes made elsewhere once refresh() has read the revision', async () => {
       const { partner, claims } = await provisioned(['co-1']);
       const access = new AccessState(ctx.db, { stalenessBoundMs: 60_000 });

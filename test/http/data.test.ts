@@ -1,6 +1,6 @@
 import { createServer } from 'node:net';
 import { SignJWT } from 'jose';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Database } from '../../src/db/client.js';
 import { mapCompany, unmapCompany } from '../../src/domain/companies.js';
 import { rotateKeyPair, revokeKeyPair } from '../../src/domain/key-pairs.js';
@@ -283,6 +283,21 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
         expect(text).not.toContain(partner.secretKey.slice('pctl_sk_'.length));
         expect(text).toContain('/elsewhere/pctl_sk_[redacted]');
         expect(upstream.received).toHaveLength(0);
+      });
+
+      it('checks the token, partner and pair once per request, then only the company', async () => {
+        const authenticate = vi.spyOn(t.access, 'authenticate');
+        const authorize = vi.spyOn(t.access, 'authorize');
+        const authorizeCompany = vi.spyOn(t.access, 'authorizeCompany');
+        try {
+          expect((await t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: bearer(token) })).statusCode).toBe(200);
+          expectEnvelope(await t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=nowhere', headers: bearer(token) }), 404, 'not_found');
+          expect(authenticate).toHaveBeenCalledTimes(2);
+          expect(authorizeCompany).toHaveBeenCalledTimes(2);
+          expect(authorize).not.toHaveBeenCalled();
+        } finally {
+          vi.restoreAllMocks();
+        }
       });
 
       it('refuses a token of a revoked pair or of a disabled partner, within the 1 s bound', async () => {

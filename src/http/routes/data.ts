@@ -106,7 +106,8 @@ export function registerDataRoutes(app: FastifyInstance, deps: AppDeps): void {
     },
     preHandler: async (request: FastifyRequest) => {
       const companyId = companyOf(request);
-      await access.authorize(request.claims!, companyId);
+      // The token, partner and pair were checked in onRequest; only the company is left.
+      await access.authorizeCompany(request.claims!, companyId);
       request.companyId = companyId;
     },
   };
