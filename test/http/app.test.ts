@@ -127,6 +127,37 @@ describe.each(BACKENDS)('app (%s)', (provider) => {
       }
     });
 
+    it("keeps Origin in Vary when CORS is on and the engine sends its own Vary, without duplicating it", async () => {
+      const withCors = await buildTestApp(backend, db, { PUBLIC_API_UPSTREAM_URL: upstream.url, PUBLIC_API_CORS_ORIGINS: 'https://app.example.com' });
+      try {
+        const get = async (app: TestApp, vary: string | undefined, origin = 'https://app.example.com') => {
+          upstream.respond = () => (vary === undefined ? {} : { headers: { vary } });
+          const response = await app.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: { ...bearer(token), origin } });
+          expect(response.statusCode).toBe(200);
+          return response.headers.vary;
+        };
+        expect(await get(withCors, 'Accept-Encoding')).toBe('Accept-Encoding, Origin');
+        expect(await get(withCors, 'Accept-Encoding', 'https://other.example.com')).toBe('Accept-Encoding, Origin');
+        expect(await get(withCors, 'origin, Accept-Language')).toBe('origin, Accept-Language');
+        expect(await get(withCors, '*')).toBe('*');
+        expect(await get(withCors, undefined)).toBe('Origin');
+        // CORS off: the engine's Vary is passed through as it is.
+        expect(await get(t, 'Accept-Encoding')).toBe('Accept-Encoding');
+        expect(await get(t, undefined)).toBeUndefined();
+      } finally {
+        upstream.respond = () => ({});
+        await withCors.close();
+      }
+    });
+
+    it('answers 405 on the data paths through the shared helper: Allow lists exactly the data methods', async () => {
+      for (const method of ['TRACE', 'QUERY'] as const) {
+        const response = await t.app.inject({ method, url: '/public/v1/x/y?company_id=acme', headers: bearer(token), payload: 'not json' });
+        expectEnvelope(response, 405, 'method_not_allowed');
+        expect(response.headers.allow).toBe('GET, HEAD, DELETE, OPTIONS, POST, PUT, PATCH');
+      }
+    });
+
     it('maps framework errors to envelopes: bad URL encoding, bad content length', async () => {
       const bad = await t.app.inject({ method: 'GET', url: '/public/v1/%E0%A4%A?company_id=acme', headers: bearer(token) });
       expect(bad.statusCode).toBe(400);

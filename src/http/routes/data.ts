@@ -5,6 +5,7 @@ import { BASE_PATH } from '../config.js';
 import type { AppDeps } from '../context.js';
 import { sendError } from '../errors.js';
 import { authenticate, companyOf } from '../gate.js';
+import { methodNotAllowed } from './method-not-allowed.js';
 
 const DATA_METHODS: HTTPMethods[] = ['GET', 'HEAD', 'DELETE', 'OPTIONS', 'POST', 'PUT', 'PATCH'];
 
@@ -55,6 +56,16 @@ function upstreamPath(request: FastifyRequest, prefix: string): string {
   return prefix + (path === '' ? '/' : path);
 }
 
+/** A Vary value (one header or several) with Origin in it, once; `*` already covers it. */
+export function withOrigin(vary: string | string[]): string {
+  const names = (Array.isArray(vary) ? vary.join(',') : vary)
+    .split(',')
+    .map((name) => name.trim())
+    .filter((name) => name !== '');
+  if (names.includes('*') || names.some((name) => name.toLowerCase() === 'origin')) return names.join(', ');
+  return [...names, 'Origin'].join(', ');
+}
+
 function upstreamFailure(error: Error & { statusCode?: number; code?: string }): AppError {
   const timedOut = error.statusCode === 504 || /TIMEOUT/i.test(error.code ?? '');
   return timedOut
@@ -79,10 +90,13 @@ export function registerDataRoutes(app: FastifyInstance, deps: AppDeps): void {
     headers['x-request-id'] = request.id;
     return headers;
   };
+  const corsOn = config.corsOrigins.length > 0;
   const rewriteHeaders = (headers: IncomingHttpHeaders): IncomingHttpHeaders => {
     for (const name of Object.keys(headers)) {
       if (DROPPED_RESPONSE_HEADERS.has(name) || name.startsWith('access-control-')) delete headers[name];
     }
+    // The engine's Vary replaces the one the CORS plugin set, and the answer depends on Origin too.
+    if (corsOn && headers.vary !== undefined) headers.vary = withOrigin(headers.vary);
     return headers;
   };
 
@@ -113,10 +127,5 @@ export function registerDataRoutes(app: FastifyInstance, deps: AppDeps): void {
   };
   app.route({ method: DATA_METHODS, url: BASE_PATH, ...options, handler });
   app.route({ method: DATA_METHODS, url: `${BASE_PATH}/*`, ...options, handler });
-  const others = app.supportedMethods.filter((method) => !DATA_METHODS.includes(method as HTTPMethods));
-  const refuse = async (_request: FastifyRequest, reply: FastifyReply): Promise<never> => {
-    reply.header('allow', DATA_METHODS.join(', '));
-    throw new AppError('method_not_allowed', `the data endpoints accept ${DATA_METHODS.join(', ')}`);
-  };
-  app.route({ method: others as HTTPMethods[], url: `${BASE_PATH}/*`, onRequest: refuse, handler: refuse });
+  methodNotAllowed(app, `${BASE_PATH}/*`, DATA_METHODS);
 }
