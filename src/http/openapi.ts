@@ -11,6 +11,7 @@ export const API_ERROR_CODES: readonly ErrorCode[] = [
   'method_not_allowed',
   'payload_too_large',
   'unsupported_media_type',
+  'request_timeout',
   'rate_limited',
   'internal_error',
   'bad_gateway',

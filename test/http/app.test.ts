@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Database } from '../../src/db/client.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { bearer, buildTestApp, seedPartner, startUpstream, UUID, type TestApp, type TestUpstream } from './support.js';
@@ -65,6 +65,27 @@ describe.each(BACKENDS)('app (%s)', (provider) => {
       expect(wrong.headers.allow).toBe('GET, HEAD');
     });
 
+    it('/readyz probes the plain-SQL connection, within 2 s, with the 503 envelope when it fails', async () => {
+      const sqlProbe = vi.spyOn(db.sql, 'query');
+      const prismaProbe = vi.spyOn(db.prisma, '$queryRawUnsafe');
+      try {
+        expect((await t.app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
+        expect(sqlProbe).toHaveBeenCalledWith('SELECT 1');
+        expect(prismaProbe).not.toHaveBeenCalled();
+        sqlProbe.mockRejectedValueOnce(new Error('connection refused by 10.0.0.7:5432'));
+        const failed = expectEnvelope(await t.app.inject({ method: 'GET', url: '/readyz' }), 503, 'database_unavailable');
+        expect(failed.error.message).toContain(provider);
+        expect(failed.error.message).not.toContain('10.0.0.7');
+        sqlProbe.mockImplementationOnce(() => new Promise(() => {}));
+        const started = Date.now();
+        expectEnvelope(await t.app.inject({ method: 'GET', url: '/readyz' }), 503, 'database_unavailable');
+        expect(Date.now() - started).toBeGreaterThanOrEqual(1_900);
+        expect(Date.now() - started).toBeLessThan(4_000);
+      } finally {
+        vi.restoreAllMocks();
+      }
+    });
+
     it('serves an OpenAPI 3.1 document without authentication', async () => {
       const response = await t.app.inject({ method: 'GET', url: '/public/v1/openapi.json' });
       expect(response.statusCode).toBe(200);
@@ -76,6 +97,8 @@ describe.each(BACKENDS)('app (%s)', (provider) => {
       expect(doc.components.securitySchemes.bearerAuth).toMatchObject({ type: 'http', scheme: 'bearer', bearerFormat: 'JWT' });
       expect(doc.components.schemas.ErrorEnvelope.properties.error.required).toEqual(['code', 'message', 'request_id']);
       expect(doc.components.schemas.ErrorCode.enum).toContain('invalid_credentials');
+      expect(doc.components.schemas.ErrorCode.enum).toContain('request_timeout');
+      expect(doc.components.schemas.ErrorCode['x-status'].request_timeout).toBe(408);
       expect(JSON.stringify(doc.paths['/{path}'])).toContain('company_id');
       expectEnvelope(await t.app.inject({ method: 'DELETE', url: '/public/v1/openapi.json' }), 405, 'method_not_allowed');
     });

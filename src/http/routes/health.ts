@@ -12,7 +12,8 @@ async function databaseAnswers(deps: AppDeps): Promise<boolean> {
     timer = setTimeout(() => resolve(false), READINESS_TIMEOUT_MS);
   });
   try {
-    const probe = deps.db.prisma.$queryRawUnsafe('SELECT 1').then(
+    // The same plain-SQL connection the gate and the token exchange read through.
+    const probe = deps.db.sql.query('SELECT 1').then(
       () => true,
       () => false,
     );
