@@ -2,13 +2,11 @@ import type { Logger } from 'pino';
 import type { Database } from '../db/client.js';
 import type { AccessState } from '../domain/access.js';
 import type { CredentialExchange } from '../domain/credentials.js';
-import type { SigningKeys } from '../domain/signing-keys.js';
 import type { TokenClaims, TokenVerifier } from '../domain/tokens.js';
 import type { ServerConfig } from './config.js';
 
 export interface AppDeps {
   db: Database;
-  keys: SigningKeys;
   access: AccessState;
   exchange: CredentialExchange;
   verifier: TokenVerifier;

@@ -83,7 +83,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
     }, KEY_FILE_POLL_INTERVAL_MS);
     keyTimer.unref();
     await exchange.warmUp();
-    app = await buildApp({ db, keys, access, exchange, verifier, config, ...(logger ? { logger } : {}) });
+    app = await buildApp({ db, access, exchange, verifier, config, ...(logger ? { logger } : {}) });
     try {
       await app.listen({ host: config.host, port: config.port });
     } catch (error) {

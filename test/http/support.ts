@@ -120,7 +120,7 @@ export async function buildTestApp(backend: TestBackend, db: Database, env: Node
       },
     },
   );
-  const app = await buildApp({ db, keys, access, exchange, verifier, config, logger });
+  const app = await buildApp({ db, access, exchange, verifier, config, logger });
   await app.ready();
   return {
     app,
