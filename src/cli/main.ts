@@ -59,8 +59,13 @@ async function main(): Promise<number> {
   // Usage errors of every command, subcommands included, are one line too (commander adds a "Did you mean"
   // line of its own, and subcommands do not inherit output settings given after they were made).
   const output = {
-    outputError: (text: string, write: (text: string) => void) =>
-      write(`partnerctl: ${oneLine(text.replace(/^error: /, '').trim())} (see 'partnerctl --help')\n`),
+    outputError: (text: string, write: (text: string) => void) => {
+      const message = oneLine(text.replace(/^error: /, '').trim());
+      write(`partnerctl: invalid_argument: ${message} (see 'partnerctl --help')\n`);
+      if (process.argv.includes('--json')) {
+        process.stdout.write(`${JSON.stringify({ error: { code: 'invalid_argument', message, hint: "see 'partnerctl --help'" } }, null, 2)}\n`);
+      }
+    },
   };
   for (const command of [program, ...program.commands, ...program.commands.flatMap((command) => command.commands)]) {
     command.exitOverride();

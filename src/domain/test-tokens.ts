@@ -14,7 +14,7 @@ export async function mintTestToken(
   ttlSeconds: number = TOKEN_TTL_SECONDS,
 ): Promise<MintedToken> {
   if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1 || ttlSeconds > TOKEN_TTL_SECONDS) {
-    throw new AppError('invalid_argument', `--ttl must be a whole number of seconds from 1 to ${TOKEN_TTL_SECONDS}`);
+    throw new AppError('invalid_argument', `--ttl must be a whole number of seconds from 1 to ${TOKEN_TTL_SECONDS}, got '${ttlSeconds}'`);
   }
   return mutate<MintedToken>(db, who, async (tx) => {
     const partner = await findPartner(tx, reference);

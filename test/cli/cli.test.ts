@@ -172,6 +172,9 @@ describe.each(BACKENDS)('partnerctl CLI on %s', (provider) => {
         expect(result.stderr.trim().split('\n'), args.join(' ')).toHaveLength(1);
         expect(result.stderr).not.toMatch(/\n\s+at /);
       }
+      const jsonUsage = await cli('create-partner', '--bogus', '--json');
+      expect(jsonUsage.code).toBe(2);
+      expect(jsonUsage.json()).toMatchObject({ error: { code: 'invalid_argument', message: "unknown option '--bogus'" } });
       expect(await auditCount()).toBe(before);
     });
 

@@ -2,7 +2,6 @@ import { AppError } from '../../errors.js';
 import {
   createPartner,
   listPartners,
-  PARTNER_STATUSES,
   setPartnerStatus,
   showPartner,
   type PartnerRecord,
@@ -61,9 +60,6 @@ export async function runListPartners(
   out: Output,
   options: { status?: string; limit?: string; cursor?: string },
 ): Promise<void> {
-  if (options.status !== undefined && !PARTNER_STATUSES.includes(options.status as PartnerStatus)) {
-    throw new AppError('invalid_argument', `--status must be one of ${PARTNER_STATUSES.join(', ')}, got '${options.status}'`);
-  }
   const limit = parseLimit(options.limit, 50);
   const db = await session.sqlDb();
   const page = await listPartners(db, { status: options.status as PartnerStatus | undefined, limit, cursor: options.cursor });
