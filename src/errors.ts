@@ -69,3 +69,9 @@ export function statusOf(code: ErrorCode): number {
 export function isAppError(error: unknown): error is AppError {
   return error instanceof AppError;
 }
+
+/** The first non-empty line of an error's message: enough for one line on a terminal. */
+export function firstLine(error: unknown): string {
+  const text = error instanceof Error ? error.message : String(error);
+  return text.split('\n').find((line) => line.trim() !== '') ?? text;
+}

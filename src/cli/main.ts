@@ -1,6 +1,6 @@
 import { CommanderError, type Command } from 'commander';
 import { translateDatabaseError } from '../domain/transactions.js';
-import { AppError, EXIT } from '../errors.js';
+import { AppError, EXIT, firstLine } from '../errors.js';
 import { Output } from './output.js';
 import { buildProgram } from './program.js';
 import { Session, type GlobalOptions } from './session.js';
@@ -34,10 +34,6 @@ function isDatabaseError(error: unknown): boolean {
   return /^(PrismaClient\w*Error|DriverAdapterError)$/.test((error as Error | undefined)?.name ?? '');
 }
 
-function firstLine(error: unknown): string {
-  const text = error instanceof Error ? error.message : String(error);
-  return text.split('\n').find((line) => line.trim() !== '') ?? text;
-}
 
 function oneLine(text: string): string {
   return text.replace(/\s*\n\s*/g, ' ');

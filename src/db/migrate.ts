@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 import type { SqlDriverAdapter, SqlMigrationAwareDriverAdapterFactory } from '@prisma/driver-adapter-utils';
 import type { DatabaseConfig, Provider } from '../config.js';
-import { AppError } from '../errors.js';
+import { AppError, firstLine } from '../errors.js';
 import { createAdapterFactory, databaseUnavailable, type SqlDatabase } from './client.js';
 import { NO_FILTERS, openSchemaEngine, type MigrationList } from './schema-engine.js';
 
@@ -200,7 +200,3 @@ async function takeMigrationLock(config: DatabaseConfig): Promise<() => Promise<
   };
 }
 
-function firstLine(error: unknown): string {
-  const message = error instanceof Error ? error.message : String(error);
-  return message.split('\n').find((line) => line.trim() !== '') ?? message;
-}
