@@ -7,7 +7,7 @@ import replyFrom from '@fastify/reply-from';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { AppError } from '../errors.js';
 import type { AppDeps } from './context.js';
-import { describeError, envelope, sendError } from './errors.js';
+import { describeError, envelope, loggableChain, sendError } from './errors.js';
 import { redactKeyMaterial } from './gate.js';
 import { registerDataRoutes } from './routes/data.js';
 import { registerHealthRoutes } from './routes/health.js';
@@ -81,6 +81,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.decorateRequest('partnerId', null);
   app.decorateRequest('companyId', null);
   app.decorateRequest('rawBody', null);
+  app.decorateRequest('serverFailure', null);
 
   // Only JSON is accepted; the text is kept as received so data requests forward it byte for byte.
   app.removeAllContentTypeParsers();
@@ -113,6 +114,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   if (logger) {
     app.addHook('onResponse', async (request: FastifyRequest, reply: FastifyReply) => {
+      if (request.serverFailure !== null) {
+        // Why a 503/502/504 happened (the client only sees a fixed message): names, codes, first lines.
+        const [err, ...causes] = loggableChain(request.serverFailure);
+        logger.warn({ request_id: request.id, status: reply.statusCode, err, causes }, 'request failed: a dependency is unavailable');
+      }
       logger.info({
         request_id: request.id,
         partner_id: request.partnerId ?? undefined,
@@ -127,8 +133,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.setErrorHandler((error, request, reply) => {
     const described = describeError(error);
     if (described.internal && logger) {
-      const { code, message, name } = error as { code?: string; message?: string; name?: string };
-      logger.error({ request_id: request.id, err: { name, code, message } }, 'request failed');
+      const [err, ...causes] = loggableChain(error);
+      logger.error({ request_id: request.id, err, ...(causes.length > 0 ? { causes } : {}) }, 'request failed');
     }
     return sendError(reply, request, error);
   });

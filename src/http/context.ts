@@ -25,5 +25,7 @@ declare module 'fastify' {
     companyId: string | null;
     /** The JSON body exactly as received, forwarded unchanged. */
     rawBody: string | null;
+    /** The error behind a 5xx answer other than internal_error (database, engine, signing keys): for the log. */
+    serverFailure: unknown;
   }
 }

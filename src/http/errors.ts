@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { isAppError, statusOf, type ErrorCode } from '../errors.js';
+import { ACCESS_KEY_PREFIX, SECRET_KEY_PREFIX } from '../domain/identifiers.js';
 
 export interface ErrorEnvelope {
   error: { code: string; message: string; request_id: string };
@@ -72,11 +73,51 @@ export function envelope(code: string, message: string, requestId: string): Erro
   return { error: { code, message, request_id: requestId } };
 }
 
+const LOGGED_MESSAGE_MAX = 200;
+const LOGGED_CAUSES_MAX = 3;
+// Anything shaped like a key or a compact JWS, in case a dependency's message quotes one.
+const SECRET_LOOKING = new RegExp(`(?:${ACCESS_KEY_PREFIX}|${SECRET_KEY_PREFIX})[0-9A-Za-z]*|eyJ[A-Za-z0-9_-]*\\.[A-Za-z0-9_-]*\\.[A-Za-z0-9_-]*`, 'g');
+
+export interface LoggedError {
+  name?: string;
+  code?: string;
+  message?: string;
+}
+
+/**
+ * One error of a chain, fit for the log: its name, its code, and the first line of its message (cut short,
+ * anything shaped like a key or a token replaced). A SyntaxError's message is left out: JSON.parse quotes
+ * the text it failed on, which may be a key file.
+ */
+function loggable(error: unknown): LoggedError {
+  if (typeof error !== 'object' || error === null) return { name: typeof error };
+  const { name, code, message } = error as { name?: unknown; code?: unknown; message?: unknown };
+  const out: LoggedError = {};
+  if (typeof name === 'string') out.name = name;
+  if (typeof code === 'string' || typeof code === 'number') out.code = String(code);
+  if (typeof message === 'string' && !(error instanceof SyntaxError)) {
+    out.message = message.split('\n', 1)[0]!.slice(0, LOGGED_MESSAGE_MAX).replace(SECRET_LOOKING, '[redacted]');
+  }
+  return out;
+}
+
+/** An error and up to three of its causes, each as `loggable` says. */
+export function loggableChain(error: unknown): LoggedError[] {
+  const chain: LoggedError[] = [];
+  for (let current = error; current !== undefined && current !== null && chain.length <= LOGGED_CAUSES_MAX; ) {
+    chain.push(loggable(current));
+    current = typeof current === 'object' ? (current as { cause?: unknown }).cause : undefined;
+  }
+  return chain;
+}
+
 /** The one way an error leaves the server; `safeMessage` replaces the default text when the caller has a better one. */
 export function sendError(reply: FastifyReply, request: FastifyRequest, error: unknown, safeMessage?: string): FastifyReply {
   const described = describeError(error);
   const { code, status } = described;
   const message = safeMessage ?? described.message;
+  // A 5xx other than a bug (logged where it is caught): kept for the request log, which says why.
+  if (status >= 500 && !described.internal) request.serverFailure = error;
   reply.header('x-request-id', request.id);
   if (status === 401 && code === 'unauthorized' && !reply.hasHeader('www-authenticate')) {
     reply.header('www-authenticate', 'Bearer');

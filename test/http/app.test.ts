@@ -86,6 +86,33 @@ describe.each(BACKENDS)('app (%s)', (provider) => {
       }
     });
 
+    it('logs why /readyz failed at warn (name, code, first line), never anything shaped like a key or token', async () => {
+      const secret = `pctl_sk_${'S'.repeat(43)}`;
+      const jwt = 'eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJwdG4ifQ.c2lnbmF0dXJl';
+      const failure = Object.assign(new Error(`server closed the connection (${secret} ${jwt})\nsecond line with ${secret}`), {
+        code: 'ECONNRESET',
+        cause: new SyntaxError(`Unexpected token in JSON: "d":"${secret}"`),
+      });
+      const sqlProbe = vi.spyOn(db.sql, 'query').mockRejectedValueOnce(failure);
+      try {
+        const response = await t.app.inject({ method: 'GET', url: '/readyz' });
+        expectEnvelope(response, 503, 'database_unavailable');
+        const requestId = response.headers['x-request-id'];
+        const warn = t.logLines.find((line) => line.level === 40 && line.request_id === requestId);
+        expect(warn).toMatchObject({
+          status: 503,
+          err: { name: 'AppError', code: 'database_unavailable', message: 'readiness probe failed' },
+          causes: [{ name: 'Error', code: 'ECONNRESET', message: 'server closed the connection ([redacted] [redacted])' }, { name: 'SyntaxError' }],
+        });
+        const text = t.logText.join('');
+        expect(text).not.toContain('S'.repeat(43));
+        expect(text).not.toContain(jwt);
+        expect(text).not.toContain('second line');
+      } finally {
+        sqlProbe.mockRestore();
+      }
+    });
+
     it('serves an OpenAPI 3.1 document without authentication', async () => {
       const response = await t.app.inject({ method: 'GET', url: '/public/v1/openapi.json' });
       expect(response.statusCode).toBe(200);

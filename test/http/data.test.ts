@@ -150,6 +150,38 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
         }
       });
 
+      it('logs why a 502 or 504 happened at warn, with the request id, and nothing of the token', async () => {
+        const down = await buildTestApp(backend, db, { PUBLIC_API_UPSTREAM_URL: `http://127.0.0.1:${await freePort()}` });
+        try {
+          const response = await down.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: bearer(token) });
+          expect(response.statusCode).toBe(502);
+          const warn = down.logLines.find((line) => line.level === 40 && line.request_id === response.headers['x-request-id']);
+          expect(warn).toMatchObject({ status: 502, err: { name: 'AppError', code: 'bad_gateway' } });
+          const causes = warn!.causes as { name?: string; code?: string; message?: string }[];
+          expect(causes.length).toBeGreaterThan(0);
+          expect(JSON.stringify(causes)).toMatch(/ECONNREFUSED/);
+          expect(down.logText.join('')).not.toContain(token);
+        } finally {
+          await down.close();
+        }
+        const logged = t.logLines.length;
+        upstream.respond = () => ({ delayMs: 1_500 });
+        const slow = await t.app.inject({ method: 'GET', url: '/public/v1/slow?company_id=acme', headers: bearer(token) });
+        expect(slow.statusCode).toBe(504);
+        const lines = t.logLines.slice(logged).filter((line) => line.request_id === slow.headers['x-request-id']);
+        expect(lines.map((line) => line.level)).toEqual([40, 30]);
+        expect(lines[0]).toMatchObject({ status: 504, err: { code: 'upstream_timeout' } });
+        expect((lines[0]!.causes as unknown[]).length).toBeGreaterThan(0);
+        // A 4xx and a 200 get the request line only.
+        upstream.respond = () => ({});
+        const fine = await t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=nowhere', headers: bearer(token) });
+        expect(fine.statusCode).toBe(404);
+        const ok = await t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: bearer(token) });
+        for (const response of [fine, ok]) {
+          expect(t.logLines.filter((line) => line.request_id === response.headers['x-request-id']).map((line) => line.level)).toEqual([30]);
+        }
+      });
+
       it('answers 503 upstream_unavailable when no engine is configured, after the gate', async () => {
         const none = await buildTestApp(backend, db, {});
         try {

@@ -6,16 +6,17 @@ import { methodNotAllowed } from './method-not-allowed.js';
 
 const READINESS_TIMEOUT_MS = 2_000;
 
-async function databaseAnswers(deps: AppDeps): Promise<boolean> {
+/** Undefined when the database answers within the bound; otherwise why not (for the log, never the client). */
+async function databaseFailure(deps: AppDeps): Promise<unknown> {
   let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<boolean>((resolve) => {
-    timer = setTimeout(() => resolve(false), READINESS_TIMEOUT_MS);
+  const timeout = new Promise<unknown>((resolve) => {
+    timer = setTimeout(() => resolve(new Error(`no answer within ${READINESS_TIMEOUT_MS} ms`)), READINESS_TIMEOUT_MS);
   });
   try {
     // The same plain-SQL connection the gate and the token exchange read through.
     const probe = deps.db.sql.query('SELECT 1').then(
-      () => true,
-      () => false,
+      () => undefined,
+      (error: unknown) => error ?? new Error('the probe failed'),
     );
     return await Promise.race([probe, timeout]);
   } finally {
@@ -27,11 +28,12 @@ export function registerHealthRoutes(app: FastifyInstance, deps: AppDeps): void 
   const provider = deps.db.provider;
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (request, reply) => {
-    if (await databaseAnswers(deps)) return { status: 'ok', database: provider };
+    const failure = await databaseFailure(deps);
+    if (failure === undefined) return { status: 'ok', database: provider };
     return sendError(
       reply,
       request,
-      new AppError('database_unavailable', 'readiness probe failed'),
+      new AppError('database_unavailable', 'readiness probe failed', { cause: failure }),
       `the ${provider} database does not answer`,
     );
   });
