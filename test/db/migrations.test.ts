@@ -8,7 +8,7 @@ import { openDatabase, type Database } from '../../src/db/client.js';
 import { connect } from '../../src/db/connect.js';
 import { applyMigrations, migrationStatus, needsSelfMigration } from '../../src/db/migrate.js';
 import { AppError } from '../../src/errors.js';
-import { backendAvailable, BACKENDS, createBackend, type TestBackend } from '../support/backends.js';
+import { adminQuery, backendAvailable, BACKENDS, createBackend, type TestBackend } from '../support/backends.js';
 import { expectAppError } from '../domain/fixtures.js';
 import {
   committedNames,
@@ -120,15 +120,6 @@ async function catalogOf(url: string): Promise<CatalogSnapshot> {
   }
 }
 
-async function runScript(url: string, sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
-}
 
 describe.skipIf(!backendAvailable('postgresql'))('PostgreSQL: the committed history produces exactly schema.prisma plus the partial index', () => {
   let migrated: TestBackend;
@@ -149,7 +140,7 @@ describe.skipIf(!backendAvailable('postgresql'))('PostgreSQL: the committed hist
     expect(await applyMigrations(configOf(migrated))).toEqual(committedNames('postgresql'));
     const { engine, close } = await openEngine(configOf(fromDatamodel));
     try {
-      await runScript(fromDatamodel.url, await sqlFromEmpty(engine, 'postgresql'));
+      await adminQuery(fromDatamodel.url, await sqlFromEmpty(engine, 'postgresql'));
     } finally {
       await close();
     }

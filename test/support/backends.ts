@@ -67,7 +67,8 @@ export async function createBackend(provider: Provider): Promise<TestBackend> {
   };
 }
 
-async function adminQuery(adminUrl: string, sql: string): Promise<void> {
+/** Runs SQL (one statement or a script) on its own short-lived connection. */
+export async function adminQuery(adminUrl: string, sql: string): Promise<void> {
   const client = new pg.Client({ connectionString: adminUrl });
   await client.connect();
   try {
