@@ -22,17 +22,21 @@ async function showNewSecret(out: Output, title: string, issued: IssuedKeyPair, 
   out.line(chalk.yellow('The secret key is shown once, now, and never again: store it now (only its hash is kept).'));
 }
 
+function newPairJson(issued: IssuedKeyPair) {
+  return {
+    partner_id: issued.partner.id,
+    key_pair_id: issued.keyPairId,
+    access_key: issued.accessKey,
+    secret_key: issued.secretKey,
+  };
+}
+
 export async function runIssueKeys(session: Session, out: Output, partnerArgument: string | undefined): Promise<void> {
   const reference = await resolvePartnerArgument(session, partnerArgument);
   const db = await session.db();
   const issued = await issueKeyPair(db, session.who, reference);
   if (out.json) {
-    out.emitJson({
-      partner_id: issued.partner.id,
-      key_pair_id: issued.keyPairId,
-      access_key: issued.accessKey,
-      secret_key: issued.secretKey,
-    });
+    out.emitJson(newPairJson(issued));
     return;
   }
   await showNewSecret(out, 'Issued a new key pair.', issued);
@@ -55,10 +59,7 @@ export async function runRotateKeys(
   const rotated = await rotateKeyPair(db, session.who, reference, options);
   if (out.json) {
     out.emitJson({
-      partner_id: rotated.partner.id,
-      key_pair_id: rotated.keyPairId,
-      access_key: rotated.accessKey,
-      secret_key: rotated.secretKey,
+      ...newPairJson(rotated),
       superseded_key_pair_id: rotated.supersededKeyPairId,
       revoked_issued_tokens: rotated.revokedIssuedTokens,
     });
