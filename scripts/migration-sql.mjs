@@ -2,8 +2,7 @@
 // against the committed history by hand). Usage: node scripts/migration-sql.mjs sqlite|postgresql [url]
 import { readFileSync } from 'node:fs';
 import { openSchemaEngine, NO_FILTERS } from '../dist/db/schema-engine.js';
-import { createAdapterFactory } from '../dist/db/client.js';
-import { schemaPath } from '../dist/db/migrate.js';
+import { createAdapterFactory, schemaPath } from '../dist/db/migrate.js';
 
 const provider = process.argv[2];
 const url = process.argv[3] ?? (provider === 'sqlite' ? '/tmp/partnerctl-migration-sql.db' : 'postgresql://postgres@127.0.0.1:5432/postgres');

@@ -45,12 +45,15 @@ export type ErrorCode = keyof typeof CODES;
 export class AppError extends Error {
   readonly code: ErrorCode;
   readonly hint: string | undefined;
+  /** The input the error is about (`name`, `company_id`…), so that each front end can name its own flag or field. */
+  readonly field: string | undefined;
 
-  constructor(code: ErrorCode, message: string, options: { hint?: string; cause?: unknown } = {}) {
+  constructor(code: ErrorCode, message: string, options: { hint?: string; field?: string; cause?: unknown } = {}) {
     super(message, { cause: options.cause });
     this.name = 'AppError';
     this.code = code;
     this.hint = options.hint;
+    this.field = options.field;
   }
 
   get status(): number {

@@ -4,7 +4,8 @@ import { dirname, join } from 'node:path';
 import type { SqlDriverAdapter, SqlMigrationAwareDriverAdapterFactory } from '@prisma/driver-adapter-utils';
 import type { DatabaseConfig, Provider } from '../config.js';
 import { AppError, firstLine } from '../errors.js';
-import { createAdapterFactory, databaseUnavailable, type SqlDatabase } from './client.js';
+import { databaseUnavailable, type Database } from './client.js';
+import { SQLITE_BUSY_TIMEOUT_MS } from './sql.js';
 import { NO_FILTERS, openSchemaEngine, type MigrationList } from './schema-engine.js';
 
 const PRISMA_DIR = fileURLToPath(new URL('../../prisma/', import.meta.url));
@@ -46,7 +47,7 @@ export interface MigrationStatus {
   failed: string[];
 }
 
-export async function migrationStatus(db: SqlDatabase): Promise<MigrationStatus> {
+export async function migrationStatus(db: Database): Promise<MigrationStatus> {
   const committed = committedMigrations(db.provider).migrationDirectories.map((dir) => dir.path);
   let rows: { migration_name: string; finished_at: unknown; rolled_back_at: unknown }[] = [];
   try {
@@ -103,7 +104,7 @@ export async function applyMigrations(config: DatabaseConfig): Promise<string[]>
  * migrations to apply (it migrates itself on first use); a PostgreSQL database shared by several servers
  * is migrated once, on purpose, by an operator, so pending migrations there are an error.
  */
-export async function needsSelfMigration(db: SqlDatabase): Promise<boolean> {
+export async function needsSelfMigration(db: Database): Promise<boolean> {
   const status = await migrationStatus(db);
   if (status.failed.length > 0) {
     throw new AppError('schema_out_of_date', `migration ${status.failed[0]} failed earlier and was never finished`, {
@@ -115,6 +116,17 @@ export async function needsSelfMigration(db: SqlDatabase): Promise<boolean> {
   throw new AppError('schema_out_of_date', `the database has ${status.pending.length} pending migration(s)`, {
     hint: "run 'partnerctl db migrate' once (it is not applied automatically on PostgreSQL)",
   });
+}
+
+/** The driver adapter Prisma's schema engine migrates through (the only user of Prisma's runtime pieces). */
+export async function createAdapterFactory(config: DatabaseConfig): Promise<SqlMigrationAwareDriverAdapterFactory> {
+  if (config.provider === 'sqlite') {
+    mkdirSync(dirname(config.url), { recursive: true, mode: 0o700 });
+    const { PrismaBetterSqlite3 } = await import('@prisma/adapter-better-sqlite3');
+    return new PrismaBetterSqlite3({ url: config.url, timeout: SQLITE_BUSY_TIMEOUT_MS });
+  }
+  const { PrismaPg } = await import('@prisma/adapter-pg');
+  return new PrismaPg({ connectionString: config.url, max: config.poolSize, connectionTimeoutMillis: 5_000 });
 }
 
 /**

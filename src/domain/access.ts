@@ -1,4 +1,8 @@
-import type { SqlDatabase } from '../db/client.js';
+import type { Database } from '../db/client.js';
+import { isMapped } from '../db/repositories/companies.js';
+import { keyPairById } from '../db/repositories/key-pairs.js';
+import { partnerById } from '../db/repositories/partners.js';
+import { currentRevision } from '../db/repositories/revision.js';
 import { AppError } from '../errors.js';
 import { isValidCompanyId } from './validation.js';
 import type { TokenClaims } from './tokens.js';
@@ -23,7 +27,7 @@ export class AccessState {
   private readonly mappings = new Map<string, boolean>();
 
   constructor(
-    private readonly db: SqlDatabase,
+    private readonly db: Database,
     private readonly options: { stalenessBoundMs?: number; pollIntervalMs?: number; maxEntries?: number; onPoll?: () => void } = {},
   ) {}
 
@@ -46,8 +50,7 @@ export class AccessState {
     this.inflight ??= (async () => {
       try {
         const startedAt = Date.now();
-        const [row] = await this.db.sql.query<{ value: number }>('SELECT value FROM revision WHERE id = 1');
-        const value = Number(row?.value ?? 0);
+        const value = (await currentRevision(this.db.sql)) ?? 0;
         if (value !== this.revision) {
           this.partners.clear();
           this.keyPairs.clear();
@@ -93,8 +96,7 @@ export class AccessState {
 
   partnerActive(partnerId: string): Promise<boolean> {
     return this.cached(this.partners, partnerId, async () => {
-      const [row] = await this.db.sql.query<{ status: string }>('SELECT status FROM partners WHERE id = $1', [partnerId]);
-      return row?.status === 'active';
+      return (await partnerById(this.db.sql, partnerId))?.status === 'active';
     });
   }
 
@@ -104,22 +106,13 @@ export class AccessState {
    */
   keyPairAccepted(keyPairId: string, partnerId: string): Promise<boolean> {
     return this.cached(this.keyPairs, `${partnerId}\u0000${keyPairId}`, async () => {
-      const [row] = await this.db.sql.query<{ status: string; partner_id: string }>(
-        'SELECT status, partner_id FROM key_pairs WHERE id = $1',
-        [keyPairId],
-      );
-      return row !== undefined && row.partner_id === partnerId && row.status !== 'revoked';
+      const pair = await keyPairById(this.db.sql, keyPairId);
+      return pair !== null && pair.partnerId === partnerId && pair.status !== 'revoked';
     });
   }
 
   isMapped(partnerId: string, companyId: string): Promise<boolean> {
-    return this.cached(this.mappings, `${partnerId}\u0000${companyId}`, async () => {
-      const rows = await this.db.sql.query('SELECT 1 AS found FROM company_mappings WHERE partner_id = $1 AND company_id = $2', [
-        partnerId,
-        companyId,
-      ]);
-      return rows.length > 0;
-    });
+    return this.cached(this.mappings, `${partnerId}\u0000${companyId}`, () => isMapped(this.db.sql, partnerId, companyId));
   }
 
   /** A verified token is still accepted: its partner is active and the pair that minted it not revoked. */

@@ -1,4 +1,5 @@
 import type { Database } from '../db/client.js';
+import { auditPage } from '../db/repositories/audit.js';
 import { findPartner } from './partners.js';
 
 export interface AuditRecord {
@@ -11,15 +12,8 @@ export interface AuditRecord {
 }
 
 /** Newest first. */
-export async function listAuditEvents(
-  db: Database,
-  options: { partner?: string; limit: number },
-): Promise<AuditRecord[]> {
-  const partnerId = options.partner ? (await findPartner(db.prisma, options.partner)).id : undefined;
-  const rows = await db.prisma.auditEvent.findMany({
-    where: partnerId ? { partnerId } : {},
-    orderBy: { id: 'desc' },
-    take: options.limit,
-  });
+export async function listAuditEvents(db: Database, options: { partner?: string; limit: number }): Promise<AuditRecord[]> {
+  const partnerId = options.partner ? (await findPartner(db.sql, options.partner)).id : undefined;
+  const rows = await auditPage(db.sql, { ...(partnerId ? { partnerId } : {}), limit: options.limit });
   return rows.map((row) => ({ ...row, details: JSON.parse(row.details) as Record<string, unknown> }));
 }

@@ -1,6 +1,7 @@
 import type { Database } from '../db/client.js';
+import { deleteMapping, insertMapping, isMapped } from '../db/repositories/companies.js';
 import { findPartner, type PartnerRecord } from './partners.js';
-import { mutate, type Actor } from './transactions.js';
+import { runUnit, type Actor, type Unit } from './transactions.js';
 import { validateCompanyId } from './validation.js';
 
 export interface MappingChange {
@@ -10,31 +11,27 @@ export interface MappingChange {
   changed: boolean;
 }
 
-export async function mapCompany(db: Database, who: Actor, reference: string, company: string): Promise<MappingChange> {
+export async function mapCompanyIn(unit: Unit, reference: string, company: string): Promise<MappingChange> {
   const companyId = validateCompanyId(company);
-  return mutate<MappingChange>(db, who, async (tx) => {
-    const partner = await findPartner(tx, reference);
-    const key = { partnerId_companyId: { partnerId: partner.id, companyId } };
-    if (await tx.companyMapping.findUnique({ where: key })) {
-      return { result: { partner, companyId, changed: false }, audit: null };
-    }
-    await tx.companyMapping.create({ data: { partnerId: partner.id, companyId } });
-    return {
-      result: { partner, companyId, changed: true },
-      audit: { action: 'company.mapped', partnerId: partner.id, details: { company_id: companyId } },
-    };
-  });
+  const partner = await findPartner(unit.tx, reference);
+  if (await isMapped(unit.tx, partner.id, companyId)) return { partner, companyId, changed: false };
+  await insertMapping(unit.tx, partner.id, companyId, new Date());
+  unit.audit({ action: 'company.mapped', partnerId: partner.id, details: { company_id: companyId } });
+  return { partner, companyId, changed: true };
 }
 
-export async function unmapCompany(db: Database, who: Actor, reference: string, company: string): Promise<MappingChange> {
+export function mapCompany(db: Database, who: Actor, reference: string, company: string): Promise<MappingChange> {
+  return runUnit(db, who, (unit) => mapCompanyIn(unit, reference, company));
+}
+
+export async function unmapCompanyIn(unit: Unit, reference: string, company: string): Promise<MappingChange> {
   const companyId = validateCompanyId(company);
-  return mutate<MappingChange>(db, who, async (tx) => {
-    const partner = await findPartner(tx, reference);
-    const { count } = await tx.companyMapping.deleteMany({ where: { partnerId: partner.id, companyId } });
-    if (count === 0) return { result: { partner, companyId, changed: false }, audit: null };
-    return {
-      result: { partner, companyId, changed: true },
-      audit: { action: 'company.unmapped', partnerId: partner.id, details: { company_id: companyId } },
-    };
-  });
+  const partner = await findPartner(unit.tx, reference);
+  if ((await deleteMapping(unit.tx, partner.id, companyId)) === 0) return { partner, companyId, changed: false };
+  unit.audit({ action: 'company.unmapped', partnerId: partner.id, details: { company_id: companyId } });
+  return { partner, companyId, changed: true };
+}
+
+export function unmapCompany(db: Database, who: Actor, reference: string, company: string): Promise<MappingChange> {
+  return runUnit(db, who, (unit) => unmapCompanyIn(unit, reference, company));
 }

@@ -1,6 +1,6 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Database } from '../db/client.js';
-import { toDate } from '../db/sql.js';
+import { keyPairForExchange, touchLastUsed } from '../db/repositories/key-pairs.js';
 import { AppError } from '../errors.js';
 import { ACCESS_KEY_PATTERN, newKeyMaterial } from './identifiers.js';
 import { hashSecret, verifySecret } from './secrets.js';
@@ -9,15 +9,6 @@ import { mintToken, type MintedToken } from './tokens.js';
 
 const LAST_USED_WRITE_INTERVAL_MS = 60_000;
 const MAX_KEY_LENGTH = 256;
-
-interface PairRow {
-  id: string;
-  secret_hash: string;
-  status: string;
-  last_used_at: unknown;
-  partner_id: string;
-  partner_status: string;
-}
 
 function invalidCredentials(): AppError {
   return new AppError('invalid_credentials', 'the access key and secret key are not valid');
@@ -58,22 +49,15 @@ export class CredentialExchange {
   async exchange(accessKey: string, secretKey: string): Promise<MintedToken & { keyPairId: string }> {
     const wellFormed =
       ACCESS_KEY_PATTERN.test(accessKey) && secretKey.length > 0 && secretKey.length <= MAX_KEY_LENGTH;
-    // Plain SQL: through Prisma this one lookup was a third of a warm exchange's CPU time (bench/, BENCHMARKS.md).
-    const [pair] = wellFormed
-      ? await this.db.sql.query<PairRow>(
-          `SELECT k.id, k.secret_hash, k.status, k.last_used_at, p.id AS partner_id, p.status AS partner_status
-           FROM key_pairs k JOIN partners p ON p.id = k.partner_id WHERE k.access_key = $1`,
-          [accessKey],
-        )
-      : [];
+    const pair = wellFormed ? await keyPairForExchange(this.db.sql, accessKey) : null;
     if (!pair) {
       await verifySecret(await this.warmUp(), secretKey.slice(0, MAX_KEY_LENGTH));
       throw invalidCredentials();
     }
-    if (!(await this.secretMatches(pair.id, accessKey, pair.secret_hash, secretKey))) throw invalidCredentials();
-    if (pair.status !== 'active' || pair.partner_status !== 'active') throw invalidCredentials();
-    await this.recordUse(pair.id, toDate(pair.last_used_at));
-    const minted = await mintToken(this.keys, { partnerId: pair.partner_id, keyPairId: pair.id });
+    if (!(await this.secretMatches(pair.id, accessKey, pair.secretHash, secretKey))) throw invalidCredentials();
+    if (pair.status !== 'active' || pair.partnerStatus !== 'active') throw invalidCredentials();
+    await this.recordUse(pair.id, pair.lastUsedAt);
+    const minted = await mintToken(this.keys, { partnerId: pair.partnerId, keyPairId: pair.id });
     return { ...minted, keyPairId: pair.id };
   }
 
@@ -117,6 +101,6 @@ export class CredentialExchange {
     if (now - last < LAST_USED_WRITE_INTERVAL_MS) return;
     this.lastUsedWrites.set(pairId, now);
     if (this.lastUsedWrites.size > this.maxCached) this.lastUsedWrites.clear();
-    await this.db.prisma.keyPair.update({ where: { id: pairId }, data: { lastUsedAt: new Date(now) } }).catch(() => {});
+    await touchLastUsed(this.db.sql, pairId, new Date(now)).catch(() => {});
   }
 }

@@ -1,12 +1,14 @@
-import type { Database, SqlDatabase, Tx } from '../db/client.js';
-import { toDate } from '../db/sql.js';
+import type { Database } from '../db/client.js';
+import { mappingsOf } from '../db/repositories/companies.js';
+import { keyPairsOf } from '../db/repositories/key-pairs.js';
+import { insertPartner, partnerById, partnerByName, partnerPage, updatePartnerStatus } from '../db/repositories/partners.js';
+import type { Queryable } from '../db/unit.js';
 import { AppError } from '../errors.js';
 import { newId, PARTNER_ID_PATTERN } from './identifiers.js';
-import { mutate, type Actor } from './transactions.js';
+import { runUnit, type Actor, type Unit } from './transactions.js';
 import { validatePartnerName } from './validation.js';
 
 export type PartnerStatus = 'active' | 'disabled';
-export const PARTNER_STATUSES: readonly PartnerStatus[] = ['active', 'disabled'];
 
 export interface PartnerRecord {
   id: string;
@@ -16,58 +18,60 @@ export interface PartnerRecord {
   updatedAt: Date;
 }
 
-type Reader = Database['prisma'] | Tx;
-
 /** A partner id or its unique name. */
-export async function findPartner(reader: Reader, reference: string): Promise<PartnerRecord> {
+export async function findPartner(reader: Queryable, reference: string): Promise<PartnerRecord> {
   const found = PARTNER_ID_PATTERN.test(reference)
-    ? await reader.partner.findUnique({ where: { id: reference } })
-    : await reader.partner.findUnique({ where: { name: reference.normalize('NFC') } });
+    ? await partnerById(reader, reference)
+    : await partnerByName(reader, reference.normalize('NFC'));
   if (!found) {
-    throw new AppError('partner_not_found', `no partner with id or name '${printable(reference)}'`, {
-      hint: "see 'partnerctl list-partners'",
-    });
+    throw new AppError('partner_not_found', `no partner with id or name '${printable(reference)}'`);
   }
   return found as PartnerRecord;
 }
 
-export async function createPartner(
+export async function createPartnerIn(
+  unit: Unit,
+  input: { name: string; ifNotExists?: boolean },
+): Promise<{ partner: PartnerRecord; created: boolean }> {
+  const name = validatePartnerName(input.name);
+  const existing = await partnerByName(unit.tx, name);
+  if (existing) {
+    if (input.ifNotExists) return { partner: existing as PartnerRecord, created: false };
+    throw new AppError('partner_exists', `a partner named '${name}' already exists (${existing.id})`);
+  }
+  const partner = (await insertPartner(unit.tx, { id: newId('ptn'), name }, new Date())) as PartnerRecord;
+  unit.audit({ action: 'partner.created', partnerId: partner.id, details: { name } });
+  return { partner, created: true };
+}
+
+export function createPartner(
   db: Database,
   who: Actor,
   input: { name: string; ifNotExists?: boolean },
 ): Promise<{ partner: PartnerRecord; created: boolean }> {
-  const name = validatePartnerName(input.name);
-  return mutate<{ partner: PartnerRecord; created: boolean }>(db, who, async (tx) => {
-    const existing = await tx.partner.findUnique({ where: { name } });
-    if (existing) {
-      if (input.ifNotExists) return { result: { partner: existing as PartnerRecord, created: false }, audit: null };
-      throw new AppError('partner_exists', `a partner named '${name}' already exists (${existing.id})`, {
-        hint: 'add --if-not-exists to reuse it',
-      });
-    }
-    const partner = (await tx.partner.create({ data: { id: newId('ptn'), name } })) as PartnerRecord;
-    return {
-      result: { partner, created: true },
-      audit: { action: 'partner.created', partnerId: partner.id, details: { name } },
-    };
-  });
+  return runUnit(db, who, (unit) => createPartnerIn(unit, input));
 }
 
-export async function setPartnerStatus(
+export async function setPartnerStatusIn(
+  unit: Unit,
+  reference: string,
+  status: PartnerStatus,
+): Promise<{ partner: PartnerRecord; changed: boolean }> {
+  const partner = await findPartner(unit.tx, reference);
+  if (partner.status === status) return { partner, changed: false };
+  const now = new Date();
+  await updatePartnerStatus(unit.tx, partner.id, status, now);
+  unit.audit({ action: status === 'disabled' ? 'partner.disabled' : 'partner.enabled', partnerId: partner.id });
+  return { partner: { ...partner, status, updatedAt: now }, changed: true };
+}
+
+export function setPartnerStatus(
   db: Database,
   who: Actor,
   reference: string,
   status: PartnerStatus,
 ): Promise<{ partner: PartnerRecord; changed: boolean }> {
-  return mutate<{ partner: PartnerRecord; changed: boolean }>(db, who, async (tx) => {
-    const partner = await findPartner(tx, reference);
-    if (partner.status === status) return { result: { partner, changed: false }, audit: null };
-    const updated = (await tx.partner.update({ where: { id: partner.id }, data: { status } })) as PartnerRecord;
-    return {
-      result: { partner: updated, changed: true },
-      audit: { action: status === 'disabled' ? 'partner.disabled' : 'partner.enabled', partnerId: partner.id },
-    };
-  });
+  return runUnit(db, who, (unit) => setPartnerStatusIn(unit, reference, status));
 }
 
 export interface PartnerPage {
@@ -75,12 +79,9 @@ export interface PartnerPage {
   nextCursor: string | null;
 }
 
-/**
- * One page, oldest first (ids sort by creation). Plain SQL on purpose: it is the command operators run most,
- * and it must not pay for loading the Prisma client.
- */
+/** One page, oldest first (ids sort by creation). */
 export async function listPartners(
-  db: SqlDatabase,
+  db: Database,
   options: { status?: PartnerStatus; limit: number; cursor?: string },
 ): Promise<PartnerPage> {
   if (!Number.isInteger(options.limit) || options.limit < 1 || options.limit > 1000) {
@@ -89,41 +90,9 @@ export async function listPartners(
   if (options.cursor !== undefined && !PARTNER_ID_PATTERN.test(options.cursor)) {
     throw new AppError('invalid_argument', `--cursor '${printable(options.cursor)}' is not a cursor from a previous page`);
   }
-  const conditions: string[] = [];
-  const params: unknown[] = [];
-  if (options.status) conditions.push(`p.status = $${params.push(options.status)}`);
-  if (options.cursor) conditions.push(`p.id > $${params.push(options.cursor)}`);
-  const rows = await db.sql.query<{
-    id: string;
-    name: string;
-    status: PartnerStatus;
-    created_at: unknown;
-    updated_at: unknown;
-    company_count: number | string;
-    active_access_key: string | null;
-  }>(
-    `SELECT p.id, p.name, p.status, p.created_at, p.updated_at,
-       (SELECT COUNT(*) FROM company_mappings m WHERE m.partner_id = p.id) AS company_count,
-       (SELECT k.access_key FROM key_pairs k WHERE k.partner_id = p.id AND k.status = 'active') AS active_access_key
-     FROM partners p
-     ${conditions.length ? `WHERE ${conditions.join(' AND ')}` : ''}
-     ORDER BY p.id
-     LIMIT $${params.push(options.limit + 1)}`,
-    params,
-  );
-  const page = rows.slice(0, options.limit);
-  return {
-    partners: page.map((row) => ({
-      id: row.id,
-      name: row.name,
-      status: row.status,
-      createdAt: toDate(row.created_at)!,
-      updatedAt: toDate(row.updated_at)!,
-      companyCount: Number(row.company_count),
-      activeAccessKey: row.active_access_key,
-    })),
-    nextCursor: rows.length > options.limit ? (page.at(-1)?.id ?? null) : null,
-  };
+  const rows = await partnerPage(db.sql, { ...options, limit: options.limit + 1 });
+  const page = rows.slice(0, options.limit) as PartnerPage['partners'];
+  return { partners: page, nextCursor: rows.length > options.limit ? (page.at(-1)?.id ?? null) : null };
 }
 
 export interface PartnerDetails {
@@ -141,27 +110,8 @@ export interface PartnerDetails {
 }
 
 export async function showPartner(db: Database, reference: string): Promise<PartnerDetails> {
-  const partner = await findPartner(db.prisma, reference);
-  const [keyPairs, companies] = await Promise.all([
-    db.prisma.keyPair.findMany({
-      where: { partnerId: partner.id },
-      orderBy: { createdAt: 'desc' },
-      select: {
-        id: true,
-        accessKey: true,
-        status: true,
-        createdAt: true,
-        supersededAt: true,
-        revokedAt: true,
-        lastUsedAt: true,
-      },
-    }),
-    db.prisma.companyMapping.findMany({
-      where: { partnerId: partner.id },
-      orderBy: { companyId: 'asc' },
-      select: { companyId: true, createdAt: true },
-    }),
-  ]);
+  const partner = await findPartner(db.sql, reference);
+  const [keyPairs, companies] = await Promise.all([keyPairsOf(db.sql, partner.id), mappingsOf(db.sql, partner.id)]);
   return { partner, keyPairs, companies };
 }
 

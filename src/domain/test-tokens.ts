@@ -3,7 +3,7 @@ import { AppError } from '../errors.js';
 import { findPartner } from './partners.js';
 import type { SigningKeys } from './signing-keys.js';
 import { mintToken, TOKEN_TTL_SECONDS, type MintedToken } from './tokens.js';
-import { mutate, type Actor } from './transactions.js';
+import { runUnit, type Actor } from './transactions.js';
 
 /** An operator's token for trying the API as a partner; it names no key pair, so rotations do not touch it. */
 export async function mintTestToken(
@@ -16,17 +16,13 @@ export async function mintTestToken(
   if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1 || ttlSeconds > TOKEN_TTL_SECONDS) {
     throw new AppError('invalid_argument', `--ttl must be a whole number of seconds from 1 to ${TOKEN_TTL_SECONDS}, got '${ttlSeconds}'`);
   }
-  return mutate<MintedToken>(db, who, async (tx) => {
-    const partner = await findPartner(tx, reference);
+  return runUnit(db, who, async (unit) => {
+    const partner = await findPartner(unit.tx, reference);
     if (partner.status !== 'active') {
-      throw new AppError('partner_disabled', `partner '${partner.name}' is disabled`, {
-        hint: "'partnerctl enable-partner' first",
-      });
+      throw new AppError('partner_disabled', `partner '${partner.name}' is disabled`);
     }
     const minted = await mintToken(keys, { partnerId: partner.id, keyPairId: null }, ttlSeconds);
-    return {
-      result: minted,
-      audit: { action: 'token.test_minted', partnerId: partner.id, details: { jti: minted.claims.jti, ttl: ttlSeconds } },
-    };
+    unit.audit({ action: 'token.test_minted', partnerId: partner.id, details: { jti: minted.claims.jti, ttl: ttlSeconds } });
+    return minted;
   });
 }

@@ -1,5 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Database, Tx } from '../db/client.js';
+import type { Database } from '../db/client.js';
+import { insertAuditEvents } from '../db/repositories/audit.js';
+import { bumpRevision } from '../db/repositories/revision.js';
+import { TransactionTimeout, type SqlTx } from '../db/unit.js';
 import { AppError } from '../errors.js';
 
 export interface Actor {
@@ -13,43 +16,57 @@ export interface AuditEntry {
   details?: Record<string, unknown>;
 }
 
+/** How long a unit may run and how often a unit that met a busy or conflicting database is tried again. */
+export interface UnitPolicy {
+  /** Default 60 s; a bulk change of 100,000 rows sets more. */
+  timeoutMs?: number;
+  /** Further attempts after a transient failure (busy, serialization, deadlock); default 7. */
+  retries?: number;
+}
+
+const DEFAULT_POLICY: Required<UnitPolicy> = { timeoutMs: 60_000, retries: 7 };
+
+/** What the domain's changes run in: one transaction, its actor, and the audit events it records. */
+export interface Unit {
+  readonly tx: SqlTx;
+  readonly who: Actor;
+  /** Records an event, written when the unit commits. A unit that records nothing changed nothing. */
+  audit(entry: AuditEntry): void;
+}
+
 /**
- * Runs one mutation. The first statement bumps the revision row: it takes the write lock up front (SQLite
- * queues writers on its busy timeout instead of failing them at lock upgrade; PostgreSQL serialises on the
- * row lock), and it tells running servers that their caches are stale. The audit event is written in the
- * same transaction, so a change and its record land or vanish together.
+ * Runs many domain changes as one transaction. The first statement bumps the revision row (the write lock,
+ * and the signal that running servers' caches are stale); the audit events are written in the same
+ * transaction, so changes and their record land or vanish together. A unit that audited nothing is rolled
+ * back: a runbook's re-run leaves running servers' caches alone. The whole unit is replayed after a
+ * transient failure, so `work` must not have effects outside the transaction.
  */
-export async function mutate<T>(
-  db: Database,
-  who: Actor,
-  /** Returns the result, and the audit entry of the change, or null when nothing changed. */
-  work: (tx: Tx) => Promise<{ result: T; audit: AuditEntry | null }>,
-): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
+export async function runUnit<T>(db: Database, who: Actor, work: (unit: Unit) => Promise<T>, policy: UnitPolicy = {}): Promise<T> {
+  const { timeoutMs, retries } = { ...DEFAULT_POLICY, ...policy };
+  for (let attempt = 0; ; attempt++) {
     try {
-      return await db.prisma.$transaction(
-        async (tx) => {
-          await tx.$executeRawUnsafe('UPDATE revision SET value = value + 1 WHERE id = 1');
-          const { result, audit } = await work(tx);
-          // Nothing changed (a runbook's re-run): roll back, so running servers keep their caches.
-          if (!audit) throw new Unchanged(result);
-          await tx.auditEvent.create({
-            data: {
-              actor: who.actor,
-              action: audit.action,
-              partnerId: audit.partnerId ?? null,
-              details: JSON.stringify(audit.details ?? {}),
-            },
-          });
-          return result;
-        },
-        { maxWait: 30_000, timeout: 60_000 },
-      );
+      return await db.sql.transaction(async (tx) => {
+        await bumpRevision(tx);
+        const events: AuditEntry[] = [];
+        const result = await work({ tx, who, audit: (entry) => void events.push(entry) });
+        if (events.length === 0) throw new Unchanged(result);
+        await insertAuditEvents(
+          tx,
+          events.map((event) => ({
+            actor: who.actor,
+            action: event.action,
+            partnerId: event.partnerId ?? null,
+            details: JSON.stringify(event.details ?? {}),
+          })),
+          new Date(),
+        );
+        return result;
+      }, { timeoutMs });
     } catch (error) {
       if (error instanceof Unchanged) return error.result as T;
       if (error instanceof AppError) throw error;
-      if (isTransient(error) && attempt < 8) {
-        await sleep(20 * attempt + Math.random() * 50);
+      if (isTransient(error) && attempt < retries) {
+        await sleep(20 * (attempt + 1) + Math.random() * 50);
         continue;
       }
       throw translateDatabaseError(error);
@@ -62,22 +79,22 @@ class Unchanged {
 }
 
 function isTransient(error: unknown): boolean {
-  const text = `${(error as { code?: string }).code ?? ''} ${(error as Error).message ?? ''}`;
-  return /SQLITE_BUSY|database is locked|P2034|40001|40P01|serializ|deadlock|write conflict|Transaction API error|Unable to start a transaction/i.test(
-    text,
-  );
+  const code = String((error as { code?: unknown }).code ?? '');
+  if (/^SQLITE_BUSY|^40001$|^40P01$/.test(code)) return true;
+  return /database is locked|could not serialize|deadlock detected/i.test((error as Error).message ?? '');
 }
 
 export function translateDatabaseError(error: unknown): AppError {
   if (error instanceof AppError) return error;
+  const code = String((error as { code?: unknown }).code ?? '');
   const message = (error as Error)?.message ?? String(error);
-  if (/unique constraint|P2002/i.test(message) || (error as { code?: string }).code === 'P2002') {
+  if (code === '23505' || /^SQLITE_CONSTRAINT_(UNIQUE|PRIMARYKEY)$/.test(code) || /unique constraint/i.test(message)) {
     return new AppError('concurrent_update', 'another change to the same record happened at the same time', {
       hint: 'run the command again',
       cause: error,
     });
   }
-  if (/SQLITE_BUSY|database is locked|timed out|timeout/i.test(message)) {
+  if (error instanceof TransactionTimeout || code === '57014' || /^SQLITE_BUSY/.test(code) || /database is locked/i.test(message)) {
     return new AppError('database_unavailable', 'the database stayed busy for too long', {
       hint: 'another partnerctl may be holding a long write; try again',
       cause: error,

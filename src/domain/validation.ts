@@ -9,19 +9,19 @@ export const COMPANY_ID_MAX = 128;
 
 export function validatePartnerName(value: string): string {
   if (typeof value !== 'string' || value.trim() === '') {
-    throw new AppError('invalid_argument', 'partner name must not be empty', { hint: '--name <name>' });
+    throw new AppError('invalid_argument', 'partner name must not be empty', { field: 'name' });
   }
   if (value !== value.trim()) {
-    throw new AppError('invalid_argument', 'partner name must not start or end with white space');
+    throw new AppError('invalid_argument', 'partner name must not start or end with white space', { field: 'name' });
   }
   if ([...value].length > PARTNER_NAME_MAX) {
-    throw new AppError('invalid_argument', `partner name is longer than ${PARTNER_NAME_MAX} characters`);
+    throw new AppError('invalid_argument', `partner name is longer than ${PARTNER_NAME_MAX} characters`, { field: 'name' });
   }
   if (CONTROL.test(value)) {
-    throw new AppError('invalid_argument', 'partner name contains a control character');
+    throw new AppError('invalid_argument', 'partner name contains a control character', { field: 'name' });
   }
   if (/^ptn_/i.test(value)) {
-    throw new AppError('invalid_argument', "partner name must not start with 'ptn_' (that prefix is for partner ids)");
+    throw new AppError('invalid_argument', "partner name must not start with 'ptn_' (that prefix is for partner ids)", { field: 'name' });
   }
   return value.normalize('NFC');
 }
@@ -40,7 +40,7 @@ export function validateCompanyId(value: string): string {
         : text.length > COMPANY_ID_MAX
           ? `is longer than ${COMPANY_ID_MAX} characters`
           : 'may hold only visible ASCII characters (no spaces or control characters)';
-    throw new AppError('invalid_argument', `company id ${problem}`, { hint: '--company <company_id>' });
+    throw new AppError('invalid_argument', `company id ${problem}`, { field: 'company_id' });
   }
   return value;
 }

@@ -20,6 +20,11 @@ import {
   statements,
 } from './engine-helpers.js';
 
+async function count(db: Database, sql: string): Promise<number> {
+  const [row] = await db.sql.query<{ n: unknown }>(sql);
+  return Number(row!.n);
+}
+
 const PARTIAL_INDEX_SQL = `CREATE UNIQUE INDEX "${PARTIAL_INDEX}" ON "key_pairs"("partner_id") WHERE "status" = 'active'`;
 const REVISION_SEED_SQL = `INSERT INTO "revision" ("id", "value") VALUES (1, 0)`;
 
@@ -199,9 +204,9 @@ describe.each(BACKENDS)('%s: applying the history and reporting its state', (pro
       expect(await applyMigrations(config)).toEqual([]);
       db = await openDatabase(config);
       expect(await migrationStatus(db)).toEqual({ applied: committedNames(provider), pending: [], unknown: [], failed: [] });
-      const rows = await db.prisma.$queryRawUnsafe<{ migration_name: string }[]>('SELECT migration_name FROM _prisma_migrations');
+      const rows = await db.sql.query<{ migration_name: string }>('SELECT migration_name FROM _prisma_migrations');
       expect(rows.map((row) => row.migration_name)).toEqual(committedNames(provider));
-      expect(await db.prisma.revision.findMany()).toEqual([{ id: 1, value: 0 }]);
+      expect((await db.sql.query<{ id: unknown; value: unknown }>('SELECT id, value FROM revision')).map((row) => [Number(row.id), Number(row.value)])).toEqual([[1, 0]]);
     });
 
     it('runs concurrent first migrations one after the other', async () => {
@@ -216,20 +221,20 @@ describe.each(BACKENDS)('%s: applying the history and reporting its state', (pro
 
     it('reports a migration unknown to this version, and a failed one', async () => {
       const now = provider === 'sqlite' ? 'CURRENT_TIMESTAMP' : 'now()';
-      await db.prisma.$executeRawUnsafe(
+      await db.sql.query(
         `INSERT INTO _prisma_migrations (id, checksum, migration_name, started_at, finished_at, applied_steps_count)
          VALUES ('test-newer', '0', '29991231000000_from_the_future', ${now}, ${now}, 1)`,
       );
       expect(await migrationStatus(db)).toMatchObject({ pending: [], unknown: ['29991231000000_from_the_future'], failed: [] });
       expect(await needsSelfMigration(db)).toBe(false);
 
-      await db.prisma.$executeRawUnsafe(
+      await db.sql.query(
         `INSERT INTO _prisma_migrations (id, checksum, migration_name, started_at, applied_steps_count)
          VALUES ('test-failed', '0', '29991231000001_half_done', ${now}, 0)`,
       );
       expect((await migrationStatus(db)).failed).toEqual(['29991231000001_half_done']);
       await expectAppError(needsSelfMigration(db), 'schema_out_of_date');
-      await db.prisma.$executeRawUnsafe("DELETE FROM _prisma_migrations WHERE id IN ('test-newer', 'test-failed')");
+      await db.sql.query("DELETE FROM _prisma_migrations WHERE id IN ('test-newer', 'test-failed')");
     });
   });
 });
@@ -241,8 +246,8 @@ describe('connect()', () => {
       const db = await connect(configOf(backend));
       try {
         expect(await migrationStatus(db)).toMatchObject({ applied: committedNames('sqlite'), pending: [] });
-        expect(await db.prisma.partner.count()).toBe(0);
-        const [mode] = await db.prisma.$queryRawUnsafe<{ journal_mode: string }[]>('PRAGMA journal_mode');
+        expect(await count(db, 'SELECT COUNT(*) AS n FROM partners')).toBe(0);
+        const [mode] = await db.sql.query<{ journal_mode: string }>('PRAGMA journal_mode');
         expect(mode?.journal_mode).toBe('wal');
       } finally {
         await db.close();
@@ -279,7 +284,7 @@ describe('connect()', () => {
 
         await applyMigrations(configOf(backend));
         const migrated = await connect(configOf(backend));
-        expect(await migrated.prisma.partner.count()).toBe(0);
+        expect(await count(migrated, 'SELECT COUNT(*) AS n FROM partners')).toBe(0);
         await migrated.close();
       } finally {
         await backend.dispose();
@@ -307,7 +312,7 @@ describe.each(BACKENDS)('%s: the database itself allows at most one active key p
       await applyMigrations(configOf(backend));
       db = await openDatabase(configOf(backend));
       for (const partner of ['ptn_one', 'ptn_two']) {
-        await db.prisma.$executeRawUnsafe(
+        await db.sql.query(
           `INSERT INTO partners (id, name, updated_at) VALUES ('${partner}', '${partner}-name', CURRENT_TIMESTAMP)`,
         );
       }
@@ -318,32 +323,32 @@ describe.each(BACKENDS)('%s: the database itself allows at most one active key p
     });
 
     const insertPair = (id: string, partner: string, status: string) =>
-      db.prisma.$executeRawUnsafe(
+      db.sql.query(
         `INSERT INTO key_pairs (id, partner_id, access_key, secret_hash, status) VALUES ('${id}', '${partner}', 'ak-${id}', 'hash', '${status}')`,
       );
 
     it('rejects a second active pair for the same partner, written with raw SQL', async () => {
       await insertPair('kp1', 'ptn_one', 'active');
       await expect(insertPair('kp2', 'ptn_one', 'active')).rejects.toThrow(/unique|constraint/i);
-      expect(await db.prisma.keyPair.count({ where: { partnerId: 'ptn_one' } })).toBe(1);
+      expect(await count(db, "SELECT COUNT(*) AS n FROM key_pairs WHERE partner_id = 'ptn_one'")).toBe(1);
     });
 
     it('allows any number of superseded and revoked pairs beside the active one', async () => {
       await insertPair('kp3', 'ptn_one', 'superseded');
       await insertPair('kp4', 'ptn_one', 'superseded');
       await insertPair('kp5', 'ptn_one', 'revoked');
-      expect(await db.prisma.keyPair.count({ where: { partnerId: 'ptn_one' } })).toBe(4);
+      expect(await count(db, "SELECT COUNT(*) AS n FROM key_pairs WHERE partner_id = 'ptn_one'")).toBe(4);
     });
 
     it('rejects turning a superseded pair active again while another is active', async () => {
-      await expect(db.prisma.$executeRawUnsafe("UPDATE key_pairs SET status = 'active' WHERE id = 'kp3'")).rejects.toThrow(
+      await expect(db.sql.query("UPDATE key_pairs SET status = 'active' WHERE id = 'kp3'")).rejects.toThrow(
         /unique|constraint/i,
       );
     });
 
     it('lets each partner have its own active pair', async () => {
       await insertPair('kp6', 'ptn_two', 'active');
-      expect(await db.prisma.keyPair.count({ where: { status: 'active' } })).toBe(2);
+      expect(await count(db, "SELECT COUNT(*) AS n FROM key_pairs WHERE status = 'active'")).toBe(2);
     });
   });
 });

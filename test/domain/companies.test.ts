@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { mapCompany, unmapCompany } from '../../src/domain/companies.js';
 import { createPartner } from '../../src/domain/partners.js';
 import { backendAvailable, BACKENDS } from '../support/backends.js';
+import { hintFor } from '../../src/cli/hints.js';
 import { ALICE, auditCount, expectAppError, revisionOf, uniqueName, useMigratedDatabase } from './fixtures.js';
 
 describe.each(BACKENDS)('company mappings on %s', (provider) => {
@@ -9,8 +10,8 @@ describe.each(BACKENDS)('company mappings on %s', (provider) => {
     const ctx = useMigratedDatabase(provider);
     const newPartner = async () => (await createPartner(ctx.db, ALICE, { name: uniqueName() })).partner;
     const mappedCompanies = async (partnerId: string) =>
-      (await ctx.db.prisma.companyMapping.findMany({ where: { partnerId }, orderBy: { companyId: 'asc' } })).map(
-        (row) => row.companyId,
+      (await ctx.db.sql.query<{ company_id: string }>('SELECT company_id FROM company_mappings WHERE partner_id = $1 ORDER BY company_id', [partnerId])).map(
+        (row) => row.company_id,
       );
 
     it('maps a company once; a re-run changes nothing and writes no audit event', async () => {
@@ -68,7 +69,7 @@ describe.each(BACKENDS)('company mappings on %s', (provider) => {
       const partner = await newPartner();
       const [revision, events] = [await revisionOf(ctx.db), await auditCount(ctx.db)];
       const error = await expectAppError(mapCompany(ctx.db, ALICE, partner.id, companyId), 'invalid_argument');
-      expect(error.hint).toMatch(/--company/);
+      expect(hintFor(error)).toMatch(/--company/);
       await expectAppError(unmapCompany(ctx.db, ALICE, partner.id, companyId), 'invalid_argument');
       expect(await revisionOf(ctx.db)).toBe(revision);
       expect(await auditCount(ctx.db)).toBe(events);

@@ -23,8 +23,8 @@ describe.each(BACKENDS)('concurrent key changes on %s', (provider) => {
     });
 
     async function stateOf(partnerId: string) {
-      const pairs = await ctx.db.prisma.keyPair.findMany({ where: { partnerId } });
-      const audit = await ctx.db.prisma.auditEvent.findMany({ where: { partnerId } });
+      const pairs = await ctx.db.sql.query<{ id: string; status: string }>('SELECT id, status FROM key_pairs WHERE partner_id = $1', [partnerId]);
+      const audit = await ctx.db.sql.query<{ action: string }>('SELECT action FROM audit_events WHERE partner_id = $1', [partnerId]);
       return {
         pairs,
         active: pairs.filter((pair) => pair.status === 'active'),

@@ -1,3 +1,4 @@
+import { keyPairById } from '../../src/db/repositories/key-pairs.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -33,7 +34,7 @@ describe.each(BACKENDS)('CredentialExchange on %s', (provider) => {
         keyPairId: issued.keyPairId,
         test: false,
       });
-      const row = await ctx.db.prisma.keyPair.findUniqueOrThrow({ where: { id: issued.keyPairId } });
+      const row = (await keyPairById(ctx.db.sql, issued.keyPairId))!;
       expect(row.lastUsedAt).toBeInstanceOf(Date);
     });
 
@@ -90,7 +91,7 @@ describe.each(BACKENDS)('CredentialExchange on %s', (provider) => {
       expect([...messages]).toHaveLength(1);
       // None of the refused pairs was marked as used.
       for (const pair of [superseded, revoked, disabled]) {
-        const row = await ctx.db.prisma.keyPair.findUniqueOrThrow({ where: { id: pair.keyPairId } });
+        const row = (await keyPairById(ctx.db.sql, pair.keyPairId))!;
         expect(row.lastUsedAt).toBeNull();
       }
     });
@@ -100,15 +101,16 @@ describe.each(BACKENDS)('CredentialExchange on %s', (provider) => {
       const exchange = new CredentialExchange(ctx.db, keys);
       await exchange.exchange(issued.accessKey, issued.secretKey);
       // Spoil the stored hash: only a remembered digest can still say yes.
-      const { secretHash } = await ctx.db.prisma.keyPair.findUniqueOrThrow({ where: { id: issued.keyPairId } });
-      await ctx.db.prisma.keyPair.update({ where: { id: issued.keyPairId }, data: { secretHash: '$argon2id$spoiled' } });
+      const [stored] = await ctx.db.sql.query<{ secret_hash: string }>('SELECT secret_hash FROM key_pairs WHERE id = $1', [issued.keyPairId]);
+      const secretHash = stored!.secret_hash;
+      await ctx.db.sql.query('UPDATE key_pairs SET secret_hash = $1 WHERE id = $2', ['$argon2id$spoiled', issued.keyPairId]);
       try {
         expect((await exchange.exchange(issued.accessKey, issued.secretKey)).keyPairId).toBe(issued.keyPairId);
         await expectAppError(exchange.exchange(issued.accessKey, `${issued.secretKey}x`), 'invalid_credentials');
         // Another process (here: another exchange) has no such memory and checks the hash.
         await expectAppError(new CredentialExchange(ctx.db, keys).exchange(issued.accessKey, issued.secretKey), 'invalid_credentials');
       } finally {
-        await ctx.db.prisma.keyPair.update({ where: { id: issued.keyPairId }, data: { secretHash } });
+        await ctx.db.sql.query('UPDATE key_pairs SET secret_hash = $1 WHERE id = $2', [secretHash, issued.keyPairId]);
       }
     });
 

@@ -56,10 +56,18 @@ export async function expectAppError(action: Promise<unknown> | (() => unknown),
 }
 
 export async function revisionOf(db: Database): Promise<number> {
-  const row = await db.prisma.revision.findUniqueOrThrow({ where: { id: 1 } });
-  return row.value;
+  const [row] = await db.sql.query<{ value: number | string }>('SELECT value FROM revision WHERE id = 1');
+  return Number(row!.value);
+}
+
+export async function partnerCount(db: Database): Promise<number> {
+  const [row] = await db.sql.query<{ n: number | string }>('SELECT COUNT(*) AS n FROM partners');
+  return Number(row!.n);
 }
 
 export async function auditCount(db: Database, partnerId?: string): Promise<number> {
-  return db.prisma.auditEvent.count({ where: partnerId ? { partnerId } : {} });
+  const [row] = partnerId
+    ? await db.sql.query<{ n: number | string }>('SELECT COUNT(*) AS n FROM audit_events WHERE partner_id = $1', [partnerId])
+    : await db.sql.query<{ n: number | string }>('SELECT COUNT(*) AS n FROM audit_events');
+  return Number(row!.n);
 }

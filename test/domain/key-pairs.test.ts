@@ -1,3 +1,4 @@
+import { toDate } from '../../src/db/sql.js';
 import { existsSync, readFileSync } from 'node:fs';
 import argon2 from 'argon2';
 import { describe, expect, it } from 'vitest';
@@ -7,6 +8,7 @@ import { issueKeyPair, revokeKeyPair, rotateKeyPair } from '../../src/domain/key
 import { ACCESS_KEY_PATTERN, SECRET_KEY_PATTERN } from '../../src/domain/identifiers.js';
 import { createPartner } from '../../src/domain/partners.js';
 import { backendAvailable, BACKENDS } from '../support/backends.js';
+import { hintFor } from '../../src/cli/hints.js';
 import { ALICE, auditCount, expectAppError, revisionOf, uniqueName, useMigratedDatabase } from './fixtures.js';
 
 /** The algorithm, version and cost parameters of a PHC-format hash (node-argon2 writes them as m,p,t). */
@@ -21,7 +23,7 @@ const TABLES = ['partners', 'key_pairs', 'company_mappings', 'audit_events', 're
 /** Every row of every table, as text: what an attacker with a copy of the database would read. */
 async function everyStoredValue(db: Database): Promise<string> {
   const dumps = await Promise.all(
-    TABLES.map(async (table) => JSON.stringify(await db.prisma.$queryRawUnsafe(`SELECT * FROM ${table}`), (_, value) =>
+    TABLES.map(async (table) => JSON.stringify(await db.sql.query(`SELECT * FROM ${table}`), (_, value) =>
       typeof value === 'bigint' ? value.toString() : value,
     )),
   );
@@ -29,7 +31,27 @@ async function everyStoredValue(db: Database): Promise<string> {
 }
 
 async function pairsOf(db: Database, partnerId: string) {
-  return db.prisma.keyPair.findMany({ where: { partnerId }, orderBy: { createdAt: 'asc' } });
+  const rows = await db.sql.query<{
+    id: string;
+    access_key: string;
+    status: string;
+    secret_hash: string;
+    superseded_at: unknown;
+    revoked_at: unknown;
+    last_used_at: unknown;
+  }>(
+    'SELECT id, access_key, status, secret_hash, superseded_at, revoked_at, last_used_at FROM key_pairs WHERE partner_id = $1 ORDER BY created_at, id',
+    [partnerId],
+  );
+  return rows.map((row) => ({
+    id: row.id,
+    accessKey: row.access_key,
+    status: row.status,
+    secretHash: row.secret_hash,
+    lastUsedAt: toDate(row.last_used_at),
+    supersededAt: toDate(row.superseded_at),
+    revokedAt: toDate(row.revoked_at),
+  }));
 }
 
 describe.each(BACKENDS)('key pairs on %s', (provider) => {
@@ -77,7 +99,7 @@ describe.each(BACKENDS)('key pairs on %s', (provider) => {
         const issued = await issueKeyPair(ctx.db, ALICE, partner.id);
         const [revision, events] = [await revisionOf(ctx.db), await auditCount(ctx.db, partner.id)];
         const error = await expectAppError(issueKeyPair(ctx.db, ALICE, partner.id), 'active_key_pair_exists');
-        expect(error.hint).toMatch(/rotate-keys/);
+        expect(hintFor(error)).toMatch(/rotate-keys/);
         expect(error.message).toContain(issued.accessKey);
         expect(await pairsOf(ctx.db, partner.id)).toHaveLength(1);
         expect(await revisionOf(ctx.db)).toBe(revision);
@@ -140,7 +162,7 @@ describe.each(BACKENDS)('key pairs on %s', (provider) => {
         const partner = await newPartner();
         const revision = await revisionOf(ctx.db);
         const error = await expectAppError(rotateKeyPair(ctx.db, ALICE, partner.id), 'no_active_key_pair');
-        expect(error.hint).toMatch(/issue-keys/);
+        expect(hintFor(error)).toMatch(/issue-keys/);
         expect(await revisionOf(ctx.db)).toBe(revision);
         expect(await pairsOf(ctx.db, partner.id)).toHaveLength(0);
 

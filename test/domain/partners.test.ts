@@ -11,7 +11,8 @@ import { issueKeyPair } from '../../src/domain/key-pairs.js';
 import { mapCompany } from '../../src/domain/companies.js';
 import { PARTNER_ID_PATTERN } from '../../src/domain/identifiers.js';
 import { backendAvailable, BACKENDS } from '../support/backends.js';
-import { ALICE, auditCount, expectAppError, revisionOf, uniqueName, useMigratedDatabase } from './fixtures.js';
+import { hintFor } from '../../src/cli/hints.js';
+import { ALICE, auditCount, expectAppError, partnerCount, revisionOf, uniqueName, useMigratedDatabase } from './fixtures.js';
 
 describe.each(BACKENDS)('partners on %s', (provider) => {
   describe.skipIf(!backendAvailable(provider))(provider, () => {
@@ -42,11 +43,11 @@ describe.each(BACKENDS)('partners on %s', (provider) => {
         ["the 'ptn_' prefix", 'ptn_acme'],
         ["the 'PTN_' prefix in capitals", 'PTN_acme'],
       ])('refuses a name with %s and changes nothing', async (_, name) => {
-        const [revision, events, partners] = [await revisionOf(ctx.db), await auditCount(ctx.db), await ctx.db.prisma.partner.count()];
+        const [revision, events, partners] = [await revisionOf(ctx.db), await auditCount(ctx.db), await partnerCount(ctx.db)];
         await expectAppError(createPartner(ctx.db, ALICE, { name }), 'invalid_argument');
         expect(await revisionOf(ctx.db)).toBe(revision);
         expect(await auditCount(ctx.db)).toBe(events);
-        expect(await ctx.db.prisma.partner.count()).toBe(partners);
+        expect(await partnerCount(ctx.db)).toBe(partners);
       });
 
       it('accepts exactly 100 characters, counted as characters rather than UTF-16 units', async () => {
@@ -63,7 +64,7 @@ describe.each(BACKENDS)('partners on %s', (provider) => {
         const { partner } = await createPartner(ctx.db, ALICE, { name: decomposed });
         expect(partner.name).toBe(`${base}\u00e9`);
         await expectAppError(createPartner(ctx.db, ALICE, { name: `${base}\u00e9` }), 'partner_exists');
-        expect((await findPartner(ctx.db.prisma, decomposed)).id).toBe(partner.id);
+        expect((await findPartner(ctx.db.sql, decomposed)).id).toBe(partner.id);
       });
 
       it('refuses a duplicate name with partner_exists and writes nothing', async () => {
@@ -71,7 +72,7 @@ describe.each(BACKENDS)('partners on %s', (provider) => {
         await createPartner(ctx.db, ALICE, { name });
         const [revision, events] = [await revisionOf(ctx.db), await auditCount(ctx.db)];
         const error = await expectAppError(createPartner(ctx.db, ALICE, { name }), 'partner_exists');
-        expect(error.hint).toMatch(/if-not-exists/);
+        expect(hintFor(error)).toMatch(/if-not-exists/);
         expect(await revisionOf(ctx.db)).toBe(revision);
         expect(await auditCount(ctx.db)).toBe(events);
       });
@@ -90,20 +91,20 @@ describe.each(BACKENDS)('partners on %s', (provider) => {
     describe('findPartner', () => {
       it('finds a partner by id and by name', async () => {
         const { partner } = await createPartner(ctx.db, ALICE, { name: uniqueName() });
-        expect(await findPartner(ctx.db.prisma, partner.id)).toEqual(partner);
-        expect(await findPartner(ctx.db.prisma, partner.name)).toEqual(partner);
+        expect(await findPartner(ctx.db.sql, partner.id)).toEqual(partner);
+        expect(await findPartner(ctx.db.sql, partner.name)).toEqual(partner);
       });
 
       it.each([['an unknown name', 'nobody-here'], ['an unknown id', 'ptn_00000000000000000000000000'], ['empty', '']])(
         'says partner_not_found for %s, with a hint',
         async (_, reference) => {
-          const error = await expectAppError(findPartner(ctx.db.prisma, reference), 'partner_not_found');
-          expect(error.hint).toMatch(/list-partners/);
+          const error = await expectAppError(findPartner(ctx.db.sql, reference), 'partner_not_found');
+          expect(hintFor(error)).toMatch(/list-partners/);
         },
       );
 
       it('shows control characters of an unknown reference escaped in the message', async () => {
-        const error = await expectAppError(findPartner(ctx.db.prisma, 'evil\u001b[31m'), 'partner_not_found');
+        const error = await expectAppError(findPartner(ctx.db.sql, 'evil\u001b[31m'), 'partner_not_found');
         expect(error.message).not.toContain('\u001b');
       });
     });
@@ -189,7 +190,7 @@ describe.each(BACKENDS)('partners on %s', (provider) => {
 
         const enabled = await setPartnerStatus(ctx.db, ALICE, partner.id, 'active');
         expect(enabled).toMatchObject({ changed: true, partner: { status: 'active' } });
-        expect((await findPartner(ctx.db.prisma, partner.id)).status).toBe('active');
+        expect((await findPartner(ctx.db.sql, partner.id)).status).toBe('active');
       });
 
       it('says partner_not_found for an unknown partner', async () => {

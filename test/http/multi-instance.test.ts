@@ -17,7 +17,7 @@ describe('two serve instances on one PostgreSQL database', () => {
     const cli = async (...args: string[]) => {
       const result = await runCli(['--json', '--yes', ...args], backend.env);
       expect(result.code, result.stderr).toBe(0);
-      return result.json();
+      return result.json<any>();
     };
     const exchange = (server: Served, keys: { access_key: string; secret_key: string }) =>
       fetch(`${server.url}/public/v1/auth/token`, {

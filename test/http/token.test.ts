@@ -1,3 +1,4 @@
+import { keyPairById } from '../../src/db/repositories/key-pairs.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../../src/db/client.js';
 import { rotateKeyPair, revokeKeyPair } from '../../src/domain/key-pairs.js';
@@ -55,7 +56,7 @@ describe.each(BACKENDS)('POST /public/v1/auth/token (%s)', (provider) => {
     });
 
     it('records the pair last-used time', async () => {
-      const row = await db.prisma.keyPair.findUnique({ where: { id: partner.keyPairId }, select: { lastUsedAt: true } });
+      const row = await keyPairById(db.sql, partner.keyPairId);
       expect(row?.lastUsedAt).toBeInstanceOf(Date);
     });
 

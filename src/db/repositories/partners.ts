@@ -1,0 +1,77 @@
+import { toDate } from '../sql.js';
+import type { Queryable, SqlTx } from '../unit.js';
+
+export interface PartnerRow {
+  id: string;
+  name: string;
+  status: string;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+const COLUMNS = 'id, name, status, created_at, updated_at';
+
+type Raw = { id: string; name: string; status: string; created_at: unknown; updated_at: unknown };
+
+function fromRaw(row: Raw): PartnerRow {
+  return { id: row.id, name: row.name, status: row.status, createdAt: toDate(row.created_at)!, updatedAt: toDate(row.updated_at)! };
+}
+
+export async function partnerById(q: Queryable, id: string): Promise<PartnerRow | null> {
+  const [row] = await q.query<Raw>(`SELECT ${COLUMNS} FROM partners WHERE id = $1`, [id]);
+  return row ? fromRaw(row) : null;
+}
+
+export async function partnerByName(q: Queryable, name: string): Promise<PartnerRow | null> {
+  const [row] = await q.query<Raw>(`SELECT ${COLUMNS} FROM partners WHERE name = $1`, [name]);
+  return row ? fromRaw(row) : null;
+}
+
+export async function insertPartner(tx: SqlTx, partner: { id: string; name: string; status?: string }, now: Date): Promise<PartnerRow> {
+  const status = partner.status ?? 'active';
+  await tx.run('INSERT INTO partners (id, name, status, created_at, updated_at) VALUES ($1, $2, $3, $4, $5)', [
+    partner.id,
+    partner.name,
+    status,
+    now,
+    now,
+  ]);
+  return { id: partner.id, name: partner.name, status, createdAt: now, updatedAt: now };
+}
+
+export async function updatePartnerStatus(tx: SqlTx, id: string, status: string, now: Date): Promise<void> {
+  await tx.run('UPDATE partners SET status = $1, updated_at = $2 WHERE id = $3', [status, now, id]);
+}
+
+/** Partners whose name contains `term` (any case), by name: for pickers. */
+export async function searchPartners(q: Queryable, term: string, limit: number): Promise<{ id: string; name: string; status: string }[]> {
+  const pattern = `%${term.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+  return q.query("SELECT id, name, status FROM partners WHERE LOWER(name) LIKE $1 ESCAPE '\\' ORDER BY name LIMIT $2", [pattern, limit]);
+}
+
+export interface PartnerListRow extends PartnerRow {
+  companyCount: number;
+  activeAccessKey: string | null;
+}
+
+/** One page, oldest first (ids sort by creation); the cursor is the last id of the previous page. */
+export async function partnerPage(
+  q: Queryable,
+  options: { status?: string; cursor?: string; limit: number },
+): Promise<PartnerListRow[]> {
+  const conditions: string[] = [];
+  const params: unknown[] = [];
+  if (options.status) conditions.push(`p.status = $${params.push(options.status)}`);
+  if (options.cursor) conditions.push(`p.id > $${params.push(options.cursor)}`);
+  const rows = await q.query<Raw & { company_count: number | string; active_access_key: string | null }>(
+    `SELECT p.id, p.name, p.status, p.created_at, p.updated_at,
+       (SELECT COUNT(*) FROM company_mappings m WHERE m.partner_id = p.id) AS company_count,
+       (SELECT k.access_key FROM key_pairs k WHERE k.partner_id = p.id AND k.status = 'active') AS active_access_key
+     FROM partners p
+     ${conditions.length ? `WHERE ${conditions.join(' AND ')}` : ''}
+     ORDER BY p.id
+     LIMIT $${params.push(options.limit)}`,
+    params,
+  );
+  return rows.map((row) => ({ ...fromRaw(row), companyCount: Number(row.company_count), activeAccessKey: row.active_access_key }));
+}

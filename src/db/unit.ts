@@ -1,0 +1,62 @@
+import type { Provider } from '../config.js';
+
+/** Plain SQL inside one transaction. Parameters are $1, $2, … in order, each used once. */
+export interface SqlTx {
+  readonly provider: Provider;
+  query<Row = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<Row[]>;
+  /** A statement that returns no rows; resolves to the number of rows it changed. */
+  run(sql: string, params?: readonly unknown[]): Promise<number>;
+}
+
+/** Reads work on a transaction as well as on the plain reader. */
+export type Queryable = Pick<SqlTx, 'provider' | 'query'>;
+
+export interface TransactionOptions {
+  /** The transaction fails (and rolls back) once it has run longer than this. */
+  timeoutMs: number;
+}
+
+export class TransactionTimeout extends Error {
+  override readonly name = 'TransactionTimeout';
+  constructor(timeoutMs: number) {
+    super(`the transaction ran longer than ${timeoutMs} ms`);
+  }
+}
+
+/** Wraps a transaction's statements so that none starts after the deadline. */
+export function withDeadline(tx: SqlTx, timeoutMs: number): SqlTx {
+  const deadline = Date.now() + timeoutMs;
+  const check = () => {
+    if (Date.now() > deadline) throw new TransactionTimeout(timeoutMs);
+  };
+  return {
+    provider: tx.provider,
+    query: async (sql, params) => {
+      check();
+      return tx.query(sql, params);
+    },
+    run: async (sql, params) => {
+      check();
+      return tx.run(sql, params);
+    },
+  };
+}
+
+/**
+ * Rows for a multi-row INSERT: `(…), (…)` with numbered parameters, in batches that stay under both
+ * engines' parameter limits (SQLite 32,766; PostgreSQL 65,535).
+ */
+export function valuesBatches<Row extends readonly unknown[]>(
+  rows: readonly Row[],
+  maxParameters = 30_000,
+): { placeholders: string; params: unknown[] }[] {
+  const width = rows[0]?.length ?? 1;
+  const perBatch = Math.max(1, Math.floor(maxParameters / width));
+  const batches: { placeholders: string; params: unknown[] }[] = [];
+  for (let start = 0; start < rows.length; start += perBatch) {
+    const params: unknown[] = [];
+    const tuples = rows.slice(start, start + perBatch).map((row) => `(${row.map((value) => `$${params.push(value)}`).join(', ')})`);
+    batches.push({ placeholders: tuples.join(', '), params });
+  }
+  return batches;
+}
