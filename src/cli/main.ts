@@ -1,6 +1,7 @@
 import { CommanderError, type Command } from 'commander';
 import { translateDatabaseError } from '../domain/transactions.js';
 import { AppError, EXIT, firstLine } from '../errors.js';
+import { hintFor } from './hints.js';
 import { Output } from './output.js';
 import { buildProgram } from './program.js';
 import { Session, type GlobalOptions } from './session.js';
@@ -16,7 +17,7 @@ function report(thrown: unknown, session: Session | undefined): number {
   const known = error instanceof AppError ? error : isDatabaseError(error) ? translateDatabaseError(error) : undefined;
   const code = known ? known.code : 'internal_error';
   const message = known ? known.message : firstLine(error);
-  const hint = known ? known.hint : 'this is a bug; run again with --debug for details';
+  const hint = known ? hintFor(known) : 'this is a bug; run again with --debug for details';
   process.stderr.write(`partnerctl: ${code}: ${oneLine(message)}${hint ? ` (hint: ${hint})` : ''}\n`);
   if (debug) {
     for (let cause: unknown = error; cause; cause = (cause as Error).cause) {
@@ -79,8 +80,31 @@ async function main(): Promise<number> {
   return exitCode;
 }
 
-// Exit explicitly: a PostgreSQL pool's idle timer must not hold an operator's terminal for seconds.
-main().then(
-  (code) => process.exit(code),
-  (error) => process.exit(report(error, undefined)),
-);
+/**
+ * Resolves once everything written so far has left the process: a write's callback runs after every
+ * earlier chunk was handed to the pipe, file or terminal. A reader that went away (`| head`) ends the wait.
+ */
+function drained(stream: NodeJS.WriteStream): Promise<void> {
+  return new Promise((resolve) => {
+    if (stream.destroyed || stream.writableEnded) return resolve();
+    stream.once('error', () => resolve());
+    stream.write('', () => resolve());
+  });
+}
+
+// A reader that closed early (`partnerctl audit | head -1`) is not an error of ours: stop quietly.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code === 'EPIPE') process.exit(process.exitCode ?? EXIT.ok);
+  });
+}
+
+// Exit explicitly (a PostgreSQL pool's idle timer must not hold an operator's terminal for seconds), but
+// only once stdout and stderr are drained: exiting earlier cuts a piped output at the pipe's buffer size.
+async function exitWith(code: number): Promise<never> {
+  process.exitCode = code;
+  await Promise.all([drained(process.stdout), drained(process.stderr)]);
+  process.exit(code);
+}
+
+main().then(exitWith, (error) => exitWith(report(error, undefined)));

@@ -1,4 +1,5 @@
 import { AppError } from '../errors.js';
+import { searchPartners } from '../db/repositories/partners.js';
 import type { Session } from './session.js';
 
 /**
@@ -28,12 +29,7 @@ export async function askPartner(session: Session, message = 'Partner'): Promise
   return search({
     message,
     source: async (term) => {
-      const partners = await db.prisma.partner.findMany({
-        where: term ? { name: { contains: term } } : {},
-        orderBy: { name: 'asc' },
-        take: 20,
-        select: { id: true, name: true, status: true },
-      });
+      const partners = await searchPartners(db.sql, term ?? '', 20);
       return partners.map((partner) => ({
         name: `${partner.name} (${partner.id}${partner.status === 'active' ? '' : `, ${partner.status}`})`,
         value: partner.id,

@@ -1,6 +1,6 @@
 import { userInfo } from 'node:os';
 import { resolveDatabase, resolveSigningKeyFile, type DatabaseConfig } from '../config.js';
-import type { Database, SqlDatabase } from '../db/client.js';
+import type { Database } from '../db/client.js';
 import { AppError } from '../errors.js';
 import type { Actor } from '../domain/transactions.js';
 
@@ -21,7 +21,6 @@ export interface GlobalOptions {
  */
 export class Session {
   private database: Promise<Database> | undefined;
-  private sqlDatabase: Promise<SqlDatabase> | undefined;
 
   constructor(readonly options: GlobalOptions) {}
 
@@ -51,7 +50,7 @@ export class Session {
     return { actor };
   }
 
-  /** The database with the Prisma client, for commands that change things. */
+  /** The database, opened (and on SQLite migrated) on first use. */
   db(): Promise<Database> {
     this.database ??= (async () => {
       const config = this.databaseConfig;
@@ -61,22 +60,9 @@ export class Session {
     return this.database;
   }
 
-  /** The database for plain SQL reads: no Prisma client loaded, so the command starts fast. */
-  sqlDb(): Promise<SqlDatabase> {
-    if (this.database) return this.database;
-    this.sqlDatabase ??= (async () => {
-      const config = this.databaseConfig;
-      const { connectSql } = await import('../db/connect.js');
-      return connectSql(config);
-    })();
-    return this.sqlDatabase;
-  }
-
   async close(): Promise<void> {
-    for (const pending of [this.database, this.sqlDatabase]) {
-      const db = await pending?.catch(() => undefined);
-      await db?.close().catch(() => {});
-    }
+    const db = await this.database?.catch(() => undefined);
+    await db?.close().catch(() => {});
   }
 }
 

@@ -56,7 +56,8 @@ export async function runRotateKeys(
     );
   }
   const db = await session.db();
-  const rotated = await rotateKeyPair(db, session.who, reference, options);
+  const pauseInsideMs = Number(process.env.PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS ?? 0);
+  const rotated = await rotateKeyPair(db, session.who, reference, { ...options, pauseInsideMs });
   if (out.json) {
     out.emitJson({
       ...newPairJson(rotated),

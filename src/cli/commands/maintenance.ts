@@ -1,5 +1,5 @@
 import { redactUrl } from '../../config.js';
-import { openSqlDatabase } from '../../db/client.js';
+import { openDatabase } from '../../db/client.js';
 import { applyMigrations, migrationStatus } from '../../db/migrate.js';
 import { rotateSigningKey, RETIRED_KEY_OVERLAP_SECONDS } from '../../domain/signing-keys.js';
 import { EXIT } from '../../errors.js';
@@ -28,7 +28,7 @@ export async function runDbMigrate(session: Session, out: Output): Promise<void>
 /** Exit 0 when the schema is current, 1 when migrations are pending or failed (for runbooks to test). */
 export async function runDbStatus(session: Session, out: Output): Promise<number> {
   const config = session.databaseConfig;
-  const db = await openSqlDatabase(config);
+  const db = await openDatabase(config);
   try {
     const status = await migrationStatus(db);
     const upToDate = status.pending.length === 0 && status.failed.length === 0;

@@ -61,7 +61,7 @@ export async function runListPartners(
   options: { status?: string; limit?: string; cursor?: string },
 ): Promise<void> {
   const limit = parseLimit(options.limit, 50);
-  const db = await session.sqlDb();
+  const db = await session.db();
   const page = await listPartners(db, { status: options.status as PartnerStatus | undefined, limit, cursor: options.cursor });
   if (out.json) {
     out.emitJson({
