@@ -1,6 +1,79 @@
+import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
+import { z } from 'zod';
 import { AppError } from './errors.js';
+
+/**
+ * The one place that knows the environment's variables. `src/cli/main.ts` and `src/http/server.ts` hand
+ * `process.env` to the parsers here; everything else receives the frozen, typed result.
+ */
+export type Environment = Readonly<Record<string, string | undefined>>;
+
+/** The version of this package, from its package.json (dist/config.js sits one folder below it). */
+export const VERSION: string = (() => {
+  try {
+    const manifest = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version?: unknown };
+    return typeof manifest.version === 'string' ? manifest.version : 'unknown';
+  } catch {
+    return 'unknown';
+  }
+})();
+
+const blankAsUnset = (value: unknown) => (typeof value === 'string' && value.trim() === '' ? undefined : value);
+
+const cliEnvironment = z.object({
+  DATABASE_URL: z.preprocess(blankAsUnset, z.string().optional()),
+  PARTNERCTL_ACTOR: z.preprocess(blankAsUnset, z.string().optional()),
+  PARTNERCTL_SIGNING_KEY_FILE: z.preprocess(blankAsUnset, z.string().optional()),
+  PARTNERCTL_DB_POOL_SIZE: z.preprocess(blankAsUnset, z.string().optional()),
+  XDG_DATA_HOME: z.string().optional(),
+  NO_COLOR: z.string().optional(),
+  TERM: z.string().optional(),
+  PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS: z.preprocess(
+    blankAsUnset,
+    z.coerce
+      .number({ error: 'must be a whole number of milliseconds' })
+      .int('must be a whole number of milliseconds')
+      .min(0, 'must be 0 or more')
+      .max(3_600_000, 'must be at most 3600000 (one hour)')
+      .default(0),
+  ),
+});
+
+/** What the CLI takes from its environment, parsed once. */
+export interface CliConfig {
+  readonly version: string;
+  /** The variables the database and key-file resolvers read (DATABASE_URL, XDG_DATA_HOME…). */
+  readonly env: Environment;
+  readonly defaultActor: string | undefined;
+  /** NO_COLOR unset and TERM not 'dumb'. */
+  readonly colourAllowed: boolean;
+  /** Test hook: how long rotate-keys holds its transaction open (0 in production). */
+  readonly testPauseInRotationMs: number;
+}
+
+/** Parses the CLI's environment with every problem collected into one error. */
+export function loadCliConfig(env: Environment): CliConfig {
+  const parsed = cliEnvironment.safeParse(env);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((issue) => `${issue.path.join('.')} ${issue.message}`);
+    throw new AppError('invalid_argument', problems.join('; '));
+  }
+  const values = parsed.data;
+  return Object.freeze({
+    version: VERSION,
+    env: Object.freeze({
+      DATABASE_URL: values.DATABASE_URL,
+      PARTNERCTL_SIGNING_KEY_FILE: values.PARTNERCTL_SIGNING_KEY_FILE,
+      PARTNERCTL_DB_POOL_SIZE: values.PARTNERCTL_DB_POOL_SIZE,
+      XDG_DATA_HOME: values.XDG_DATA_HOME,
+    }),
+    defaultActor: values.PARTNERCTL_ACTOR,
+    colourAllowed: values.NO_COLOR === undefined && values.TERM !== 'dumb',
+    testPauseInRotationMs: values.PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS,
+  });
+}
 
 export type Provider = 'sqlite' | 'postgresql';
 
@@ -12,7 +85,7 @@ export interface DatabaseConfig {
   poolSize: number;
 }
 
-export function dataDirectory(env: NodeJS.ProcessEnv = process.env): string {
+export function dataDirectory(env: Environment): string {
   const base = env.XDG_DATA_HOME && isAbsolute(env.XDG_DATA_HOME) ? env.XDG_DATA_HOME : join(homedir(), '.local', 'share');
   return join(base, 'partnerctl');
 }
@@ -21,7 +94,7 @@ export const DEFAULT_DATABASE_FILE = 'partnerctl.db';
 
 export function resolveDatabase(
   urlOption: string | undefined,
-  env: NodeJS.ProcessEnv = process.env,
+  env: Environment,
   defaultPoolSize = 10,
 ): DatabaseConfig {
   const raw = (urlOption ?? env.DATABASE_URL ?? '').trim();
@@ -55,7 +128,7 @@ function parsePoolSize(value: string | undefined, fallback: number): number {
  * named: several servers and the operators' CLI on different hosts must share one file, and a key file
  * made up silently on each host would give tokens that the other hosts refuse.
  */
-export function resolveSigningKeyFile(database: DatabaseConfig, env: NodeJS.ProcessEnv = process.env): string {
+export function resolveSigningKeyFile(database: DatabaseConfig, env: Environment): string {
   if (env.PARTNERCTL_SIGNING_KEY_FILE) return resolve(env.PARTNERCTL_SIGNING_KEY_FILE);
   if (database.provider === 'postgresql') {
     throw new AppError('signing_key_unavailable', 'PARTNERCTL_SIGNING_KEY_FILE is not set', {

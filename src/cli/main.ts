@@ -1,5 +1,6 @@
 import { CommanderError, type Command } from 'commander';
 import { translateDatabaseError } from '../domain/transactions.js';
+import { loadCliConfig } from '../config.js';
 import { AppError, EXIT, firstLine } from '../errors.js';
 import { hintFor } from './hints.js';
 import { Output } from './output.js';
@@ -45,7 +46,7 @@ async function main(): Promise<number> {
   const program = buildProgram(async (command: Command, action) => {
     let session: Session | undefined;
     try {
-      session = new Session(command.optsWithGlobals<GlobalOptions>());
+      session = new Session(command.optsWithGlobals<GlobalOptions>(), loadCliConfig(process.env));
       exitCode = (await action(session, new Output(session), command)) ?? EXIT.ok;
     } catch (error) {
       exitCode = report(error, session);

@@ -15,8 +15,7 @@ export class Output {
   get colour(): boolean {
     return (
       this.session.options.color !== false &&
-      process.env.NO_COLOR === undefined &&
-      process.env.TERM !== 'dumb' &&
+      this.session.config.colourAllowed &&
       process.stdout.isTTY === true
     );
   }

@@ -1,4 +1,5 @@
 import { Command, Option } from 'commander';
+import { VERSION } from '../config.js';
 import { AppError } from '../errors.js';
 import type { Output } from './output.js';
 import type { GlobalOptions, Session } from './session.js';
@@ -33,7 +34,7 @@ Exit codes: 0 ok, 1 error, 2 bad usage, 3 not found, 4 conflict with the current
 export function buildProgram(run: Runner): Command {
   const program = new Command('partnerctl')
     .description('Provision partners of the price-recommendation API, manage their keys, and serve the public API.')
-    .version(process.env.npm_package_version ?? '0.1.0', '-V, --version')
+    .version(VERSION, '-V, --version')
     .option('--database-url <url>', 'database URL (default: SQLite file in the per-user data folder; see below)')
     .option('--json', 'print exactly one JSON object on stdout (snake_case keys)')
     .option('--no-color', 'no colour in the output')

@@ -1,5 +1,5 @@
 import { userInfo } from 'node:os';
-import { resolveDatabase, resolveSigningKeyFile, type DatabaseConfig } from '../config.js';
+import { resolveDatabase, resolveSigningKeyFile, type CliConfig, type DatabaseConfig } from '../config.js';
 import type { Database } from '../db/client.js';
 import { AppError } from '../errors.js';
 import type { Actor } from '../domain/transactions.js';
@@ -22,7 +22,10 @@ export interface GlobalOptions {
 export class Session {
   private database: Promise<Database> | undefined;
 
-  constructor(readonly options: GlobalOptions) {}
+  constructor(
+    readonly options: GlobalOptions,
+    readonly config: CliConfig,
+  ) {}
 
   get json(): boolean {
     return this.options.json === true;
@@ -35,15 +38,15 @@ export class Session {
 
   get databaseConfig(): DatabaseConfig {
     // One command needs one or two connections; a server's pool is larger (PARTNERCTL_DB_POOL_SIZE).
-    return resolveDatabase(this.options.databaseUrl, process.env, 2);
+    return resolveDatabase(this.options.databaseUrl, this.config.env, 2);
   }
 
   get signingKeyFile(): string {
-    return resolveSigningKeyFile(this.databaseConfig);
+    return resolveSigningKeyFile(this.databaseConfig, this.config.env);
   }
 
   get who(): Actor {
-    const actor = (this.options.actor ?? process.env.PARTNERCTL_ACTOR ?? osUser()).trim();
+    const actor = (this.options.actor ?? this.config.defaultActor ?? osUser()).trim();
     if (actor === '' || actor.length > 200 || /[\u0000-\u001f\u007f]/.test(actor)) {
       throw new AppError('invalid_argument', '--actor must be 1 to 200 characters without control characters');
     }

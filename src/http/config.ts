@@ -1,3 +1,4 @@
+import type { Environment } from '../config.js';
 import { AppError } from '../errors.js';
 
 export const BASE_PATH = '/public/v1';
@@ -48,7 +49,7 @@ export interface ServerOptions {
  * Reads flags (which win) and environment once. Every problem is collected and reported together, so an
  * operator fixes a bad deployment in one pass.
  */
-export function parseServerConfig(options: ServerOptions = {}, env: NodeJS.ProcessEnv = process.env): ServerConfig {
+export function parseServerConfig(options: ServerOptions, env: Environment): ServerConfig {
   const problems: string[] = [];
   const pick = (flag: string | number | undefined, name: string): string | undefined => {
     if (flag !== undefined) return String(flag);

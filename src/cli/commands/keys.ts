@@ -56,7 +56,7 @@ export async function runRotateKeys(
     );
   }
   const db = await session.db();
-  const pauseInsideMs = Number(process.env.PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS ?? 0);
+  const pauseInsideMs = session.config.testPauseInRotationMs;
   const rotated = await rotateKeyPair(db, session.who, reference, { ...options, pauseInsideMs });
   if (out.json) {
     out.emitJson({
