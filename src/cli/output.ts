@@ -16,7 +16,7 @@ export class Output {
     return (
       this.session.options.color !== false &&
       this.session.config.colourAllowed &&
-      process.stdout.isTTY === true
+      this.session.terminal.outIsTTY
     );
   }
 
@@ -29,11 +29,16 @@ export class Output {
   }
 
   emitJson(value: object): void {
-    process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+    this.session.terminal.out.write(`${JSON.stringify(value, null, 2)}\n`);
+  }
+
+  /** A line for the person on stderr (progress, notes): never mixed into the data on stdout. */
+  note(text: string): void {
+    this.session.terminal.err.write(`${text}\n`);
   }
 
   line(text = ''): void {
-    process.stdout.write(`${text}\n`);
+    this.session.terminal.out.write(`${text}\n`);
   }
 
   async table(head: string[], rows: (string | number | null)[][]): Promise<string> {

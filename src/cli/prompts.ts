@@ -18,9 +18,13 @@ export async function requireValue(
   return ask();
 }
 
-export async function askText(message: string, validate?: (value: string) => string | true): Promise<string> {
+export async function askText(
+  session: Session,
+  message: string,
+  validate?: (value: string) => string | true,
+): Promise<string> {
   const { input } = await import('@inquirer/prompts');
-  return input({ message, validate: validate ?? ((value) => (value.trim() === '' ? 'required' : true)) });
+  return input({ message, validate: validate ?? ((value) => (value.trim() === '' ? 'required' : true)) }, promptContext(session));
 }
 
 /** A partner picked from the database, searching by name. */
@@ -35,7 +39,7 @@ export async function askPartner(session: Session, message = 'Partner'): Promise
         value: partner.id,
       }));
     },
-  });
+  }, promptContext(session));
 }
 
 /** Destructive commands: --yes, or a person who says yes. */
@@ -47,7 +51,12 @@ export async function confirmDestructive(session: Session, action: string): Prom
     });
   }
   const { confirm } = await import('@inquirer/prompts');
-  if (!(await confirm({ message: `${action}?`, default: false }))) {
+  if (!(await confirm({ message: `${action}?`, default: false }, promptContext(session)))) {
     throw new AppError('cancelled', 'cancelled; nothing changed');
   }
+}
+
+/** Prompts read and draw on the session's terminal, not on the process's. */
+function promptContext(session: Session): { input: NodeJS.ReadableStream; output: NodeJS.WritableStream } {
+  return { input: session.terminal.in, output: session.terminal.out };
 }

@@ -3,6 +3,7 @@ import { resolveDatabase, resolveSigningKeyFile, type CliConfig, type DatabaseCo
 import type { Database } from '../db/client.js';
 import { AppError } from '../errors.js';
 import type { Actor } from '../domain/transactions.js';
+import type { Terminal } from './terminal.js';
 
 /** The options every command accepts (declared once on the program). */
 export interface GlobalOptions {
@@ -25,6 +26,7 @@ export class Session {
   constructor(
     readonly options: GlobalOptions,
     readonly config: CliConfig,
+    readonly terminal: Terminal,
   ) {}
 
   get json(): boolean {
@@ -33,7 +35,7 @@ export class Session {
 
   /** Prompts only where a person can answer: a terminal on both ends, and no --no-input. */
   get interactive(): boolean {
-    return this.options.input !== false && process.stdin.isTTY === true && process.stdout.isTTY === true && !this.json;
+    return this.options.input !== false && this.terminal.inIsTTY && this.terminal.outIsTTY && !this.json;
   }
 
   get databaseConfig(): DatabaseConfig {

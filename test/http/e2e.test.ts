@@ -1,7 +1,7 @@
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PartnerClient } from '../../src/client/index.js';
-import { runCli } from '../support/cli.js';
+import { runBinary } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { startUpstream, UUID, type TestUpstream } from './support.js';
@@ -31,7 +31,7 @@ describe.each(BACKENDS)('partnerctl serve end to end (%s)', (provider) => {
     let keys: { partner_id: string; access_key: string; secret_key: string };
 
     const cli = async (...args: string[]) => {
-      const result = await runCli(['--json', '--yes', ...args], backend.env);
+      const result = await runBinary(['--json', '--yes', ...args], backend.env);
       expect(result.code, result.stderr).toBe(0);
       return result.json();
     };
@@ -176,7 +176,7 @@ describe('partnerctl serve configuration errors', () => {
   it('refuses bad settings with one clear message and a non-zero exit', async () => {
     const backend = await createBackend('sqlite');
     try {
-      const result = await runCli(['serve', '--port', '0'], {
+      const result = await runBinary(['serve', '--port', '0'], {
         ...backend.env,
         PUBLIC_API_UPSTREAM_URL: 'ftp://engine',
         PUBLIC_API_CORS_ORIGINS: '*',

@@ -1,5 +1,7 @@
 import { spawn } from 'node:child_process';
+import { PassThrough, Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
+import { runCli as runCommandLine } from '../../src/cli/run.js';
 
 export const BIN = fileURLToPath(new URL('../../bin/partnerctl', import.meta.url));
 
@@ -11,8 +13,36 @@ export interface CliResult {
   json<T = Record<string, any>>(): T;
 }
 
+export interface CliOptions {
+  /** What stdin holds (prompts, '-' inputs). */
+  input?: string;
+}
+
+/**
+ * Runs a command line in-process through an injected terminal (buffers, no TTY): the same code path as the
+ * binary minus process start-up. Most CLI tests use this; `runBinary` is the end-to-end proof.
+ */
+export async function runCli(args: string[], env: NodeJS.ProcessEnv, options: CliOptions = {}): Promise<CliResult> {
+  const out = new PassThrough();
+  const err = new PassThrough();
+  let stdout = '';
+  let stderr = '';
+  out.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  err.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const code = await runCommandLine(['node', 'partnerctl', ...args], {
+    out,
+    err,
+    in: Readable.from([options.input ?? '']),
+    env: { ...env },
+    inIsTTY: false,
+    outIsTTY: false,
+  });
+  await new Promise((resolve) => setImmediate(resolve));
+  return { code, stdout, stderr, json: () => JSON.parse(stdout) };
+}
+
 /** Spawns the real, built CLI (bin/partnerctl -> dist/) with no terminal attached. */
-export function runCli(args: string[], env: NodeJS.ProcessEnv, options: { input?: string } = {}): Promise<CliResult> {
+export function runBinary(args: string[], env: NodeJS.ProcessEnv, options: CliOptions = {}): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [BIN, ...args], { env, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';

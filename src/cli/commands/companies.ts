@@ -12,7 +12,7 @@ export async function runMapping(
   action: 'map' | 'unmap',
 ): Promise<void> {
   const reference = await resolvePartnerArgument(session, partnerArgument);
-  const company = await requireValue(session, options.company, '--company <company_id>', () => askText('Company id'));
+  const company = await requireValue(session, options.company, '--company <company_id>', () => askText(session, 'Company id'));
   if (action === 'unmap') {
     await confirmDestructive(session, `Unmap company '${company}' from '${reference}' (its requests get 404 at once)`);
   }

@@ -107,5 +107,5 @@ export async function runMintTestToken(
     return;
   }
   out.line(minted.accessToken);
-  process.stderr.write(`Test token for ${minted.claims.partnerId}, valid ${minted.expiresIn} s. Use: Authorization: Bearer <token>\n`);
+  out.note(`Test token for ${minted.claims.partnerId}, valid ${minted.expiresIn} s. Use: Authorization: Bearer <token>`);
 }

@@ -22,7 +22,7 @@ export async function runCreatePartner(
   options: { name?: string; ifNotExists?: boolean },
 ): Promise<void> {
   const name = await requireValue(session, options.name, '--name <name>', () =>
-    askText('Partner name', (value) => {
+    askText(session, 'Partner name', (value) => {
       try {
         validatePartnerName(value);
         return true;

@@ -1,0 +1,90 @@
+import { CommanderError, type Command } from 'commander';
+import { translateDatabaseError } from '../domain/transactions.js';
+import { loadCliConfig } from '../config.js';
+import { AppError, EXIT, firstLine } from '../errors.js';
+import { hintFor } from './hints.js';
+import { Output } from './output.js';
+import { buildProgram } from './program.js';
+import { Session, type GlobalOptions } from './session.js';
+import type { Terminal } from './terminal.js';
+
+/** The only place that turns errors into messages and exit codes. */
+function report(thrown: unknown, session: Session | undefined, argv: readonly string[], terminal: Terminal): number {
+  let error: unknown = thrown;
+  const debug = session?.options.debug === true || argv.includes('--debug');
+  const name = (error as Error | undefined)?.name;
+  if (name === 'ExitPromptError' || name === 'AbortPromptError') {
+    error = new AppError('cancelled', 'cancelled; nothing changed');
+  }
+  const known = error instanceof AppError ? error : isDatabaseError(error) ? translateDatabaseError(error) : undefined;
+  const code = known ? known.code : 'internal_error';
+  const message = known ? known.message : firstLine(error);
+  const hint = known ? hintFor(known) : 'this is a bug; run again with --debug for details';
+  terminal.err.write(`partnerctl: ${code}: ${oneLine(message)}${hint ? ` (hint: ${hint})` : ''}\n`);
+  if (debug) {
+    for (let cause: unknown = error; cause; cause = (cause as Error).cause) {
+      terminal.err.write(`${(cause as Error).stack ?? String(cause)}\n`);
+    }
+  }
+  if (session?.json) {
+    terminal.out.write(`${JSON.stringify({ error: { code, message, ...(hint ? { hint } : {}) } }, null, 2)}\n`);
+  }
+  return known ? known.exitCode : EXIT.error;
+}
+
+/** Errors of Prisma or its driver adapters that escaped a domain function: the database's trouble, not a bug. */
+function isDatabaseError(error: unknown): boolean {
+  return /^(PrismaClient\w*Error|DriverAdapterError)$/.test((error as Error | undefined)?.name ?? '');
+}
+
+
+function oneLine(text: string): string {
+  return text.replace(/\s*\n\s*/g, ' ');
+}
+
+/**
+ * Runs one command line (`argv` as process.argv: node, script, arguments…) against a terminal and returns
+ * its exit code. Writes only to the terminal; never exits the process.
+ */
+export async function runCli(argv: readonly string[], terminal: Terminal): Promise<number> {
+  let exitCode: number = EXIT.ok;
+  const program = buildProgram(async (command: Command, action) => {
+    let session: Session | undefined;
+    try {
+      session = new Session(command.optsWithGlobals<GlobalOptions>(), loadCliConfig(terminal.env), terminal);
+      exitCode = (await action(session, new Output(session), command)) ?? EXIT.ok;
+    } catch (error) {
+      exitCode = report(error, session, argv, terminal);
+    } finally {
+      await session?.close();
+    }
+  });
+  // Usage errors of every command, subcommands included, are one line too (commander adds a "Did you mean"
+  // line of its own, and subcommands do not inherit output settings given after they were made).
+  const output = {
+    writeOut: (text: string) => void terminal.out.write(text),
+    writeErr: (text: string) => void terminal.err.write(text),
+    outputError: (text: string, write: (text: string) => void) => {
+      const message = oneLine(text.replace(/^error: /, '').trim());
+      write(`partnerctl: invalid_argument: ${message} (see 'partnerctl --help')\n`);
+      if (argv.includes('--json')) {
+        terminal.out.write(`${JSON.stringify({ error: { code: 'invalid_argument', message, hint: "see 'partnerctl --help'" } }, null, 2)}\n`);
+      }
+    },
+  };
+  for (const command of [program, ...program.commands, ...program.commands.flatMap((command) => command.commands)]) {
+    command.exitOverride();
+    command.configureOutput(output);
+  }
+  try {
+    await program.parseAsync([...argv]);
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      const quiet = ['commander.helpDisplayed', 'commander.version', 'commander.help'];
+      return quiet.includes(error.code) ? EXIT.ok : EXIT.usage;
+    }
+    return report(error, undefined, argv, terminal);
+  }
+  return exitCode;
+}
+

@@ -1,0 +1,17 @@
+import type { Environment } from '../config.js';
+
+/**
+ * Everything a command may touch of the world outside: its streams, its environment, and whether a person
+ * is at the keyboard. The binary passes the process's own (src/cli/main.ts); tests pass buffers and run
+ * commands in-process, as GitHub CLI's IOStreams and npm's test harness do.
+ */
+export interface Terminal {
+  readonly out: NodeJS.WritableStream;
+  readonly err: NodeJS.WritableStream;
+  /** Read by prompts and by inputs given as '-'. */
+  readonly in: NodeJS.ReadableStream;
+  readonly env: Environment;
+  /** Both ends are a terminal: a person can answer prompts and see progress. */
+  readonly inIsTTY: boolean;
+  readonly outIsTTY: boolean;
+}
