@@ -8,6 +8,8 @@ import { SigningKeys } from '../domain/signing-keys.js';
 import { TokenVerifier } from '../domain/tokens.js';
 import { AppError } from '../errors.js';
 import type { ServerConfig } from './config.js';
+import { DataLimits } from './limits.js';
+import { SharedRedis } from './redis.js';
 
 const KEY_FILE_POLL_INTERVAL_MS = 1_000;
 
@@ -47,6 +49,10 @@ export interface Services {
   readonly access: AccessState;
   readonly verifier: TokenVerifier;
   readonly exchange: CredentialExchange;
+  /** The shared counters' connection (REDIS_URL); null: every counter is in memory. */
+  readonly redis: SharedRedis | null;
+  /** Per-partner limits of data requests. */
+  readonly limits: DataLimits;
   /** Stops the background work (revision poll, key-file poll, ...) and closes what the services own. Safe to call twice. */
   close(): Promise<void>;
 }
@@ -65,12 +71,15 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
   const access = new AccessState(db);
   const verifier = options.verifierCacheSize === undefined ? new TokenVerifier(keys) : new TokenVerifier(keys, options.verifierCacheSize);
   const exchange = new CredentialExchange(db, keys);
+  const redis = config.server.redisUrl ? new SharedRedis(config.server.redisUrl, logger, clock) : null;
+  const limits = new DataLimits(db, access, { rate: config.server.defaultRate, burst: config.server.defaultBurst }, clock, redis);
   const stoppers: Array<() => void | Promise<void>> = [];
   let closing: Promise<void> | undefined;
   const close = (): Promise<void> => {
     closing ??= (async () => {
       for (const stop of stoppers.reverse()) await Promise.resolve(stop()).catch(() => {});
       access.stop();
+      await redis?.close();
       if (ownsDb) await db.close().catch(() => {});
     })();
     return closing;
@@ -96,5 +105,5 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
     await close();
     throw error;
   }
-  return { config, clock, logger, db, keys, access, verifier, exchange, close };
+  return { config, clock, logger, db, keys, access, verifier, exchange, redis, limits, close };
 }
