@@ -98,21 +98,20 @@ async function abba(specs) {
 }
 
 async function inProcessGate(target, { cached }) {
-  const [{ connect }, { resolveDatabase }, { AccessState }, { SigningKeys }, { TokenVerifier, mintToken }] = await Promise.all([
-    dist('db/connect.js'),
+  const [{ resolveDatabase }, { parseServerConfig }, { createServices }, { mintToken }] = await Promise.all([
     dist('config.js'),
-    dist('domain/access.js'),
-    dist('domain/signing-keys.js'),
+    dist('http/config.js'),
+    dist('http/services.js'),
     dist('domain/tokens.js'),
   ]);
-  const db = await connect(resolveDatabase(`file:${target.file}`, {}));
-  const access = new AccessState(db);
+  // The server's own wiring; maxCached 0 for the verifier: every token's signature is verified again, the
+  // baseline of what the caches buy.
+  const services = await createServices(
+    { server: parseServerConfig({}, {}), database: resolveDatabase(`file:${target.file}`, {}), signingKeyFile: target.keyFile },
+    cached ? {} : { verifierCacheSize: 0 },
+  );
+  const { access, keys, verifier } = services;
   try {
-    await access.refresh();
-    access.start();
-    const keys = SigningKeys.open(target.keyFile);
-    // maxCached 0: every token's signature is verified again; the baseline of what the caches buy.
-    const verifier = cached ? new TokenVerifier(keys) : new TokenVerifier(keys, 0);
     const combos = [];
     const pick = picker(target.seed.rows.partners);
     for (let n = 0; n < config.inProcessCombos; n++) {
@@ -133,8 +132,7 @@ async function inProcessGate(target, { cached }) {
     }
     return round(checks / ((performance.now() - started) / 1000), 0);
   } finally {
-    access.stop();
-    await db.close();
+    await services.close();
   }
 }
 

@@ -12,6 +12,10 @@ const NEXT_STEP: Partial<Record<ErrorCode, string>> = {
 const FLAG_OF: Record<string, string> = {
   name: '--name <name>',
   company_id: '--company <company_id>',
+  rate: '--rate <n>/<s|m|h>',
+  burst: '--burst <n>',
+  daily_quota: '--daily-quota <n>',
+  clear: '--clear',
 };
 
 export function hintFor(error: AppError): string | undefined {

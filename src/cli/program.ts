@@ -156,6 +156,22 @@ export function buildProgram(run: Runner): Command {
   }
 
   program
+    .command('set-limits')
+    .description("set a partner's data-request limits (the others keep the server's defaults); running servers apply them within a second")
+    .argument(partner, partnerHelp)
+    .option('--rate <n>/<s|m|h>', 'requests per second, minute or hour, e.g. 50/s')
+    .option('--burst <n>', 'requests allowed at once after a quiet spell (default: the rate\'s count)')
+    .option('--daily-quota <n>', 'requests per UTC day')
+    .option('--clear', "drop the partner's own limits: the server's defaults apply again")
+    .addHelpText('after', '\nExample:\n  partnerctl set-limits acme --rate 50/s --burst 100 --daily-quota 1000000')
+    .action((reference: string | undefined, _options, command: Command) =>
+      run(command, async (session, out) => {
+        const { runSetLimits } = await import('./commands/limits.js');
+        await runSetLimits(session, out, reference, command.opts());
+      }),
+    );
+
+  program
     .command('mint-test-token')
     .description("mint a token for trying the API as a partner (no key pair needed; prints just the token without --json)")
     .argument(partner, partnerHelp)

@@ -31,6 +31,11 @@ export class AccessState {
     private readonly options: { stalenessBoundMs?: number; pollIntervalMs?: number; maxEntries?: number; onPoll?: () => void } = {},
   ) {}
 
+  /** The last revision read (null before the first); other caches of the server file their entries under it. */
+  get revisionSeen(): number | null {
+    return this.revision;
+  }
+
   get stalenessBoundMs(): number {
     return this.options.stalenessBoundMs ?? DEFAULT_STALENESS_BOUND_MS;
   }

@@ -9,6 +9,7 @@ import { AppError } from '../errors.js';
 import type { AppDeps } from './context.js';
 import { describeError, envelope, loggableChain, sendError } from './errors.js';
 import { redactKeyMaterial } from './gate.js';
+import { failoverStore } from './limits.js';
 import { registerDataRoutes } from './routes/data.js';
 import { registerHealthRoutes } from './routes/health.js';
 import { registerOpenApiRoute } from './routes/openapi.js';
@@ -142,7 +143,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     sendError(reply, request, new AppError('not_found', 'no such resource'));
   });
 
-  await app.register(rateLimit, { global: false });
+  // With REDIS_URL the token endpoint's throttles count across instances (this instance's alone while Redis is down).
+  await app.register(rateLimit, { global: false, ...(deps.redis ? { store: failoverStore(deps.redis) } : {}) });
   await app.register(replyFrom, {
     ...(config.upstream ? { base: config.upstream.origin } : {}),
     disableRequestLogging: true,

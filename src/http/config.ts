@@ -1,5 +1,6 @@
 import type { Environment } from '../config.js';
-import { AppError } from '../errors.js';
+import { parseRate, type Rate } from '../domain/limits.js';
+import { AppError, isAppError } from '../errors.js';
 
 export const BASE_PATH = '/public/v1';
 
@@ -21,6 +22,12 @@ export interface ServerConfig {
   /** Largest accepted body on data requests (the token endpoint has its own 16 KiB). */
   readonly bodyLimitBytes: number;
   readonly logLevel: string;
+  /** Data-request limit of partners without their own (PUBLIC_API_DEFAULT_RATE_LIMIT); null: none. */
+  readonly defaultRate: Rate | null;
+  /** Their burst (PUBLIC_API_DEFAULT_BURST); null: the default rate's count. */
+  readonly defaultBurst: number | null;
+  /** Counters shared by every instance through this Redis (REDIS_URL); null: counters in memory. */
+  readonly redisUrl: string | null;
 }
 
 export const SERVER_DEFAULTS = {
@@ -104,7 +111,7 @@ export function parseServerConfig(options: ServerOptions, env: Environment): Ser
     }
   }
 
-  const config: ServerConfig = {
+  const config: { -readonly [K in keyof ServerConfig]: ServerConfig[K] } = {
     host,
     port,
     upstream: problems.length === 0 ? upstream : null,
@@ -152,9 +159,24 @@ export function parseServerConfig(options: ServerOptions, env: Environment): Ser
       104_857_600,
     ),
     logLevel: (pick(undefined, 'LOG_LEVEL') ?? SERVER_DEFAULTS.logLevel).toLowerCase(),
+    defaultRate: null,
+    defaultBurst: wholeNumber(pick(undefined, 'PUBLIC_API_DEFAULT_BURST'), 'PUBLIC_API_DEFAULT_BURST', 0, 1, 1_000_000_000) || null,
+    redisUrl: pick(undefined, 'REDIS_URL') ?? null,
   };
+  const defaultRateRaw = pick(undefined, 'PUBLIC_API_DEFAULT_RATE_LIMIT');
+  if (defaultRateRaw !== undefined) {
+    try {
+      config.defaultRate = parseRate(defaultRateRaw, 'PUBLIC_API_DEFAULT_RATE_LIMIT');
+    } catch (error) {
+      if (!isAppError(error)) throw error;
+      problems.push(error.message);
+    }
+  }
   if (!LOG_LEVELS.includes(config.logLevel)) {
     problems.push(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got '${config.logLevel}'`);
+  }
+  if (config.redisUrl !== null && !/^rediss?:\/\/[^\s]+$/.test(config.redisUrl)) {
+    problems.push(`REDIS_URL must be a redis:// or rediss:// URL, got '${config.redisUrl.replace(/:[^:@/]*@/, ':***@')}'`);
   }
   if (problems.length > 0) {
     throw new AppError('invalid_argument', problems.join('; '));

@@ -4,6 +4,8 @@ import type { AccessState } from '../domain/access.js';
 import type { CredentialExchange } from '../domain/credentials.js';
 import type { TokenClaims, TokenVerifier } from '../domain/tokens.js';
 import type { ServerConfig } from './config.js';
+import type { DataLimits } from './limits.js';
+import type { SharedRedis } from './redis.js';
 
 export interface AppDeps {
   db: Database;
@@ -11,6 +13,10 @@ export interface AppDeps {
   exchange: CredentialExchange;
   verifier: TokenVerifier;
   config: ServerConfig;
+  /** Per-partner limits of data requests; none: no limits. */
+  limits?: DataLimits;
+  /** Shared counters (REDIS_URL), for the token endpoint's throttles and readiness; none: in memory. */
+  redis?: SharedRedis | null;
   /** Where the one line per request goes; none, no request log. */
   logger?: Logger;
 }

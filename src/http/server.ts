@@ -3,16 +3,10 @@ import type { FastifyInstance } from 'fastify';
 import { pino, type Logger } from 'pino';
 import { redactUrl, resolveDatabase, resolveSigningKeyFile } from '../config.js';
 import type { Database } from '../db/client.js';
-import { connect } from '../db/connect.js';
-import { AccessState } from '../domain/access.js';
-import { CredentialExchange } from '../domain/credentials.js';
-import { SigningKeys } from '../domain/signing-keys.js';
-import { TokenVerifier } from '../domain/tokens.js';
 import { AppError } from '../errors.js';
 import { buildApp } from './app.js';
 import { parseServerConfig, type ServerConfig } from './config.js';
-
-const KEY_FILE_POLL_INTERVAL_MS = 1_000;
+import { createServices } from './services.js';
 
 export interface ServeOptions {
   databaseUrl?: string;
@@ -46,7 +40,6 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   const env = options.env ?? process.env;
   const config = parseServerConfig(options, env);
   const database = resolveDatabase(options.databaseUrl, env);
-  const keys = SigningKeys.open(resolveSigningKeyFile(database, env));
   const logger =
     options.logger === false
       ? undefined
@@ -55,35 +48,15 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
           { level: config.logLevel, base: null, timestamp: pino.stdTimeFunctions.isoTime },
           pino.destination({ dest: 1, sync: false }),
         ));
-  const db = await connect(database);
-  const access = new AccessState(db);
-  let keyTimer: NodeJS.Timeout | undefined;
+  const services = await createServices({ server: config, database, signingKeyFile: resolveSigningKeyFile(database, env) }, { logger });
+  const { db } = services;
   let app: FastifyInstance | undefined;
   const release = async (): Promise<void> => {
-    clearInterval(keyTimer);
-    access.stop();
-    await db.close().catch(() => {});
+    await services.close();
     logger?.flush();
   };
   try {
-    try {
-      await access.refresh();
-    } catch (error) {
-      throw new AppError('database_unavailable', 'the database does not answer', { cause: error });
-    }
-    access.start();
-    const verifier = new TokenVerifier(keys);
-    const exchange = new CredentialExchange(db, keys);
-    keyTimer = setInterval(() => {
-      try {
-        if (keys.reloadIfChanged()) verifier.keysChanged();
-      } catch (error) {
-        logger?.error({ err: { message: (error as Error).message } }, 'signing-key file could not be reloaded; keeping the keys in memory');
-      }
-    }, KEY_FILE_POLL_INTERVAL_MS);
-    keyTimer.unref();
-    await exchange.warmUp();
-    app = await buildApp({ db, access, exchange, verifier, config, ...(logger ? { logger } : {}) });
+    app = await buildApp({ ...services, config, ...(logger ? { logger } : {}) });
     try {
       await app.listen({ host: config.host, port: config.port });
     } catch (error) {

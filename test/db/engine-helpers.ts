@@ -104,6 +104,11 @@ export function initMigrationSql(provider: Provider): { name: string; sql: strin
   return { name: first.path, sql: first.migrationFile.content.value };
 }
 
+/** Every committed migration's SQL, oldest first. */
+export function historySql(provider: Provider): string {
+  return committedMigrations(provider).migrationDirectories.map((directory) => directory.migrationFile.content.value).join('\n;\n');
+}
+
 export function committedNames(provider: Provider): string[] {
   return committedMigrations(provider).migrationDirectories.map((directory) => directory.path);
 }

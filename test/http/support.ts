@@ -3,15 +3,15 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Database } from '../../src/db/client.js';
-import { AccessState } from '../../src/domain/access.js';
+import type { AccessState } from '../../src/domain/access.js';
 import { mapCompany } from '../../src/domain/companies.js';
-import { CredentialExchange } from '../../src/domain/credentials.js';
 import { issueKeyPair } from '../../src/domain/key-pairs.js';
 import { createPartner } from '../../src/domain/partners.js';
-import { SigningKeys } from '../../src/domain/signing-keys.js';
-import { TokenVerifier } from '../../src/domain/tokens.js';
+import type { SigningKeys } from '../../src/domain/signing-keys.js';
+import type { TokenVerifier } from '../../src/domain/tokens.js';
 import { buildApp } from '../../src/http/app.js';
 import { parseServerConfig } from '../../src/http/config.js';
+import { createServices, type Clock, type Services } from '../../src/http/services.js';
 import type { TestBackend } from '../support/backends.js';
 
 export const who = { actor: 'test' };
@@ -95,6 +95,7 @@ export interface TestApp {
   keys: SigningKeys;
   access: AccessState;
   verifier: TokenVerifier;
+  services: Services;
   logLines: Record<string, unknown>[];
   /** The log exactly as pino wrote it, line by line. */
   logText: string[];
@@ -102,11 +103,7 @@ export interface TestApp {
 }
 
 /** The app built in-process over a real database, with env-style settings; nothing listens. */
-export async function buildTestApp(backend: TestBackend, db: Database, env: NodeJS.ProcessEnv = {}): Promise<TestApp> {
-  const keys = SigningKeys.open(join(backend.dir, 'signing-keys.json'));
-  const access = new AccessState(db);
-  const verifier = new TokenVerifier(keys);
-  const exchange = new CredentialExchange(db, keys);
+export async function buildTestApp(backend: TestBackend, db: Database, env: NodeJS.ProcessEnv = {}, options: { clock?: Clock } = {}): Promise<TestApp> {
   const config = parseServerConfig({}, env);
   const logLines: Record<string, unknown>[] = [];
   const logText: string[] = [];
@@ -120,18 +117,27 @@ export async function buildTestApp(backend: TestBackend, db: Database, env: Node
       },
     },
   );
-  const app = await buildApp({ db, access, exchange, verifier, config, logger });
-  await app.ready();
+  const services = await createServices({ server: config, database: db.config, signingKeyFile: join(backend.dir, 'signing-keys.json') }, { logger, db, ...options });
+  const { keys, access, verifier } = services;
+  let app: FastifyInstance;
+  try {
+    app = await buildApp({ ...services, config, logger });
+    await app.ready();
+  } catch (error) {
+    await services.close();
+    throw error;
+  }
   return {
     app,
     keys,
     access,
     verifier,
+    services,
     logLines,
     logText,
     close: async () => {
-      access.stop();
       await app.close();
+      await services.close();
     },
   };
 }

@@ -1,7 +1,27 @@
 import type { TestProject } from 'vitest/node';
+import { Redis } from 'ioredis';
 import pg from 'pg';
 
 export const DEFAULT_POSTGRES_ADMIN_URL = 'postgresql://postgres@127.0.0.1:5432/postgres';
+export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+
+/** Whether the Redis the limit tests share counters through answers; loud when it does not. */
+async function redisReachable(url: string): Promise<boolean> {
+  const client = new Redis(url, { lazyConnect: true, connectTimeout: 2_000, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    return (await client.ping()) === 'PONG';
+  } catch (error) {
+    console.warn(
+      `\n*** Redis at ${url} is unreachable (${(error as Error).message}): every Redis test is SKIPPED.` +
+        ' Start it (see .ci/run) or set PARTNERCTL_TEST_REDIS_URL. ***\n',
+    );
+    return false;
+  } finally {
+    client.disconnect();
+  }
+}
 
 /** Finds out once whether a PostgreSQL server is there; says so loudly when it is not. */
 export default async function setup(project: TestProject) {
@@ -21,10 +41,13 @@ export default async function setup(project: TestProject) {
     await client.end().catch(() => {});
   }
   project.provide('postgresAdminUrl', reachable ? adminUrl : null);
+  const redisUrl = process.env.PARTNERCTL_TEST_REDIS_URL || DEFAULT_REDIS_URL;
+  project.provide('redisUrl', (await redisReachable(redisUrl)) ? redisUrl : null);
 }
 
 declare module 'vitest' {
   export interface ProvidedContext {
     postgresAdminUrl: string | null;
+    redisUrl: string | null;
   }
 }

@@ -7,7 +7,9 @@ import {
   type PartnerRecord,
   type PartnerStatus,
 } from '../../domain/partners.js';
+import { limitsJson, partnerLimits } from '../../domain/limits.js';
 import { validatePartnerName } from '../../domain/validation.js';
+import { describeLimits } from './limits.js';
 import { iso, type Output } from '../output.js';
 import { askPartner, askText, confirmDestructive, requireValue } from '../prompts.js';
 import type { Session } from '../session.js';
@@ -108,6 +110,7 @@ export async function runShowPartner(session: Session, out: Output, partnerArgum
   const reference = await resolvePartnerArgument(session, partnerArgument);
   const db = await session.db();
   const { partner, keyPairs, companies } = await showPartner(db, reference);
+  const limits = await partnerLimits(db.sql, partner.id);
   if (out.json) {
     out.emitJson({
       ...partnerJson(partner),
@@ -122,6 +125,7 @@ export async function runShowPartner(session: Session, out: Output, partnerArgum
         last_used_at: iso(pair.lastUsedAt),
       })),
       companies: companies.map((company) => ({ company_id: company.companyId, created_at: iso(company.createdAt) })),
+      limits: limitsJson(limits),
     });
     return;
   }
@@ -133,6 +137,7 @@ export async function runShowPartner(session: Session, out: Output, partnerArgum
       ['status', statusText(chalk, partner.status)],
       ['created', iso(partner.createdAt)],
       ['updated', iso(partner.updatedAt)],
+      ['limits', describeLimits(limits)],
     ]),
   );
   out.line();

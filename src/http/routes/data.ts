@@ -78,7 +78,7 @@ function upstreamFailure(error: Error & { statusCode?: number; code?: string }):
  * runs before the body is read (token, partner and key-pair status), then again after it (company).
  */
 export function registerDataRoutes(app: FastifyInstance, deps: AppDeps): void {
-  const { access, verifier, config } = deps;
+  const { access, verifier, config, limits } = deps;
   const upstream = config.upstream;
   const prefix = upstream ? upstream.pathname.replace(/\/+$/, '') : '';
 
@@ -117,6 +117,8 @@ export function registerDataRoutes(app: FastifyInstance, deps: AppDeps): void {
   const options = {
     onRequest: async (request: FastifyRequest, reply: FastifyReply) => {
       request.claims = await authenticate(request, reply, verifier, access);
+      // Before the body is read: a partner over its limit costs no more than this.
+      if (limits) await limits.enforce(request.claims.partnerId, reply);
     },
     preHandler: async (request: FastifyRequest) => {
       const companyId = companyOf(request);

@@ -29,7 +29,8 @@ export function registerHealthRoutes(app: FastifyInstance, deps: AppDeps): void 
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (request, reply) => {
     const failure = await databaseFailure(deps);
-    if (failure === undefined) return { status: 'ok', database: provider };
+    // A Redis outage is reported but does not fail readiness: limits then hold per instance (fail open).
+    if (failure === undefined) return { status: 'ok', database: provider, ...(deps.redis ? { redis: deps.redis.available ? 'ok' : 'unavailable' } : {}) };
     return sendError(
       reply,
       request,

@@ -1,0 +1,148 @@
+import type { Database } from '../db/client.js';
+import { deleteLimits, limitsOf, upsertLimits, type LimitsRow } from '../db/repositories/limits.js';
+import type { Queryable } from '../db/unit.js';
+import { AppError } from '../errors.js';
+import { findPartner, type PartnerRecord } from './partners.js';
+import { runUnit, type Actor, type Unit } from './transactions.js';
+
+/** `count` requests per `periodSeconds` (1, 60 or 3600). */
+export interface Rate {
+  count: number;
+  periodSeconds: number;
+}
+
+const UNITS: Record<string, number> = { s: 1, m: 60, h: 3600 };
+const MAX_COUNT = 1_000_000_000;
+
+/** `50/s`, `3000/m`, `100000/h`. */
+export function parseRate(text: string, field = 'rate'): Rate {
+  const match = /^\s*(\d{1,10})\s*\/\s*([smh])\s*$/.exec(text);
+  const count = match ? Number(match[1]) : NaN;
+  if (!match || count < 1 || count > MAX_COUNT) {
+    throw new AppError('invalid_argument', `${field} must look like 50/s, 3000/m or 100000/h (a whole number from 1 to ${MAX_COUNT}), got '${text}'`, { field });
+  }
+  return { count, periodSeconds: UNITS[match[2]!]! };
+}
+
+export function formatRate(rate: Rate): string {
+  const unit = Object.keys(UNITS).find((key) => UNITS[key] === rate.periodSeconds) ?? 's';
+  return `${rate.count}/${unit}`;
+}
+
+export function parseCount(text: string, field: string): number {
+  const value = Number(text);
+  if (!/^\s*\d+\s*$/.test(text) || value < 1 || value > MAX_COUNT) {
+    throw new AppError('invalid_argument', `${field} must be a whole number from 1 to ${MAX_COUNT}, got '${text}'`, { field });
+  }
+  return value;
+}
+
+/** A partner's own limits; null fields fall back to the server's defaults. */
+export interface PartnerLimits {
+  rate: Rate | null;
+  burst: number | null;
+  dailyQuota: number | null;
+}
+
+export const NO_LIMITS: PartnerLimits = Object.freeze({ rate: null, burst: null, dailyQuota: null });
+
+function fromRow(row: LimitsRow | null): PartnerLimits {
+  if (!row) return NO_LIMITS;
+  return {
+    rate: row.rateCount !== null && row.ratePeriodSeconds !== null ? { count: row.rateCount, periodSeconds: row.ratePeriodSeconds } : null,
+    burst: row.burst,
+    dailyQuota: row.dailyQuota,
+  };
+}
+
+export async function partnerLimits(q: Queryable, partnerId: string): Promise<PartnerLimits> {
+  return fromRow(await limitsOf(q, partnerId));
+}
+
+/** JSON form, as show-partner and set-limits print it. */
+export function limitsJson(limits: PartnerLimits): { rate: string | null; burst: number | null; daily_quota: number | null } {
+  return { rate: limits.rate ? formatRate(limits.rate) : null, burst: limits.burst, daily_quota: limits.dailyQuota };
+}
+
+export interface LimitsChange {
+  rate?: Rate;
+  burst?: number;
+  dailyQuota?: number;
+  /** Drop the partner's own limits (back to the server's defaults); not combined with the others. */
+  clear?: boolean;
+}
+
+const same = (a: PartnerLimits, b: PartnerLimits): boolean => JSON.stringify(limitsJson(a)) === JSON.stringify(limitsJson(b));
+
+/** Sets the given fields of a partner's limits (the others stay), or clears them all; audited as `partner.limits_set`. */
+export async function setLimitsIn(
+  unit: Unit,
+  reference: string,
+  change: LimitsChange,
+): Promise<{ partner: PartnerRecord; limits: PartnerLimits; changed: boolean }> {
+  const given = change.rate !== undefined || change.burst !== undefined || change.dailyQuota !== undefined;
+  if (change.clear && given) {
+    throw new AppError('invalid_argument', 'clear removes every limit of the partner; it is not combined with rate, burst or a daily quota', { field: 'clear' });
+  }
+  if (!change.clear && !given) {
+    throw new AppError('missing_argument', 'give a rate, a burst, a daily quota, or clear', { field: 'rate' });
+  }
+  const partner = await findPartner(unit.tx, reference);
+  const before = await partnerLimits(unit.tx, partner.id);
+  const after: PartnerLimits = change.clear
+    ? NO_LIMITS
+    : {
+        rate: change.rate ?? before.rate,
+        burst: change.burst ?? before.burst,
+        dailyQuota: change.dailyQuota ?? before.dailyQuota,
+      };
+  if (same(before, after)) return { partner, limits: before, changed: false };
+  if (change.clear) {
+    await deleteLimits(unit.tx, partner.id);
+  } else {
+    await upsertLimits(unit.tx, {
+      partnerId: partner.id,
+      rateCount: after.rate?.count ?? null,
+      ratePeriodSeconds: after.rate?.periodSeconds ?? null,
+      burst: after.burst,
+      dailyQuota: after.dailyQuota,
+      updatedAt: new Date(),
+    });
+  }
+  unit.audit({ action: 'partner.limits_set', partnerId: partner.id, details: { before: limitsJson(before), after: limitsJson(after) } });
+  return { partner, limits: after, changed: true };
+}
+
+export function setLimits(
+  db: Database,
+  who: Actor,
+  reference: string,
+  change: LimitsChange,
+): Promise<{ partner: PartnerRecord; limits: PartnerLimits; changed: boolean }> {
+  return runUnit(db, who, (unit) => setLimitsIn(unit, reference, change));
+}
+
+/** The server's defaults for partners without their own (PUBLIC_API_DEFAULT_RATE_LIMIT / _BURST). */
+export interface LimitDefaults {
+  rate: Rate | null;
+  burst: number | null;
+}
+
+/** What the gate enforces for one partner; null: no limit at all. */
+export interface EffectiveLimits {
+  rate: Rate | null;
+  /** Bucket size: requests that may arrive at once after a quiet spell. */
+  burst: number;
+  dailyQuota: number | null;
+}
+
+/**
+ * A partner's own values win field by field. The burst follows the rate it belongs with: a partner's own
+ * rate without its own burst gets that rate's count, not the default burst.
+ */
+export function effectiveLimits(own: PartnerLimits, defaults: LimitDefaults): EffectiveLimits | null {
+  const rate = own.rate ?? defaults.rate;
+  const burst = own.burst ?? (own.rate ? own.rate.count : (defaults.burst ?? rate?.count ?? 0));
+  if (!rate && own.dailyQuota === null) return null;
+  return { rate, burst: Math.max(1, burst), dailyQuota: own.dailyQuota };
+}

@@ -1,0 +1,321 @@
+import { createRequire } from 'node:module';
+import type { FastifyRateLimitStoreCtor } from '@fastify/rate-limit';
+import type { FastifyReply } from 'fastify';
+import type { Database } from '../db/client.js';
+import type { AccessState } from '../domain/access.js';
+import { effectiveLimits, partnerLimits, type EffectiveLimits, type LimitDefaults } from '../domain/limits.js';
+import { AppError } from '../errors.js';
+import type { SharedRedis } from './redis.js';
+import type { Clock } from './services.js';
+
+const DAY_MS = 86_400_000;
+const MAX_TRACKED = 200_000;
+
+/** One request's verdict and what the RateLimit-* headers say. */
+export interface Decision {
+  allowed: boolean;
+  /** Which limit refused it. */
+  reason?: 'rate' | 'quota';
+  /** RateLimit-Limit: the bucket size (burst), or the daily quota when that is the tighter one. */
+  limit: number;
+  remaining: number;
+  /** RateLimit-Reset: seconds until the limit reported is whole again. */
+  resetSeconds: number;
+  /** For a refusal: seconds until a request would be accepted. */
+  retryAfterSeconds: number;
+}
+
+/**
+ * The generic cell rate algorithm (a token bucket kept as one timestamp, the "theoretical arrival time"):
+ * `count` requests per period on average, up to `burst` at once after a quiet spell. With a daily quota on
+ * top, counted from 00:00 UTC. Both forms below (memory and Redis) follow the same steps: the rate is
+ * checked first, then the quota, and a refused request consumes neither.
+ */
+export interface Policy {
+  /** Milliseconds between requests at the steady rate; 0 when only a quota applies. */
+  intervalMs: number;
+  /** burst x intervalMs. */
+  toleranceMs: number;
+  burst: number;
+  dailyQuota: number;
+}
+
+export function policyOf(limits: EffectiveLimits): Policy {
+  const intervalMs = limits.rate ? (limits.rate.periodSeconds * 1000) / limits.rate.count : 0;
+  return { intervalMs, toleranceMs: intervalMs * limits.burst, burst: limits.burst, dailyQuota: limits.dailyQuota ?? 0 };
+}
+
+/** Builds the verdict from the raw state after (or instead of) taking one request. */
+function decide(policy: Policy, now: number, allowed: boolean, reason: 'rate' | 'quota' | undefined, tat: number, used: number, waitMs: number): Decision {
+  const ahead = Math.max(0, tat - now);
+  let limit = policy.burst;
+  let remaining = policy.intervalMs > 0 ? Math.max(0, Math.floor((policy.toleranceMs - ahead) / policy.intervalMs + 1e-9)) : Infinity;
+  let resetSeconds = Math.ceil(ahead / 1000);
+  if (policy.dailyQuota > 0) {
+    const left = Math.max(0, policy.dailyQuota - used);
+    if (left < remaining || policy.intervalMs === 0) {
+      limit = policy.dailyQuota;
+      remaining = left;
+      resetSeconds = Math.ceil((DAY_MS - (now % DAY_MS)) / 1000);
+    }
+  }
+  return {
+    allowed,
+    ...(reason ? { reason } : {}),
+    limit,
+    remaining: Number.isFinite(remaining) ? remaining : limit,
+    resetSeconds,
+    retryAfterSeconds: Math.max(1, Math.ceil(waitMs / 1000)),
+  };
+}
+
+interface Cell {
+  tat: number;
+  day: number;
+  used: number;
+}
+
+/** Counters of this instance alone: the only ones without Redis, the fallback when Redis is unavailable. */
+export class MemoryLimiter {
+  private readonly cells = new Map<string, Cell>();
+
+  constructor(private readonly clock: Clock) {}
+
+  take(key: string, policy: Policy): Decision {
+    const now = this.clock.now();
+    const day = Math.floor(now / DAY_MS);
+    let cell = this.cells.get(key);
+    if (!cell) {
+      if (this.cells.size >= MAX_TRACKED) this.sweep(now);
+      cell = { tat: now, day, used: 0 };
+      this.cells.set(key, cell);
+    }
+    if (cell.day !== day) {
+      cell.day = day;
+      cell.used = 0;
+    }
+    const tat = Math.max(cell.tat, now);
+    if (policy.intervalMs > 0 && tat + policy.intervalMs - now > policy.toleranceMs) {
+      return decide(policy, now, false, 'rate', tat, cell.used, tat + policy.intervalMs - policy.toleranceMs - now);
+    }
+    if (policy.dailyQuota > 0 && cell.used >= policy.dailyQuota) {
+      return decide(policy, now, false, 'quota', tat, cell.used, DAY_MS - (now % DAY_MS));
+    }
+    cell.used++;
+    cell.tat = policy.intervalMs > 0 ? tat + policy.intervalMs : now;
+    return decide(policy, now, true, undefined, cell.tat, cell.used, 0);
+  }
+
+  /** Drops cells that remember nothing any more (bucket full again, no quota used today). */
+  private sweep(now: number): void {
+    const day = Math.floor(now / DAY_MS);
+    for (const [key, cell] of this.cells) {
+      if (cell.tat <= now && (cell.used === 0 || cell.day !== day)) this.cells.delete(key);
+    }
+    if (this.cells.size >= MAX_TRACKED) this.cells.clear();
+  }
+}
+
+// The same steps as MemoryLimiter.take, atomically in Redis, on Redis's clock (instances' clocks may
+// differ). KEYS[1] the bucket, KEYS[2] the quota counter's prefix (the UTC day is appended).
+// Returns {allowed, reason (0 rate, 1 quota, -1 none), tat - now, used, wait ms, now}.
+const TAKE_LUA = `
+local interval = tonumber(ARGV[1])
+local tolerance = tonumber(ARGV[2])
+local quota = tonumber(ARGV[3])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local tat = now
+if interval > 0 then
+  tat = tonumber(redis.call('GET', KEYS[1]) or '0')
+  if tat < now then tat = now end
+  if tat + interval - now > tolerance then
+    return {0, 0, math.ceil(tat - now), 0, math.ceil(tat + interval - tolerance - now), now}
+  end
+end
+local used = 0
+if quota > 0 then
+  local qkey = KEYS[2] .. ':' .. math.floor(now / 86400000)
+  used = tonumber(redis.call('GET', qkey) or '0')
+  if used >= quota then
+    return {0, 1, math.ceil(tat - now), used, 86400000 - (now % 86400000), now}
+  end
+  used = redis.call('INCR', qkey)
+  if used == 1 then redis.call('PEXPIRE', qkey, 90000000) end
+end
+if interval > 0 then
+  tat = tat + interval
+  redis.call('SET', KEYS[1], string.format('%.3f', tat), 'PX', math.ceil(tat - now) + 1000)
+end
+return {1, -1, math.ceil(tat - now), used, 0, now}
+`;
+
+type TakeReply = [number, number, number, number, number, number];
+
+interface TakeCommand {
+  partnerctlTake(bucket: string, quota: string, interval: number, tolerance: number, dailyQuota: number): Promise<TakeReply>;
+}
+
+/** Counters shared by every instance through Redis: one atomic script per request. */
+export class RedisLimiter {
+  private readonly client: TakeCommand;
+
+  constructor(
+    redis: SharedRedis,
+    private readonly prefix = 'partnerctl:limit:',
+  ) {
+    redis.client.defineCommand('partnerctlTake', { numberOfKeys: 2, lua: TAKE_LUA });
+    this.client = redis.client as unknown as TakeCommand;
+  }
+
+  async take(key: string, policy: Policy): Promise<Decision> {
+    const [allowed, reason, ahead, used, wait, now] = await this.client.partnerctlTake(
+      `${this.prefix}${key}`,
+      `${this.prefix}quota:${key}`,
+      policy.intervalMs,
+      policy.toleranceMs,
+      policy.dailyQuota,
+    );
+    return decide(policy, now, allowed === 1, reason === 0 ? 'rate' : reason === 1 ? 'quota' : undefined, now + ahead, used, wait);
+  }
+}
+
+/**
+ * The per-partner limits of data requests: the partner's effective limits (own values over the server's
+ * defaults) cached under the access state's revision, so a set-limits reaches every instance within the
+ * staleness bound; counters in Redis when configured and reachable, in memory otherwise.
+ */
+export class DataLimits {
+  private readonly policies = new Map<string, Policy | null>();
+  private revision: number | null = null;
+  private readonly memory: MemoryLimiter;
+  private readonly shared: RedisLimiter | null;
+  /** Refusals, for the metrics. */
+  refused = 0;
+
+  constructor(
+    private readonly db: Database,
+    private readonly access: AccessState,
+    private readonly defaults: LimitDefaults,
+    clock: Clock,
+    private readonly redis: SharedRedis | null,
+  ) {
+    this.memory = new MemoryLimiter(clock);
+    this.shared = redis ? new RedisLimiter(redis) : null;
+  }
+
+  /** The partner's policy; null: no limit applies. Call after the gate's authenticate (the revision is fresh). */
+  async policy(partnerId: string): Promise<Policy | null> {
+    const revision = this.access.revisionSeen;
+    if (revision !== this.revision) {
+      this.policies.clear();
+      this.revision = revision;
+    }
+    const known = this.policies.get(partnerId);
+    if (known !== undefined) return known;
+    let limits;
+    try {
+      limits = effectiveLimits(await partnerLimits(this.db.sql, partnerId), this.defaults);
+    } catch (error) {
+      throw new AppError('database_unavailable', 'the service cannot check access right now', { cause: error });
+    }
+    const policy = limits ? policyOf(limits) : null;
+    if (revision === this.access.revisionSeen) {
+      if (this.policies.size >= MAX_TRACKED) this.policies.clear();
+      this.policies.set(partnerId, policy);
+    }
+    return policy;
+  }
+
+  /** Takes one request from the partner's allowance: sets the RateLimit-* headers; over the limit, 429. */
+  async enforce(partnerId: string, reply: FastifyReply): Promise<void> {
+    const policy = await this.policy(partnerId);
+    if (!policy) return;
+    let decision: Decision | undefined;
+    if (this.shared && this.redis!.available) {
+      try {
+        decision = await this.shared.take(partnerId, policy);
+      } catch (error) {
+        this.redis!.failed(error);
+      }
+    }
+    decision ??= this.memory.take(partnerId, policy);
+    reply.header('ratelimit-limit', String(decision.limit));
+    reply.header('ratelimit-remaining', String(decision.remaining));
+    reply.header('ratelimit-reset', String(decision.resetSeconds));
+    if (!decision.allowed) {
+      this.refused++;
+      reply.header('retry-after', String(decision.retryAfterSeconds));
+      throw new AppError(
+        'rate_limited',
+        decision.reason === 'quota'
+          ? `the daily quota of ${policy.dailyQuota} requests is used up; it resets at 00:00 UTC`
+          : `too many requests; retry after ${decision.retryAfterSeconds} s`,
+      );
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The token endpoint's throttles (@fastify/rate-limit) on the same Redis, with the same fallback.
+
+const require = createRequire(import.meta.url);
+type StoreCallback = (error: Error | null, result?: { current: number; ttl: number }) => void;
+interface Store {
+  incr(key: string, callback: StoreCallback, timeWindow: number, max: number): void;
+  child(routeOptions: Record<string, unknown>): Store;
+}
+type StoreClass = new (...args: unknown[]) => Store;
+const LocalStore = require('@fastify/rate-limit/store/LocalStore.js') as StoreClass;
+const RedisStore = require('@fastify/rate-limit/store/RedisStore.js') as StoreClass;
+
+/**
+ * A store class for @fastify/rate-limit's `store` option: its own Redis store while Redis answers, its own
+ * in-memory store (this instance's counts only) when it does not.
+ */
+export function failoverStore(redis: SharedRedis, prefix = 'partnerctl:token:'): FastifyRateLimitStoreCtor {
+  class Failover implements Store {
+    constructor(
+      private readonly shared: Store,
+      private readonly local: Store,
+    ) {}
+
+    incr(key: string, callback: StoreCallback, timeWindow: number, max: number): void {
+      if (!redis.available) {
+        this.local.incr(key, callback, timeWindow, max);
+        return;
+      }
+      this.shared.incr(
+        key,
+        (error, result) => {
+          if (error) {
+            redis.failed(error);
+            this.local.incr(key, callback, timeWindow, max);
+          } else {
+            callback(null, result);
+          }
+        },
+        timeWindow,
+        max,
+      );
+    }
+
+    child(routeOptions: Record<string, unknown>): Store {
+      // Every child gets the same Redis prefix; the token endpoint's keys carry their own (ip:, key:).
+      return new Failover(
+        new RedisStore(routeOptions.continueExceeding, routeOptions.exponentialBackoff, redis.client, prefix),
+        this.local.child(routeOptions),
+      );
+    }
+  }
+  const Root = class extends Failover {
+    constructor(options: unknown) {
+      const params = options as Record<string, unknown>;
+      super(
+        new RedisStore(params.continueExceeding, params.exponentialBackoff, redis.client, prefix),
+        new LocalStore(params.continueExceeding, params.exponentialBackoff),
+      );
+    }
+  };
+  return Root as unknown as FastifyRateLimitStoreCtor;
+}

@@ -1,0 +1,109 @@
+import type { Logger } from 'pino';
+import type { DatabaseConfig } from '../config.js';
+import type { Database } from '../db/client.js';
+import { connect } from '../db/connect.js';
+import { AccessState } from '../domain/access.js';
+import { CredentialExchange } from '../domain/credentials.js';
+import { SigningKeys } from '../domain/signing-keys.js';
+import { TokenVerifier } from '../domain/tokens.js';
+import { AppError } from '../errors.js';
+import type { ServerConfig } from './config.js';
+import { DataLimits } from './limits.js';
+import { SharedRedis } from './redis.js';
+
+const KEY_FILE_POLL_INTERVAL_MS = 1_000;
+
+/** Wall-clock milliseconds; injected so counters and windows can be driven by tests. */
+export interface Clock {
+  now(): number;
+}
+
+export const systemClock: Clock = { now: () => Date.now() };
+
+export interface ServicesConfig {
+  readonly server: ServerConfig;
+  readonly database: DatabaseConfig;
+  readonly signingKeyFile: string;
+}
+
+export interface ServicesOptions {
+  logger?: Logger | undefined;
+  clock?: Clock;
+  /** An already open database, owned by the caller: used instead of connecting, and not closed by close(). */
+  db?: Database;
+  /** Verified tokens remembered by the verifier (0: verify every signature again). */
+  verifierCacheSize?: number;
+}
+
+/**
+ * Everything the public API runs on, assembled in one place for the server, the HTTP tests and the
+ * benchmark. Services added later (forwarder, limits, usage, metrics) hang off this object too, and their
+ * shutdown goes into the one close().
+ */
+export interface Services {
+  readonly config: ServicesConfig;
+  readonly clock: Clock;
+  readonly logger: Logger | undefined;
+  readonly db: Database;
+  readonly keys: SigningKeys;
+  readonly access: AccessState;
+  readonly verifier: TokenVerifier;
+  readonly exchange: CredentialExchange;
+  /** The shared counters' connection (REDIS_URL); null: every counter is in memory. */
+  readonly redis: SharedRedis | null;
+  /** Per-partner limits of data requests. */
+  readonly limits: DataLimits;
+  /** Stops the background work (revision poll, key-file poll, ...) and closes what the services own. Safe to call twice. */
+  close(): Promise<void>;
+}
+
+/**
+ * Opens the database (unless given), loads the signing keys, confirms the access revision once (a database
+ * that does not answer is `database_unavailable`), starts the revision and key-file polls and warms up the
+ * credential exchange. On failure everything already opened is closed again.
+ */
+export async function createServices(config: ServicesConfig, options: ServicesOptions = {}): Promise<Services> {
+  const { logger } = options;
+  const clock = options.clock ?? systemClock;
+  const keys = SigningKeys.open(config.signingKeyFile);
+  const ownsDb = options.db === undefined;
+  const db = options.db ?? (await connect(config.database));
+  const access = new AccessState(db);
+  const verifier = options.verifierCacheSize === undefined ? new TokenVerifier(keys) : new TokenVerifier(keys, options.verifierCacheSize);
+  const exchange = new CredentialExchange(db, keys);
+  const redis = config.server.redisUrl ? new SharedRedis(config.server.redisUrl, logger, clock) : null;
+  const limits = new DataLimits(db, access, { rate: config.server.defaultRate, burst: config.server.defaultBurst }, clock, redis);
+  const stoppers: Array<() => void | Promise<void>> = [];
+  let closing: Promise<void> | undefined;
+  const close = (): Promise<void> => {
+    closing ??= (async () => {
+      for (const stop of stoppers.reverse()) await Promise.resolve(stop()).catch(() => {});
+      access.stop();
+      await redis?.close();
+      if (ownsDb) await db.close().catch(() => {});
+    })();
+    return closing;
+  };
+  try {
+    try {
+      await access.refresh();
+    } catch (error) {
+      throw new AppError('database_unavailable', 'the database does not answer', { cause: error });
+    }
+    access.start();
+    const keyTimer = setInterval(() => {
+      try {
+        if (keys.reloadIfChanged()) verifier.keysChanged();
+      } catch (error) {
+        logger?.error({ err: { message: (error as Error).message } }, 'signing-key file could not be reloaded; keeping the keys in memory');
+      }
+    }, KEY_FILE_POLL_INTERVAL_MS);
+    keyTimer.unref();
+    stoppers.push(() => clearInterval(keyTimer));
+    await exchange.warmUp();
+  } catch (error) {
+    await close();
+    throw error;
+  }
+  return { config, clock, logger, db, keys, access, verifier, exchange, redis, limits, close };
+}
