@@ -1,4 +1,4 @@
-import { statSync, readFileSync } from 'node:fs';
+import { readdirSync, statSync, readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, backendAvailable, createBackend, type TestBackend } from '../support/backends.js';
 import { runBinary, runCli } from '../support/cli.js';
@@ -240,14 +240,19 @@ describe('partnerctl db on an unmigrated PostgreSQL database', () => {
     afterAll(() => backend.dispose());
 
     it('refuses to work until migrated, then migrates once', async () => {
+      const history = readdirSync(new URL('../../prisma/postgresql/migrations', import.meta.url), { withFileTypes: true })
+        .filter((entry) => entry.isDirectory())
+        .map((entry) => entry.name)
+        .sort();
+      expect(history[0]).toBe('20261122083000_init');
       const refused = await runCli(['list-partners'], backend.env);
       expect(refused.code).toBe(5);
       expect(refused.stderr).toMatch(/schema_out_of_date: .*db migrate/);
       const status = await runCli(['db', 'status', '--json'], backend.env);
       expect(status.code).toBe(1);
-      expect(status.json()).toMatchObject({ up_to_date: false, pending: ['20261122083000_init'] });
+      expect(status.json()).toMatchObject({ up_to_date: false, pending: history });
       const migrated = await runCli(['db', 'migrate', '--json'], backend.env);
-      expect(migrated.json().applied).toEqual(['20261122083000_init']);
+      expect(migrated.json().applied).toEqual(history);
       expect((await runCli(['db', 'migrate', '--json'], backend.env)).json().applied).toEqual([]);
       expect((await runCli(['db', 'status'], backend.env)).code).toBe(0);
       expect((await runCli(['list-partners', '--json'], backend.env)).json()).toEqual({ partners: [], next_cursor: null });
