@@ -1,6 +1,5 @@
 // Generates both Prisma clients (SQLite and PostgreSQL) offline. `prisma generate` insists that a native
-// schema-engine binary exists but never runs it for generation, so any executable file satisfies it
-// (see ../shared/notes/prisma-offline.md).
+// schema-engine binary exists but never runs it for generation, so any executable file satisfies it.
 import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 

@@ -4,7 +4,7 @@ import { pathToFileURL } from 'node:url';
 import type { SqlMigrationAwareDriverAdapterFactory } from '@prisma/driver-adapter-utils';
 
 // Prisma's migrate CLI downloads a native engine, which these machines cannot do; the public wasm build of
-// the same schema engine runs offline through a driver adapter (see ../shared/notes/prisma-offline.md).
+// the same schema engine (@prisma/schema-engine-wasm) runs offline through a driver adapter.
 
 export interface MigrationDirectory {
   path: string;

@@ -129,5 +129,6 @@ export function registerDataRoutes(app: FastifyInstance, deps: AppDeps): void {
   };
   app.route({ method: DATA_METHODS, url: BASE_PATH, ...options, handler });
   app.route({ method: DATA_METHODS, url: `${BASE_PATH}/*`, ...options, handler });
+  methodNotAllowed(app, BASE_PATH, DATA_METHODS);
   methodNotAllowed(app, `${BASE_PATH}/*`, DATA_METHODS);
 }
