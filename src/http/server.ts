@@ -6,13 +6,13 @@ import type { Database } from '../db/client.js';
 import { connect } from '../db/connect.js';
 import { AccessState } from '../domain/access.js';
 import { CredentialExchange } from '../domain/credentials.js';
-import { SigningKeys } from '../domain/signing-keys.js';
+import { Bookkeeping } from '../domain/bookkeeping.js';
+import { openSigningKeys, SigningKeyWatch } from '../domain/signing-key-guard.js';
 import { TokenVerifier } from '../domain/tokens.js';
 import { AppError } from '../errors.js';
 import { buildApp } from './app.js';
+import { loggableChain } from './errors.js';
 import { parseServerConfig, type ServerConfig } from './config.js';
-
-const KEY_FILE_POLL_INTERVAL_MS = 1_000;
 
 export interface ServeOptions {
   databaseUrl?: string;
@@ -46,7 +46,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   const env = options.env ?? process.env;
   const config = parseServerConfig(options, env);
   const database = resolveDatabase(options.databaseUrl, env);
-  const keys = SigningKeys.open(resolveSigningKeyFile(database, env));
+  const keyFile = resolveSigningKeyFile(database, env);
   const logger =
     options.logger === false
       ? undefined
@@ -55,13 +55,23 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
           { level: config.logLevel, base: null, timestamp: pino.stdTimeFunctions.isoTime },
           pino.destination({ dest: 1, sync: false }),
         ));
-  const db = await connect(database);
+  // A replaced or deleted SQLite file is noticed (and reopened, or refused) instead of read forever.
+  const db = await connect(database, { watchFile: true });
   const access = new AccessState(db);
-  let keyTimer: NodeJS.Timeout | undefined;
+  // Writes no answer waits for (last_used_at, the signing keys seen), never blocking on another's lock.
+  const bookkeeping = new Bookkeeping(db, {
+    onFailure: (error, failures) => {
+      if (failures === 1 || failures % 20 === 0) {
+        logger?.warn({ err: loggableChain(error), failures }, 'bookkeeping write deferred (database busy or unavailable); retrying');
+      }
+    },
+  });
+  let keyWatch: SigningKeyWatch | undefined;
   let app: FastifyInstance | undefined;
   const release = async (): Promise<void> => {
-    clearInterval(keyTimer);
+    keyWatch?.stop();
     access.stop();
+    await bookkeeping.stop().catch(() => false);
     await db.close().catch(() => {});
     logger?.flush();
   };
@@ -72,16 +82,11 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
       throw new AppError('database_unavailable', 'the database does not answer', { cause: error });
     }
     access.start();
+    const keys = await openSigningKeys(db, keyFile);
     const verifier = new TokenVerifier(keys);
-    const exchange = new CredentialExchange(db, keys);
-    keyTimer = setInterval(() => {
-      try {
-        if (keys.reloadIfChanged()) verifier.keysChanged();
-      } catch (error) {
-        logger?.error({ err: { message: (error as Error).message } }, 'signing-key file could not be reloaded; keeping the keys in memory');
-      }
-    }, KEY_FILE_POLL_INTERVAL_MS);
-    keyTimer.unref();
+    const exchange = new CredentialExchange(db, keys, undefined, bookkeeping);
+    keyWatch = new SigningKeyWatch(keys, verifier, bookkeeping, logger);
+    keyWatch.start();
     await exchange.warmUp();
     app = await buildApp({ db, access, exchange, verifier, config, ...(logger ? { logger } : {}) });
     try {
