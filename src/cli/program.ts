@@ -217,10 +217,14 @@ export function buildProgram(run: Runner): Command {
   signingKey
     .command('rotate')
     .description('add a new current signing key; the previous one verifies its tokens until they expire')
-    .action((_options, command: Command) =>
+    .option(
+      '--new-file',
+      'the key file is lost: start a new one although keys recorded in the database have signed tokens (every token they signed is refused from then on)',
+    )
+    .action((options: { newFile?: boolean }, command: Command) =>
       run(command, async (session, out) => {
         const { runSigningKeyRotate } = await import('./commands/maintenance.js');
-        await runSigningKeyRotate(session, out);
+        await runSigningKeyRotate(session, out, options);
       }),
     );
 

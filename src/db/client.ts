@@ -1,7 +1,7 @@
 import type { DatabaseConfig, Provider } from '../config.js';
 import { redactUrl } from '../config.js';
 import { AppError } from '../errors.js';
-import { openSqlReader, type SqlReader } from './sql.js';
+import { openSqlReader, type SqlReader, type SqlReaderOptions } from './sql.js';
 
 /**
  * The database as commands and the server use it: plain SQL and transactions (no Prisma client at run
@@ -14,10 +14,10 @@ export interface Database {
   close(): Promise<void>;
 }
 
-export async function openDatabase(config: DatabaseConfig): Promise<Database> {
+export async function openDatabase(config: DatabaseConfig, options: SqlReaderOptions = {}): Promise<Database> {
   let sql: SqlReader;
   try {
-    sql = await openSqlReader(config);
+    sql = await openSqlReader(config, options);
     if (config.provider === 'postgresql') await sql.query('SELECT 1');
   } catch (error) {
     throw databaseUnavailable(config, error);

@@ -1,13 +1,14 @@
 import type { DatabaseConfig } from '../config.js';
 import { openDatabase, type Database } from './client.js';
+import type { SqlReaderOptions } from './sql.js';
 import { applyMigrations, needsSelfMigration } from './migrate.js';
 
 /**
  * Opens the database with its schema current: SQLite is migrated
  * on first use; a PostgreSQL database that is behind is an error.
  */
-export async function connect(config: DatabaseConfig): Promise<Database> {
-  const db = await openDatabase(config);
+export async function connect(config: DatabaseConfig, options: SqlReaderOptions = {}): Promise<Database> {
+  const db = await openDatabase(config, options);
   let migrate: boolean;
   try {
     migrate = await needsSelfMigration(db);
@@ -19,5 +20,5 @@ export async function connect(config: DatabaseConfig): Promise<Database> {
   // The schema engine needs the file to itself while it migrates.
   await db.close();
   await applyMigrations(config);
-  return openDatabase(config);
+  return openDatabase(config, options);
 }

@@ -14,6 +14,12 @@ export type Queryable = Pick<SqlTx, 'provider' | 'query'>;
 export interface TransactionOptions {
   /** The transaction fails (and rolls back) once it has run longer than this. */
   timeoutMs: number;
+  /**
+   * How long to wait for a lock another process holds before failing (SQLITE_BUSY, or PostgreSQL's
+   * lock_timeout); by default SQLite waits up to its busy timeout and PostgreSQL up to `timeoutMs`. On
+   * SQLite the wait sleeps the whole thread, so a server's own writes use 0 and retry later.
+   */
+  lockWaitMs?: number;
 }
 
 export class TransactionTimeout extends Error {

@@ -19,6 +19,8 @@ export const DEFAULT_POLL_INTERVAL_MS = 250;
  */
 export class AccessState {
   private revision: number | null = null;
+  /** The database connection's epoch the verdicts were read under (a reopened SQLite file is another database). */
+  private epoch = 0;
   private confirmedAt = 0;
   private timer: NodeJS.Timeout | undefined;
   private inflight: Promise<void> | undefined;
@@ -56,7 +58,8 @@ export class AccessState {
       try {
         const startedAt = Date.now();
         const value = (await currentRevision(this.db.sql)) ?? 0;
-        if (value !== this.revision) {
+        if (value !== this.revision || this.db.sql.epoch !== this.epoch) {
+          this.epoch = this.db.sql.epoch;
           this.partners.clear();
           this.keyPairs.clear();
           this.mappings.clear();

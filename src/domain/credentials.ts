@@ -1,7 +1,8 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Database } from '../db/client.js';
-import { keyPairForExchange, touchLastUsed } from '../db/repositories/key-pairs.js';
-import { AppError } from '../errors.js';
+import { keyPairForExchange } from '../db/repositories/key-pairs.js';
+import { AppError, isAppError } from '../errors.js';
+import { Bookkeeping } from './bookkeeping.js';
 import { ACCESS_KEY_PATTERN, newKeyMaterial } from './identifiers.js';
 import { hashSecret, verifySecret } from './secrets.js';
 import type { SigningKeys } from './signing-keys.js';
@@ -38,6 +39,8 @@ export class CredentialExchange {
     private readonly db: Database,
     private readonly keys: SigningKeys,
     private readonly maxCached = 100_000,
+    /** Where last_used_at goes: written off the request path, never awaited by an answer. */
+    readonly bookkeeping: Bookkeeping = new Bookkeeping(db),
   ) {}
 
   /** Computes the decoy hash ahead of the first request. */
@@ -49,14 +52,14 @@ export class CredentialExchange {
   async exchange(accessKey: string, secretKey: string): Promise<MintedToken & { keyPairId: string }> {
     const wellFormed =
       ACCESS_KEY_PATTERN.test(accessKey) && secretKey.length > 0 && secretKey.length <= MAX_KEY_LENGTH;
-    const pair = wellFormed ? await keyPairForExchange(this.db.sql, accessKey) : null;
+    const pair = wellFormed ? await this.pairOf(accessKey) : null;
     if (!pair) {
       await verifySecret(await this.warmUp(), secretKey.slice(0, MAX_KEY_LENGTH));
       throw invalidCredentials();
     }
     if (!(await this.secretMatches(pair.id, accessKey, pair.secretHash, secretKey))) throw invalidCredentials();
     if (pair.status !== 'active' || pair.partnerStatus !== 'active') throw invalidCredentials();
-    await this.recordUse(pair.id, pair.lastUsedAt);
+    this.recordUse(pair.id, pair.lastUsedAt);
     const minted = await mintToken(this.keys, { partnerId: pair.partnerId, keyPairId: pair.id });
     return { ...minted, keyPairId: pair.id };
   }
@@ -94,13 +97,26 @@ export class CredentialExchange {
     return true;
   }
 
-  /** last_used_at is written at most once a minute per pair, so a busy partner does not queue writers. */
-  private async recordUse(pairId: string, stored: Date | null): Promise<void> {
+  /** The database failing is the service being unavailable (503), never a 500 or a refusal. */
+  private async pairOf(accessKey: string) {
+    try {
+      return await keyPairForExchange(this.db.sql, accessKey);
+    } catch (error) {
+      if (isAppError(error)) throw error;
+      throw new AppError('database_unavailable', 'the service cannot check credentials right now', { cause: error });
+    }
+  }
+
+  /**
+   * last_used_at is noted at most once a minute per pair, so a busy partner does not queue writers, and
+   * written later by the bookkeeping (never waiting on a lock another process holds).
+   */
+  private recordUse(pairId: string, stored: Date | null): void {
     const now = Date.now();
     const last = Math.max(this.lastUsedWrites.get(pairId) ?? 0, stored?.getTime() ?? 0);
     if (now - last < LAST_USED_WRITE_INTERVAL_MS) return;
     this.lastUsedWrites.set(pairId, now);
     if (this.lastUsedWrites.size > this.maxCached) this.lastUsedWrites.clear();
-    await touchLastUsed(this.db.sql, pairId, new Date(now)).catch(() => {});
+    this.bookkeeping.keyPairUsed(pairId, new Date(now));
   }
 }

@@ -1,5 +1,5 @@
 import { createPrivateKey, createPublicKey, generateKeyPairSync, randomUUID, type KeyObject } from 'node:crypto';
-import { closeSync, linkSync, mkdirSync, openSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, linkSync, mkdirSync, openSync, readFileSync, renameSync, statSync, unlinkSync, writeSync, type Stats } from 'node:fs';
 import { dirname } from 'node:path';
 import { AppError } from '../errors.js';
 
@@ -81,19 +81,24 @@ function writeKeyFile(path: string, file: KeyFile, exclusive: boolean): void {
   }
 }
 
+/** What tells one version of the file from another: a different file moved into place can carry any time. */
+function signatureOf(stat: Stats): string {
+  return `${stat.dev}:${stat.ino}:${stat.size}:${stat.mtimeMs}`;
+}
+
 export class SigningKeys {
   private file: KeyFile;
-  private mtimeMs: number;
+  private signature: string;
   private readonly privateKeys = new Map<string, KeyObject>();
   private readonly publicKeys = new Map<string, KeyObject>();
 
   private constructor(
     readonly path: string,
     file: KeyFile,
-    mtimeMs: number,
+    signature: string,
   ) {
     this.file = file;
-    this.mtimeMs = mtimeMs;
+    this.signature = signature;
   }
 
   /** Loads the key file, creating it (mode 0600) with a first key when it does not exist. */
@@ -111,23 +116,41 @@ export class SigningKeys {
       }
       text = readFileSync(path, 'utf8');
     }
-    return new SigningKeys(path, parseKeyFile(path, text), statSync(path).mtimeMs);
+    const stat = statSync(path);
+    return new SigningKeys(path, parseKeyFile(path, text), signatureOf(stat));
   }
 
   /** Re-reads the file when it has changed on disk (a rotation by the CLI or by another instance). */
   reloadIfChanged(): boolean {
-    let mtimeMs: number;
+    return this.poll().state === 'reloaded';
+  }
+
+  /**
+   * Looks at the file: unchanged, reloaded (a rotation, or another file put in its place), or missing (the
+   * keys in memory are kept). `lost` names the keys that still verified tokens here and that the reloaded
+   * file no longer holds: tokens they signed are refused from now on.
+   */
+  poll(now = Date.now()): { state: 'unchanged' | 'reloaded' | 'missing'; lost: string[] } {
+    let signature: string;
     try {
-      mtimeMs = statSync(this.path).mtimeMs;
-    } catch {
-      return false;
+      signature = signatureOf(statSync(this.path));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { state: 'missing', lost: [] };
+      throw unreadable(this.path, 'cannot be read', error);
     }
-    if (mtimeMs === this.mtimeMs) return false;
+    if (signature === this.signature) return { state: 'unchanged', lost: [] };
+    const previous = this.file.keys.filter((key) => stillVerifies(key, now)).map((key) => key.kid);
     this.file = parseKeyFile(this.path, readFileSync(this.path, 'utf8'));
-    this.mtimeMs = mtimeMs;
+    this.signature = signature;
     this.privateKeys.clear();
     this.publicKeys.clear();
-    return true;
+    const kept = new Set(this.kids());
+    return { state: 'reloaded', lost: previous.filter((kid) => !kept.has(kid)) };
+  }
+
+  /** Every key id in the file, current and retired. */
+  kids(): string[] {
+    return this.file.keys.map((key) => key.kid);
   }
 
   current(): { kid: string; key: KeyObject } {

@@ -1,4 +1,5 @@
 import type { Database } from '../db/client.js';
+import { recordSigningKeys } from '../db/repositories/signing-keys.js';
 import { AppError } from '../errors.js';
 import { findPartner } from './partners.js';
 import type { SigningKeys } from './signing-keys.js';
@@ -22,6 +23,8 @@ export async function mintTestToken(
       throw new AppError('partner_disabled', `partner '${partner.name}' is disabled`);
     }
     const minted = await mintToken(keys, { partnerId: partner.id, keyPairId: null }, ttlSeconds);
+    // The database remembers which keys have signed tokens, so a lost key file is never silently replaced.
+    await recordSigningKeys(unit.tx, keys.kids(), new Date());
     unit.audit({ action: 'token.test_minted', partnerId: partner.id, details: { jti: minted.claims.jti, ttl: ttlSeconds } });
     return minted;
   });

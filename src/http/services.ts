@@ -3,15 +3,16 @@ import type { DatabaseConfig } from '../config.js';
 import type { Database } from '../db/client.js';
 import { connect } from '../db/connect.js';
 import { AccessState } from '../domain/access.js';
+import { Bookkeeping } from '../domain/bookkeeping.js';
 import { CredentialExchange } from '../domain/credentials.js';
-import { SigningKeys } from '../domain/signing-keys.js';
+import { openSigningKeys, SigningKeyWatch } from '../domain/signing-key-guard.js';
+import type { SigningKeys } from '../domain/signing-keys.js';
 import { TokenVerifier } from '../domain/tokens.js';
 import { AppError } from '../errors.js';
 import type { ServerConfig } from './config.js';
+import { loggableChain } from './errors.js';
 import { DataLimits } from './limits.js';
 import { SharedRedis } from './redis.js';
-
-const KEY_FILE_POLL_INTERVAL_MS = 1_000;
 
 /** Wall-clock milliseconds; injected so counters and windows can be driven by tests. */
 export interface Clock {
@@ -49,6 +50,8 @@ export interface Services {
   readonly access: AccessState;
   readonly verifier: TokenVerifier;
   readonly exchange: CredentialExchange;
+  /** Writes no answer waits for (last_used_at, the signing keys seen), never blocking on another's lock. */
+  readonly bookkeeping: Bookkeeping;
   /** The shared counters' connection (REDIS_URL); null: every counter is in memory. */
   readonly redis: SharedRedis | null;
   /** Per-partner limits of data requests. */
@@ -65,12 +68,17 @@ export interface Services {
 export async function createServices(config: ServicesConfig, options: ServicesOptions = {}): Promise<Services> {
   const { logger } = options;
   const clock = options.clock ?? systemClock;
-  const keys = SigningKeys.open(config.signingKeyFile);
   const ownsDb = options.db === undefined;
-  const db = options.db ?? (await connect(config.database));
+  // A replaced or deleted SQLite file is noticed (and reopened, or refused) instead of read forever.
+  const db = options.db ?? (await connect(config.database, { watchFile: true }));
   const access = new AccessState(db);
-  const verifier = options.verifierCacheSize === undefined ? new TokenVerifier(keys) : new TokenVerifier(keys, options.verifierCacheSize);
-  const exchange = new CredentialExchange(db, keys);
+  const bookkeeping = new Bookkeeping(db, {
+    onFailure: (error, failures) => {
+      if (failures === 1 || failures % 20 === 0) {
+        logger?.warn({ err: loggableChain(error), failures }, 'bookkeeping write deferred (database busy or unavailable); retrying');
+      }
+    },
+  });
   const redis = config.server.redisUrl ? new SharedRedis(config.server.redisUrl, logger, clock) : null;
   const limits = new DataLimits(db, access, { rate: config.server.defaultRate, burst: config.server.defaultBurst }, clock, redis);
   const stoppers: Array<() => void | Promise<void>> = [];
@@ -79,11 +87,15 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
     closing ??= (async () => {
       for (const stop of stoppers.reverse()) await Promise.resolve(stop()).catch(() => {});
       access.stop();
+      await bookkeeping.stop().catch(() => false);
       await redis?.close();
       if (ownsDb) await db.close().catch(() => {});
     })();
     return closing;
   };
+  let keys: SigningKeys;
+  let verifier: TokenVerifier;
+  let exchange: CredentialExchange;
   try {
     try {
       await access.refresh();
@@ -91,19 +103,17 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
       throw new AppError('database_unavailable', 'the database does not answer', { cause: error });
     }
     access.start();
-    const keyTimer = setInterval(() => {
-      try {
-        if (keys.reloadIfChanged()) verifier.keysChanged();
-      } catch (error) {
-        logger?.error({ err: { message: (error as Error).message } }, 'signing-key file could not be reloaded; keeping the keys in memory');
-      }
-    }, KEY_FILE_POLL_INTERVAL_MS);
-    keyTimer.unref();
-    stoppers.push(() => clearInterval(keyTimer));
+    // Never a fresh key file where keys have signed tokens: the database remembers their ids.
+    keys = await openSigningKeys(db, config.signingKeyFile);
+    verifier = options.verifierCacheSize === undefined ? new TokenVerifier(keys) : new TokenVerifier(keys, options.verifierCacheSize);
+    exchange = new CredentialExchange(db, keys, undefined, bookkeeping);
+    const keyWatch = new SigningKeyWatch(keys, verifier, bookkeeping, logger);
+    keyWatch.start();
+    stoppers.push(() => keyWatch.stop());
     await exchange.warmUp();
   } catch (error) {
     await close();
     throw error;
   }
-  return { config, clock, logger, db, keys, access, verifier, exchange, redis, limits, close };
+  return { config, clock, logger, db, keys, access, verifier, exchange, bookkeeping, redis, limits, close };
 }

@@ -34,6 +34,8 @@ describe.each(BACKENDS)('CredentialExchange on %s', (provider) => {
         keyPairId: issued.keyPairId,
         test: false,
       });
+      // Bookkeeping, written after the answer: flushed here.
+      expect(await exchange.bookkeeping.flush()).toBe(true);
       const row = (await keyPairById(ctx.db.sql, issued.keyPairId))!;
       expect(row.lastUsedAt).toBeInstanceOf(Date);
     });

@@ -66,11 +66,11 @@ describe.each(BACKENDS)('app (%s)', (provider) => {
       expect(wrong.headers.allow).toBe('GET, HEAD');
     });
 
-    it('/readyz probes the plain-SQL connection, within 2 s, with the 503 envelope when it fails', async () => {
+    it('/readyz reads the revision row through the plain-SQL connection, within 2 s, with the 503 envelope when it fails', async () => {
       const sqlProbe = vi.spyOn(db.sql, 'query');
       try {
         expect((await t.app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
-        expect(sqlProbe).toHaveBeenCalledWith('SELECT 1');
+        expect(sqlProbe).toHaveBeenCalledWith('SELECT value FROM revision WHERE id = 1');
         sqlProbe.mockRejectedValueOnce(new Error('connection refused by 10.0.0.7:5432'));
         const failed = expectEnvelope(await t.app.inject({ method: 'GET', url: '/readyz' }), 503, 'database_unavailable');
         expect(failed.error.message).toContain(provider);

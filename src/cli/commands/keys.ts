@@ -1,5 +1,5 @@
 import { issueKeyPair, revokeKeyPair, rotateKeyPair, type IssuedKeyPair } from '../../domain/key-pairs.js';
-import { SigningKeys } from '../../domain/signing-keys.js';
+import { openSigningKeys } from '../../domain/signing-key-guard.js';
 import { mintTestToken } from '../../domain/test-tokens.js';
 import type { Output } from '../output.js';
 import { confirmDestructive } from '../prompts.js';
@@ -95,7 +95,8 @@ export async function runMintTestToken(
   // Digits only ('1e3', ' 60' and '0x10' are not seconds); the range is the domain's to check.
   const ttl = options.ttl === undefined ? undefined : /^\d+$/.test(options.ttl) ? Number(options.ttl) : Number.NaN;
   const db = await session.db();
-  const keys = SigningKeys.open(session.signingKeyFile);
+  // Never a fresh key file where keys have already signed tokens (the database remembers their ids).
+  const keys = await openSigningKeys(db, session.signingKeyFile);
   const minted = await mintTestToken(db, session.who, keys, reference, ttl);
   if (out.json) {
     out.emitJson({

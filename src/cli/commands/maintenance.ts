@@ -1,7 +1,9 @@
 import { redactUrl } from '../../config.js';
 import { openDatabase } from '../../db/client.js';
 import { applyMigrations, migrationStatus } from '../../db/migrate.js';
-import { rotateSigningKey, RETIRED_KEY_OVERLAP_SECONDS } from '../../domain/signing-keys.js';
+import { recordSigningKeys } from '../../db/repositories/signing-keys.js';
+import { openSigningKeys } from '../../domain/signing-key-guard.js';
+import { rotateSigningKey, RETIRED_KEY_OVERLAP_SECONDS, SigningKeys } from '../../domain/signing-keys.js';
 import { EXIT } from '../../errors.js';
 import type { Output } from '../output.js';
 import type { Session } from '../session.js';
@@ -48,9 +50,13 @@ export async function runDbStatus(session: Session, out: Output): Promise<number
   }
 }
 
-export async function runSigningKeyRotate(session: Session, out: Output): Promise<void> {
+export async function runSigningKeyRotate(session: Session, out: Output, options: { newFile?: boolean } = {}): Promise<void> {
   const file = session.signingKeyFile;
+  const db = await session.db();
+  // A missing file where keys have already signed tokens is refused unless --new-file says it is lost.
+  await openSigningKeys(db, file, { allowNew: options.newFile === true });
   const result = rotateSigningKey(file);
+  await db.sql.transaction((tx) => recordSigningKeys(tx, SigningKeys.open(file).kids(), new Date()), { timeoutMs: 5_000 });
   if (out.json) {
     out.emitJson({ file, kid: result.kid, retired_kid: result.retiredKid, pruned: result.pruned });
     return;

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { currentRevision } from '../../db/repositories/revision.js';
 import { AppError } from '../../errors.js';
 import type { AppDeps } from '../context.js';
 import { sendError } from '../errors.js';
@@ -13,8 +14,12 @@ async function databaseFailure(deps: AppDeps): Promise<unknown> {
     timer = setTimeout(() => resolve(new Error(`no answer within ${READINESS_TIMEOUT_MS} ms`)), READINESS_TIMEOUT_MS);
   });
   try {
-    // The same plain-SQL connection the gate and the token exchange read through.
-    const probe = deps.db.sql.query('SELECT 1').then(
+    // What the gate needs, through the same plain-SQL connection the gate and the token exchange read
+    // through: the SQLite file at its path still the one open and a database, and the revision row readable.
+    const probe = (async () => {
+      await deps.db.sql.verify();
+      if ((await currentRevision(deps.db.sql)) === null) throw new Error('the revision row is missing');
+    })().then(
       () => undefined,
       (error: unknown) => error ?? new Error('the probe failed'),
     );

@@ -1,0 +1,110 @@
+import type { Database } from '../db/client.js';
+import { touchLastUsed } from '../db/repositories/key-pairs.js';
+import { recordSigningKeys } from '../db/repositories/signing-keys.js';
+
+const RETRY_MIN_MS = 250;
+const RETRY_MAX_MS = 5_000;
+const FLUSH_TIMEOUT_MS = 2_000;
+
+/**
+ * The server's own writes that no answer depends on (when a pair last minted a token, which signing keys
+ * exist): remembered in memory and written in one short transaction off the request path. The write never
+ * waits for a lock another process holds (a long CLI transaction, a `BEGIN IMMEDIATE` elsewhere): on SQLite
+ * that wait would sleep the event loop and freeze every request. When the lock is busy, or the database
+ * does not answer, the batch is kept (newest value per row) and retried with a growing delay.
+ */
+export class Bookkeeping {
+  private readonly lastUsed = new Map<string, Date>();
+  private readonly signingKeys = new Set<string>();
+  private timer: NodeJS.Timeout | undefined;
+  private flushing: Promise<boolean> | undefined;
+  private delayMs = RETRY_MIN_MS;
+  private stopped = false;
+  /** Failed attempts in a row (for tests and the log). */
+  failures = 0;
+
+  constructor(
+    private readonly db: Database,
+    private readonly options: { maxPending?: number; onFailure?: (error: unknown, failures: number) => void } = {},
+  ) {}
+
+  /** A pair minted a token at `at`. */
+  keyPairUsed(pairId: string, at: Date): void {
+    const known = this.lastUsed.get(pairId);
+    if (!known || known < at) {
+      if (!known && this.lastUsed.size >= (this.options.maxPending ?? 100_000)) return;
+      this.lastUsed.set(pairId, at);
+    }
+    this.schedule(0);
+  }
+
+  /** Signing keys that exist (and may have signed tokens): the database remembers them. */
+  signingKeysSeen(kids: readonly string[]): void {
+    for (const kid of kids) this.signingKeys.add(kid);
+    if (kids.length > 0) this.schedule(0);
+  }
+
+  get pending(): number {
+    return this.lastUsed.size + this.signingKeys.size;
+  }
+
+  /** Writes what is pending, once; resolves whether everything was written. Never waits for a lock. */
+  flush(): Promise<boolean> {
+    this.flushing ??= this.writeOnce().finally(() => {
+      this.flushing = undefined;
+    });
+    return this.flushing;
+  }
+
+  /** One last attempt, then no more retries. */
+  async stop(): Promise<boolean> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.flushing;
+    return this.pending === 0 || this.flush();
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.stopped || this.timer) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void this.flush();
+    }, delayMs);
+    this.timer.unref();
+  }
+
+  private async writeOnce(): Promise<boolean> {
+    if (this.pending === 0) return true;
+    const uses = [...this.lastUsed];
+    const kids = [...this.signingKeys];
+    this.lastUsed.clear();
+    this.signingKeys.clear();
+    try {
+      await this.db.sql.transaction(
+        async (tx) => {
+          if (kids.length > 0) await recordSigningKeys(tx, kids, new Date());
+          for (const [pairId, at] of uses) await touchLastUsed(tx, pairId, at);
+        },
+        { timeoutMs: FLUSH_TIMEOUT_MS, lockWaitMs: 0 },
+      );
+      this.failures = 0;
+      this.delayMs = RETRY_MIN_MS;
+      if (this.pending > 0) this.schedule(0);
+      return true;
+    } catch (error) {
+      // Put the batch back, unless a newer value arrived meanwhile.
+      for (const [pairId, at] of uses) {
+        const newer = this.lastUsed.get(pairId);
+        if (!newer || newer < at) this.lastUsed.set(pairId, at);
+      }
+      for (const kid of kids) this.signingKeys.add(kid);
+      this.failures++;
+      this.options.onFailure?.(error, this.failures);
+      const delay = this.delayMs;
+      this.delayMs = Math.min(RETRY_MAX_MS, this.delayMs * 2);
+      this.schedule(delay);
+      return false;
+    }
+  }
+}
