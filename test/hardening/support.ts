@@ -84,6 +84,15 @@ export function rawHttp(
     let socketError: string | undefined;
     const socket = connect(Number(port), hostname, async () => {
       socket.write(head);
+      // A big body waits a moment for an early answer (as a client sending Expect: 100-continue would): a
+      // server that refuses on the headers alone answers and closes, and bytes still arriving after that
+      // close make the kernel reset the connection and drop the answer before we read it.
+      if (body.length > 65_536) {
+        await new Promise<void>((settled) => {
+          const timer = setTimeout(settled, 200);
+          socket.once('data', () => (clearTimeout(timer), settled()));
+        });
+      }
       for (let offset = 0; offset < body.length && chunks.length === 0 && !socket.destroyed; offset += 65_536) {
         const more = socket.write(body.subarray(offset, offset + 65_536));
         if (!more) await new Promise((drained) => socket.once('drain', drained).once('close', drained));
