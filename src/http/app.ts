@@ -3,7 +3,6 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import cors from '@fastify/cors';
 import rateLimit from '@fastify/rate-limit';
-import replyFrom from '@fastify/reply-from';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { AppError } from '../errors.js';
 import type { AppDeps } from './context.js';
@@ -17,6 +16,8 @@ import { registerTokenRoutes } from './routes/token.js';
 export type { AppDeps } from './context.js';
 
 const LOGGED_PATH_MAX = 512;
+// ignoreBOM: a byte-order mark stays in the text, so the text and the forwarded bytes say the same.
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /** An answer written straight on the socket, still as an envelope, for what never becomes a request. */
 function answerOnSocket(socket: Duplex, status: string, code: string, message: string): void {
@@ -81,17 +82,27 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.decorateRequest('partnerId', null);
   app.decorateRequest('companyId', null);
   app.decorateRequest('rawBody', null);
+  app.decorateRequest('bodyBytes', null);
   app.decorateRequest('serverFailure', null);
 
-  // Only JSON is accepted; the text is kept as received so data requests forward it byte for byte.
+  // Only JSON is accepted, and only as UTF-8 (RFC 8259): a body that is not valid UTF-8 is refused, since the
+  // gate and an engine could read different members out of it. The bytes are kept as received so data
+  // requests forward them byte for byte; the text is what the gate reads.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, text, done) => {
-    const body = text as string;
-    if (body.length === 0) {
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, bytes, done) => {
+    const buffer = bytes as Buffer;
+    if (buffer.length === 0) {
       done(null, undefined);
       return;
     }
+    let body: string;
     let value: unknown;
+    try {
+      body = strictUtf8.decode(buffer);
+    } catch {
+      done(new AppError('invalid_request', 'the request body is not valid UTF-8'), undefined);
+      return;
+    }
     try {
       value = JSON.parse(body);
     } catch {
@@ -99,6 +110,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       return;
     }
     request.rawBody = body;
+    request.bodyBytes = buffer;
     done(null, value);
   });
 
@@ -143,15 +155,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   await app.register(rateLimit, { global: false });
-  await app.register(replyFrom, {
-    ...(config.upstream ? { base: config.upstream.origin } : {}),
-    disableRequestLogging: true,
-    // The engine's own 503s and resets are passed back as they are, never retried behind its back.
-    retryMethods: [],
-    maxRetriesOn503: 0,
-    // Closing the app closes the pooled engine connections too, so a stopped server holds no sockets.
-    destroyAgent: true,
-  });
   if (config.corsOrigins.length > 0) {
     const allowed = new Set(config.corsOrigins);
     await app.register(cors, {

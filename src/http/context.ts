@@ -4,6 +4,7 @@ import type { AccessState } from '../domain/access.js';
 import type { CredentialExchange } from '../domain/credentials.js';
 import type { TokenClaims, TokenVerifier } from '../domain/tokens.js';
 import type { ServerConfig } from './config.js';
+import type { Forwarder } from './forwarder.js';
 
 export interface AppDeps {
   db: Database;
@@ -13,6 +14,8 @@ export interface AppDeps {
   config: ServerConfig;
   /** Where the one line per request goes; none, no request log. */
   logger?: Logger;
+  /** How data requests reach the engine; default an undici pool to the configured upstream. */
+  forwarder?: Forwarder;
 }
 
 declare module 'fastify' {
@@ -25,6 +28,8 @@ declare module 'fastify' {
     companyId: string | null;
     /** The JSON body exactly as received, forwarded unchanged. */
     rawBody: string | null;
+    /** The JSON body's bytes exactly as received: what a data request forwards. */
+    bodyBytes: Buffer | null;
     /** The error behind a 5xx answer other than internal_error (database, engine, signing keys): for the log. */
     serverFailure: unknown;
   }
