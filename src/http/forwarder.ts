@@ -1,4 +1,18 @@
-import { Pool } from 'undici';
+import { Pool, type Dispatcher } from 'undici';
+
+/** Raw header pairs as an object: lower-case names, repeated names as arrays, values byte for byte (latin1). */
+function headersOf(raw: Buffer[]): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toString('latin1').toLowerCase();
+    const value = raw[i + 1]!.toString('latin1');
+    const known = out[name];
+    if (known === undefined) out[name] = value;
+    else if (Array.isArray(known)) known.push(value);
+    else out[name] = [known, value];
+  }
+  return out;
+}
 
 /** One request to the engine, already rewritten by the forwarding contract (routes/data.ts). */
 export interface EngineRequest {
@@ -44,26 +58,43 @@ export function createForwarder(origin: URL, options: ForwarderOptions): Forward
     keepAliveTimeout: 30_000,
   });
   return {
-    async forward(request) {
-      const response = await pool.request({
-        method: request.method as 'GET',
-        path: request.path,
-        headers: request.headers,
-        body: request.body,
-        headersTimeout: options.timeoutMs,
-        bodyTimeout: options.timeoutMs,
+    forward(request) {
+      return new Promise<EngineResponse>((resolve, reject) => {
+        let status = 0;
+        let headers: Record<string, string | string[] | undefined> = {};
+        const chunks: Buffer[] = [];
+        let length = 0;
+        // undici's own handler interface instead of pool.request(): no stream object per answer, just its chunks.
+        pool.dispatch(
+          {
+            method: request.method as 'GET',
+            path: request.path,
+            headers: request.headers,
+            body: request.body,
+            headersTimeout: options.timeoutMs,
+            bodyTimeout: options.timeoutMs,
+          },
+          {
+            onConnect() {},
+            onHeaders(statusCode: number, rawHeaders: Buffer[]) {
+              status = statusCode;
+              headers = headersOf(rawHeaders);
+              return true;
+            },
+            onData(chunk: Buffer) {
+              chunks.push(chunk);
+              length += chunk.length;
+              return true;
+            },
+            onComplete() {
+              resolve({ status, headers, body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, length) });
+            },
+            onError(error: Error) {
+              reject(error);
+            },
+          } as unknown as Dispatcher.DispatchHandler,
+        );
       });
-      const chunks: Buffer[] = [];
-      let length = 0;
-      for await (const chunk of response.body as AsyncIterable<Buffer>) {
-        chunks.push(chunk);
-        length += chunk.length;
-      }
-      return {
-        status: response.statusCode,
-        headers: response.headers,
-        body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, length),
-      };
     },
     close: () => pool.close(),
   };

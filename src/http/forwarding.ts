@@ -71,6 +71,8 @@ const FORWARDABLE_NAME = /^[A-Za-z0-9-]+$/;
 /** The names a Connection header lists, lower-cased. */
 function connectionTokens(value: string | string[] | undefined): Set<string> | null {
   if (value === undefined) return null;
+  // The usual values name no other header.
+  if (value === 'keep-alive' || value === 'close' || value === 'Keep-Alive' || value === 'Close') return null;
   const tokens = new Set<string>();
   for (const part of (Array.isArray(value) ? value.join(',') : value).split(',')) {
     const token = part.trim().toLowerCase();
