@@ -3,6 +3,7 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import cors from '@fastify/cors';
 import rateLimit from '@fastify/rate-limit';
+import { pino, type Logger } from 'pino';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { AppError } from '../errors.js';
 import type { AppDeps } from './context.js';
@@ -54,6 +55,35 @@ function pathOf(request: FastifyRequest): string {
   const url = request.raw.url ?? '';
   const queryStart = url.indexOf('?');
   return redactKeyMaterial(queryStart < 0 ? url : url.slice(0, queryStart)).slice(0, LOGGED_PATH_MAX);
+}
+
+/**
+ * The one line per request, formatted here rather than by pino (the same JSON keys pino would write, ISO
+ * time) and handed to the logger's own destination: a fifth of the request's cost was pino's generic
+ * serialisation. Undefined when info lines are off.
+ */
+function requestLineWriter(logger: Logger): ((request: FastifyRequest, reply: FastifyReply) => void) | undefined {
+  if (!logger.isLevelEnabled('info')) return undefined;
+  const stream = (logger as unknown as Record<symbol, { write(line: string): unknown }>)[pino.symbols.streamSym];
+  if (!stream) return (request, reply) => logger.info(requestFields(request, reply));
+  return (request, reply) => {
+    const partner = request.partnerId === null ? '' : `,"partner_id":${JSON.stringify(request.partnerId)}`;
+    stream.write(
+      `{"level":30,"time":"${new Date().toISOString()}","request_id":${JSON.stringify(request.id)}${partner},"method":${JSON.stringify(request.method)},` +
+        `"path":${JSON.stringify(pathOf(request))},"status":${reply.statusCode},"duration_ms":${Math.round(reply.elapsedTime * 100) / 100}}\n`,
+    );
+  };
+}
+
+function requestFields(request: FastifyRequest, reply: FastifyReply): Record<string, unknown> {
+  return {
+    request_id: request.id,
+    partner_id: request.partnerId ?? undefined,
+    method: request.method,
+    path: pathOf(request),
+    status: reply.statusCode,
+    duration_ms: Math.round(reply.elapsedTime * 100) / 100,
+  };
 }
 
 /** Builds the public API (no listen): plugins, the JSON body parser, error handling, routes. */
@@ -114,31 +144,28 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     done(null, value);
   });
 
-  app.addHook('onRequest', async (request, reply) => {
+  app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
     if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
-      throw new AppError('invalid_request', 'an HTTP/1.1 request needs a Host header');
+      done(new AppError('invalid_request', 'an HTTP/1.1 request needs a Host header'));
+      return;
     }
+    done();
   });
   // Without a listener Node drops CONNECT requests without a word.
   app.server.on('connect', (_request, socket: Duplex) => {
     answerOnSocket(socket, '405 Method Not Allowed', 'method_not_allowed', 'CONNECT is not served');
   });
   if (logger) {
-    app.addHook('onResponse', async (request: FastifyRequest, reply: FastifyReply) => {
+    const requestLine = requestLineWriter(logger);
+    app.addHook('onResponse', (request: FastifyRequest, reply: FastifyReply, done) => {
       if (request.serverFailure !== null) {
         // Why a 503/502/504 happened (the client only sees a fixed message): names, codes, first lines.
         const [err, ...causes] = loggableChain(request.serverFailure);
         logger.warn({ request_id: request.id, status: reply.statusCode, err, causes }, 'request failed: a dependency is unavailable');
       }
-      logger.info({
-        request_id: request.id,
-        partner_id: request.partnerId ?? undefined,
-        method: request.method,
-        path: pathOf(request),
-        status: reply.statusCode,
-        duration_ms: Math.round(reply.elapsedTime * 100) / 100,
-      });
+      requestLine?.(request, reply);
+      done();
     });
   }
 
