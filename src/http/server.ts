@@ -13,7 +13,7 @@ import { buildApp } from './app.js';
 import { parseServerConfig, type ServerConfig } from './config.js';
 
 const KEY_FILE_POLL_INTERVAL_MS = 1_000;
-const REQUEST_LOG_BATCH_BYTES = 4_096;
+const REQUEST_LOG_BATCH_BYTES = 12_288;
 const REQUEST_LOG_FLUSH_MS = 250;
 
 export interface ServeOptions {
@@ -49,7 +49,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   const config = parseServerConfig(options, env);
   const database = resolveDatabase(options.databaseUrl, env);
   const keys = SigningKeys.open(resolveSigningKeyFile(database, env));
-  // Batched: lines gather in memory and go out in one write per 4 KiB or per 250 ms, whichever comes first
+  // Batched: lines gather in memory and go out in one write per 12 KiB or per 250 ms, whichever comes first
   // (one write per request cost more than the rest of the log); flushed synchronously on close.
   const destination =
     options.logger === undefined
