@@ -60,7 +60,10 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
       ? undefined
       : (options.logger ?? pino({ level: config.logLevel, base: null, timestamp: pino.stdTimeFunctions.isoTime }, destination!));
   const db = await connect(database);
-  const access = new AccessState(db);
+  const access = new AccessState(db, {
+    onListenerLost: (error) =>
+      logger?.warn({ err: { message: (error as Error)?.message } }, 'the LISTEN connection for access changes was lost; reconnecting (the revision poll covers the gap)'),
+  });
   let keyTimer: NodeJS.Timeout | undefined;
   let app: FastifyInstance | undefined;
   const release = async (): Promise<void> => {
