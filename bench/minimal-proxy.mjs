@@ -3,11 +3,7 @@
 // no gate, no logging. Its ratio to the direct upstream shows what this machine allows any Node proxy.
 // Prints {"port":N} on stdout once listening.
 import { createServer } from 'node:http';
-import { createRequire } from 'node:module';
-
-// undici as @fastify/reply-from (what `serve` forwards with) resolves it.
-const require = createRequire(createRequire(import.meta.url).resolve('@fastify/reply-from'));
-const { Pool } = require('undici');
+import { Pool } from 'undici';
 
 const pool = new Pool(process.argv[2], { connections: 128 });
 const server = createServer(async (request, response) => {

@@ -4,7 +4,8 @@
 // Environment: BENCH_DURATION (seconds per load phase, default 5), BENCH_CONNECTIONS (default 16),
 // BENCH_SCALE (fraction of the 100,000-partner / 1,000,000-mapping database, default 1),
 // BENCH_CPU_PROF=<dir> (run both servers under `node --cpu-prof`), BENCH_KEEP=1 (keep the databases),
-// BENCH_ONLY=gate,in-process,exchange,cold,cli (a subset of the phases, while profiling).
+// BENCH_ONLY=cost,gate,in-process,exchange,cold,cli (a subset of the phases, while profiling).
+// The cost phase needs wrk (apt-get install wrk); without it the phase is skipped with a note.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -13,6 +14,7 @@ import { execFileSync } from 'node:child_process';
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import { CLI, ROOT, cliEnv, load, median, postJson, round, startHelper, startServe, timeCommand } from './lib.mjs';
 import { seedDatabase } from './seed.mjs';
+import { wrk, wrkAvailable } from './wrk.mjs';
 
 const env = process.env;
 const config = {
@@ -31,11 +33,16 @@ const config = {
   timingRounds: 60,
   timingWarmupRounds: 5,
   cliRuns: 15,
+  // The cost phase (wrk): issue 13's method.
+  wrkThreads: 1,
+  wrkConnections: 32,
+  wrkSeconds: Number(env.BENCH_WRK_SECONDS ?? 6),
+  wrkRounds: 2,
   listRuns: 7,
 };
 config.bigPartners = Math.round(100_000 * config.scale);
 
-const PHASES = ['gate', 'in-process', 'exchange', 'cold', 'cli'];
+const PHASES = ['cost', 'gate', 'in-process', 'exchange', 'cold', 'cli'];
 const only = env.BENCH_ONLY ? new Set(env.BENCH_ONLY.split(',')) : new Set(PHASES);
 const TOKEN_PATH = '/public/v1/auth/token';
 const DATA_PATH = '/public/v1/recommendations';
@@ -95,6 +102,40 @@ async function abba(specs) {
     }
   }
   return best;
+}
+
+/**
+ * wrk (1 thread, 32 connections) against the engine directly, the minimal Node proxy and serve, in
+ * A B C / C B A order, each after a 2 s warm-up: one partner, one token, one company (a warm cache), every
+ * request forwarded. Kept per target: the best req/s round, and the lowest CPU per request of any round
+ * (noise on a shared machine only ever adds to either).
+ */
+async function costPhase(target, upstream, minimalProxy) {
+  const partner = target.seed.partner(target.next());
+  const { access_token: token } = await postJson(target.serve.url + TOKEN_PATH, { access_key: partner.accessKey, secret_key: partner.secretKey });
+  const company = partner.companies[0];
+  const headers = { authorization: `Bearer ${token}`, accept: 'application/json' };
+  const specs = [
+    { label: 'engine_direct', url: `${upstream.url}/recommendations?company_id=${company}`, pid: upstream.pid, headers },
+    { label: 'minimal_proxy', url: `${minimalProxy.url}${DATA_PATH}?company_id=${company}`, pid: minimalProxy.pid, headers },
+    { label: 'serve', url: `${target.serve.url}${DATA_PATH}?company_id=${company}`, pid: target.serve.pid, headers },
+  ];
+  const rounds = {};
+  const common = { threads: config.wrkThreads, connections: config.wrkConnections };
+  for (let round_ = 0; round_ < config.wrkRounds; round_++) {
+    for (const spec of round_ % 2 === 0 ? specs : [...specs].reverse()) {
+      await wrk({ ...spec, ...common, seconds: 2, label: `${spec.label} (warm-up)` });
+      const result = await wrk({ ...spec, ...common, seconds: config.wrkSeconds });
+      log(`wrk ${spec.label}: ${result.rps} req/s, p50 ${result.p50_ms} ms, p99 ${result.p99_ms} ms, ${result.cpu_us_per_request} µs CPU/request`);
+      (rounds[spec.label] ??= []).push(result);
+    }
+  }
+  const out = {};
+  for (const [label, results] of Object.entries(rounds)) {
+    const best = results.reduce((a, b) => (b.rps > a.rps ? b : a));
+    out[label] = { ...best, cpu_us_per_request: Math.min(...results.map((r) => r.cpu_us_per_request)), rounds: results };
+  }
+  return out;
 }
 
 async function inProcessGate(target, { cached }) {
@@ -249,6 +290,15 @@ function buildRows(r) {
   const add = (measure, value, baseline, ratio, target, met) => rows.push({ measure, value, baseline, ratio: ratio === null ? null : round(ratio, 2), target, met });
   const reqs = (x) => `${Math.round(x.rps)} req/s, p50 ${x.p50_ms} / p99 ${x.p99_ms} ms`;
   const scale = [];
+  const k = r.cost;
+  if (k) {
+    const costOf = (x) => `${x.rps} req/s, p50 ${x.p50_ms} / p99 ${x.p99_ms} ms, ${x.cpu_us_per_request} µs CPU/req`;
+    const cpuRatio = k.serve.cpu_us_per_request / k.minimal_proxy.cpu_us_per_request;
+    add('serve CPU per request (wrk, 1 token)', `${k.serve.cpu_us_per_request} µs`, `minimal proxy ${k.minimal_proxy.cpu_us_per_request} µs`, cpuRatio, '<= 1.3x', cpuRatio <= 1.3);
+    const rpsRatio = k.serve.rps / k.minimal_proxy.rps;
+    add('serve throughput (wrk, 1 token)', costOf(k.serve), `minimal proxy ${costOf(k.minimal_proxy)}`, rpsRatio, '>= 0.75x', rpsRatio >= 0.75);
+    add('(reference) engine directly (wrk)', costOf(k.engine_direct), '', null, '', undefined);
+  }
   const g = r.gate_http;
   if (g) {
     for (const db of ['small', 'big']) {
@@ -325,6 +375,15 @@ try {
 
   const connections = config.connections;
   const results = {};
+
+  if (only.has('cost')) {
+    if (!wrkAvailable()) {
+      log('cost phase skipped: wrk is not installed (apt-get install wrk)');
+    } else {
+      log(`cost per forwarded request (wrk -t${config.wrkThreads} -c${config.wrkConnections} -d${config.wrkSeconds}s)`);
+      results.cost = await costPhase(small, upstream, minimalProxy);
+    }
+  }
 
   if (only.has('gate')) {
     log('data-request gate through serve vs the upstream directly');

@@ -1,4 +1,5 @@
 import type { Database } from '../db/client.js';
+import { listenForChanges, type ChangeListener } from '../db/listen.js';
 import { isMapped } from '../db/repositories/companies.js';
 import { keyPairById } from '../db/repositories/key-pairs.js';
 import { partnerById } from '../db/repositories/partners.js';
@@ -12,15 +13,21 @@ export const DEFAULT_POLL_INTERVAL_MS = 250;
 
 /**
  * What the data-request gate needs to know from the database, held in memory. Every mutation bumps the
- * revision row; this polls it and forgets everything when it moves. A verdict is never older than the
+ * revision row; this polls it and forgets everything when it moves. On PostgreSQL every mutation also
+ * sends a NOTIFY, and this LISTENs on a connection of its own and forgets everything at once. A verdict is never older than the
  * staleness bound: when the last confirmed poll is older than that, the gate checks the revision itself
  * before answering, and fails closed (503) when the database cannot say. Its reads are plain SQL: they are
  * the gate's cache misses, on the request path.
  */
 export class AccessState {
   private revision: number | null = null;
-  /** The database connection's epoch the verdicts were read under (a reopened SQLite file is another database). */
+  /** Moves whenever the caches are dropped, so a read begun before cannot be filed after. */
   private epoch = 0;
+  /** The database connection's epoch the verdicts were read under (a reopened SQLite file is another database). */
+  private connectionEpoch = 0;
+  private listener: ChangeListener | undefined;
+  private listenerStarting: Promise<void> | undefined;
+  private stopped = false;
   private confirmedAt = 0;
   private timer: NodeJS.Timeout | undefined;
   private inflight: Promise<void> | undefined;
@@ -30,7 +37,16 @@ export class AccessState {
 
   constructor(
     private readonly db: Database,
-    private readonly options: { stalenessBoundMs?: number; pollIntervalMs?: number; maxEntries?: number; onPoll?: () => void } = {},
+    private readonly options: {
+      stalenessBoundMs?: number;
+      pollIntervalMs?: number;
+      maxEntries?: number;
+      onPoll?: () => void;
+      /** PostgreSQL: LISTEN for announced changes (default true); the poll stays as the fallback. */
+      listen?: boolean;
+      /** Called with the error when the LISTEN connection is lost (it reconnects by itself). */
+      onListenerLost?: (error: unknown) => void;
+    } = {},
   ) {}
 
   /** The last revision read (null before the first); other caches of the server file their entries under it. */
@@ -46,10 +62,44 @@ export class AccessState {
     const interval = this.options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
     this.timer = setInterval(() => void this.refresh().catch(() => {}), interval);
     this.timer.unref();
+    if (this.db.provider === 'postgresql' && this.options.listen !== false) {
+      this.listenerStarting = listenForChanges(this.db.config, {
+        onChange: () => this.dropCaches(),
+        ...(this.options.onListenerLost ? { onLost: this.options.onListenerLost } : {}),
+      }).then(
+        (listener) => {
+          if (this.stopped) void listener.close();
+          else this.listener = listener;
+        },
+        (error) => this.options.onListenerLost?.(error),
+      );
+    }
+  }
+
+  /** True while a LISTEN for announced changes is in force. */
+  get listening(): boolean {
+    return this.listener?.listening ?? false;
+  }
+
+  /** Resolves once the LISTEN connection is up (or has failed its first attempt and is retrying). */
+  async listenerReady(): Promise<boolean> {
+    await this.listenerStarting;
+    return this.listener?.listening ?? false;
   }
 
   stop(): void {
+    this.stopped = true;
     clearInterval(this.timer);
+    void this.listener?.close();
+  }
+
+  /** An announced change: forget every verdict now, then confirm the revision. */
+  dropCaches(): void {
+    this.epoch++;
+    this.partners.clear();
+    this.keyPairs.clear();
+    this.mappings.clear();
+    void this.refresh().catch(() => {});
   }
 
   /** Reads the revision; on a change, drops every cached verdict. */
@@ -58,8 +108,9 @@ export class AccessState {
       try {
         const startedAt = Date.now();
         const value = (await currentRevision(this.db.sql)) ?? 0;
-        if (value !== this.revision || this.db.sql.epoch !== this.epoch) {
-          this.epoch = this.db.sql.epoch;
+        if (value !== this.revision || this.db.sql.epoch !== this.connectionEpoch) {
+          this.connectionEpoch = this.db.sql.epoch;
+          this.epoch++;
           this.partners.clear();
           this.keyPairs.clear();
           this.mappings.clear();
@@ -87,7 +138,7 @@ export class AccessState {
     await this.fresh();
     const known = cache.get(key);
     if (known !== undefined) return known;
-    const revisionBefore = this.revision;
+    const epochBefore = this.epoch;
     let value: boolean;
     try {
       value = await load();
@@ -95,7 +146,7 @@ export class AccessState {
       throw new AppError('database_unavailable', 'the service cannot check access right now', { cause: error });
     }
     // Only remember an answer read under the revision it will be filed under.
-    if (revisionBefore === this.revision) {
+    if (epochBefore === this.epoch) {
       if (cache.size >= (this.options.maxEntries ?? 200_000)) cache.clear();
       cache.set(key, value);
     }

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Database } from '../db/client.js';
 import { insertAuditEvents } from '../db/repositories/audit.js';
-import { bumpRevision } from '../db/repositories/revision.js';
+import { announceRevision, bumpRevision } from '../db/repositories/revision.js';
 import { TransactionTimeout, type SqlTx } from '../db/unit.js';
 import { AppError } from '../errors.js';
 
@@ -37,7 +37,8 @@ export interface Unit {
 /**
  * Runs many domain changes as one transaction. The first statement bumps the revision row (the write lock,
  * and the signal that running servers' caches are stale); the audit events are written in the same
- * transaction, so changes and their record land or vanish together. A unit that audited nothing is rolled
+ * transaction, so changes and their record land or vanish together. On PostgreSQL a NOTIFY in the same
+ * transaction tells listening servers the moment it commits. A unit that audited nothing is rolled
  * back: a runbook's re-run leaves running servers' caches alone. The whole unit is replayed after a
  * transient failure, so `work` must not have effects outside the transaction.
  */
@@ -60,6 +61,8 @@ export async function runUnit<T>(db: Database, who: Actor, work: (unit: Unit) =>
           })),
           new Date(),
         );
+        // On PostgreSQL, running servers drop their caches as soon as this commits (the poll is the fallback).
+        await announceRevision(tx);
         return result;
       }, { timeoutMs });
     } catch (error) {

@@ -6,6 +6,7 @@ import type { TokenClaims, TokenVerifier } from '../domain/tokens.js';
 import type { ServerConfig } from './config.js';
 import type { DataLimits } from './limits.js';
 import type { SharedRedis } from './redis.js';
+import type { Forwarder } from './forwarder.js';
 
 export interface AppDeps {
   db: Database;
@@ -19,6 +20,8 @@ export interface AppDeps {
   redis?: SharedRedis | null;
   /** Where the one line per request goes; none, no request log. */
   logger?: Logger;
+  /** How data requests reach the engine; default an undici pool to the configured upstream. */
+  forwarder?: Forwarder;
 }
 
 declare module 'fastify' {
@@ -31,6 +34,8 @@ declare module 'fastify' {
     companyId: string | null;
     /** The JSON body exactly as received, forwarded unchanged. */
     rawBody: string | null;
+    /** The JSON body's bytes exactly as received: what a data request forwards. */
+    bodyBytes: Buffer | null;
     /** The error behind a 5xx answer other than internal_error (database, engine, signing keys): for the log. */
     serverFailure: unknown;
   }

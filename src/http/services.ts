@@ -71,7 +71,13 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
   const ownsDb = options.db === undefined;
   // A replaced or deleted SQLite file is noticed (and reopened, or refused) instead of read forever.
   const db = options.db ?? (await connect(config.database, { watchFile: true }));
-  const access = new AccessState(db);
+  const access = new AccessState(db, {
+    onListenerLost: (error) =>
+      logger?.warn(
+        { err: { message: (error as Error)?.message } },
+        'the LISTEN connection for access changes was lost; reconnecting (the revision poll covers the gap)',
+      ),
+  });
   const bookkeeping = new Bookkeeping(db, {
     onFailure: (error, failures) => {
       if (failures === 1 || failures % 20 === 0) {

@@ -126,11 +126,12 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
         ]);
       });
 
-      it("passes the engine's own errors back unchanged and does not retry them", async () => {
+      it("answers the engine's own errors as envelopes, keeping the status, and does not retry them", async () => {
         upstream.respond = () => ({ status: 503, headers: { 'retry-after': '3' }, body: '{"engine":"busy"}' });
         const response = await t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: bearer(token) });
-        expect(response.statusCode).toBe(503);
-        expect(response.body).toBe('{"engine":"busy"}');
+        const body = expectEnvelope(response, 503, 'engine_unavailable');
+        expect(JSON.stringify(body)).not.toContain('busy');
+        expect(response.headers['retry-after']).toBe('3');
         expect(upstream.received).toHaveLength(1);
       });
 

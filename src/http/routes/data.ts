@@ -1,70 +1,16 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
-import type { IncomingHttpHeaders } from 'node:http';
 import { AppError } from '../../errors.js';
 import { BASE_PATH } from '../config.js';
 import type { AppDeps } from '../context.js';
 import { sendError } from '../errors.js';
+import { createForwarder, type EngineResponse, type Forwarder } from '../forwarder.js';
+import { engineErrorEnvelope, engineRequestHeaders, engineResponseHeaders, engineTarget } from '../forwarding.js';
 import { authenticate, companyOf } from '../gate.js';
 import { methodNotAllowed } from './method-not-allowed.js';
 
+export { withOrigin } from '../forwarding.js';
+
 const DATA_METHODS: HTTPMethods[] = ['GET', 'HEAD', 'DELETE', 'OPTIONS', 'POST', 'PUT', 'PATCH'];
-
-// Hop-by-hop headers (RFC 9110 §7.6.1), the caller's credentials, and the headers we set ourselves.
-const DROPPED_REQUEST_HEADERS = [
-  'authorization',
-  'proxy-authorization',
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-  'expect',
-  'x-partner-id',
-  'x-company-id',
-  'x-request-id',
-];
-const DROPPED_RESPONSE_HEADERS = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'proxy-authenticate',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-  'x-request-id',
-]);
-
-// A dot segment, plain or percent-encoded, would let the path climb out of the engine's base path.
-const DOT_SEGMENT = /(^|\/)(\.|%2e){1,2}(\/|$)/i;
-
-function upstreamPath(request: FastifyRequest, prefix: string): string {
-  const url = request.raw.url ?? '';
-  const queryStart = url.indexOf('?');
-  const path = url.slice(BASE_PATH.length, queryStart < 0 ? url.length : queryStart);
-  let decoded: string;
-  try {
-    decoded = decodeURIComponent(path);
-  } catch {
-    throw new AppError('invalid_request', 'the path is not validly percent-encoded');
-  }
-  if (DOT_SEGMENT.test(path) || DOT_SEGMENT.test(decoded) || path.includes('\\') || decoded.includes('\\')) {
-    throw new AppError('invalid_request', 'the path must not contain dot segments or backslashes');
-  }
-  return prefix + (path === '' ? '/' : path);
-}
-
-/** A Vary value (one header or several) with Origin in it, once; `*` already covers it. */
-export function withOrigin(vary: string | string[]): string {
-  const names = (Array.isArray(vary) ? vary.join(',') : vary)
-    .split(',')
-    .map((name) => name.trim())
-    .filter((name) => name !== '');
-  if (names.includes('*') || names.some((name) => name.toLowerCase() === 'origin')) return names.join(', ');
-  return [...names, 'Origin'].join(', ');
-}
 
 function upstreamFailure(error: Error & { statusCode?: number; code?: string }): AppError {
   const timedOut = error.statusCode === 504 || /TIMEOUT/i.test(error.code ?? '');
@@ -78,40 +24,52 @@ function upstreamFailure(error: Error & { statusCode?: number; code?: string }):
  * runs before the body is read (token, partner and key-pair status), then again after it (company).
  */
 export function registerDataRoutes(app: FastifyInstance, deps: AppDeps): void {
-  const { access, verifier, config, limits } = deps;
+  const { access, verifier, config, limits, logger } = deps;
   const upstream = config.upstream;
   const prefix = upstream ? upstream.pathname.replace(/\/+$/, '') : '';
-
-  const rewriteRequestHeaders = (request: FastifyRequest, headers: IncomingHttpHeaders): IncomingHttpHeaders => {
-    for (const name of DROPPED_REQUEST_HEADERS) delete headers[name];
-    if (request.rawBody === null) delete headers['content-length'];
-    headers['x-partner-id'] = request.claims!.partnerId;
-    headers['x-company-id'] = request.companyId!;
-    headers['x-request-id'] = request.id;
-    return headers;
-  };
   const corsOn = config.corsOrigins.length > 0;
-  const rewriteHeaders = (headers: IncomingHttpHeaders): IncomingHttpHeaders => {
-    for (const name of Object.keys(headers)) {
-      if (DROPPED_RESPONSE_HEADERS.has(name) || name.startsWith('access-control-')) delete headers[name];
+  let forwarder: Forwarder | undefined = deps.forwarder;
+  if (!forwarder && upstream) {
+    const own = createForwarder(upstream, { timeoutMs: config.upstreamTimeoutMs });
+    forwarder = own;
+    // Closing the app closes the pooled engine connections too, so a stopped server holds no sockets.
+    app.addHook('onClose', async () => own.close());
+  }
+
+  const answer = (request: FastifyRequest, reply: FastifyReply, engine: EngineResponse): FastifyReply => {
+    const headers = engineResponseHeaders(engine.headers, corsOn);
+    if (engine.status < 400) return reply.code(engine.status).headers(headers).send(engine.body);
+    const translated = engineErrorEnvelope(engine.status, engine.headers, engine.body, request.id);
+    if (translated.logBody !== undefined && logger) {
+      logger.warn({ request_id: request.id, engine_status: engine.status, engine_body: translated.logBody }, 'the engine answered an error');
     }
-    // The engine's Vary replaces the one the CORS plugin set, and the answer depends on Origin too.
-    if (corsOn && headers.vary !== undefined) headers.vary = withOrigin(headers.vary);
-    return headers;
+    for (const name of ['content-type', 'content-length', 'content-encoding', 'content-range', 'etag', 'last-modified', 'www-authenticate', 'proxy-authenticate']) {
+      delete headers[name];
+    }
+    return reply.code(translated.status).headers(headers).type('application/json; charset=utf-8').send(translated.body);
   };
 
   const handler = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
-    if (!upstream) throw new AppError('upstream_unavailable', 'no recommendation engine is configured');
-    const source = upstreamPath(request, prefix);
-    return reply.from(source, {
-      ...(request.rawBody !== null ? { body: request.rawBody, contentType: request.headers['content-type'] ?? 'application/json' } : {}),
-      timeout: config.upstreamTimeoutMs,
-      rewriteRequestHeaders: (_request, headers) => rewriteRequestHeaders(request, headers as IncomingHttpHeaders),
-      rewriteHeaders: (headers) => rewriteHeaders(headers as IncomingHttpHeaders),
-      onError: (_reply, { error }) => {
-        sendError(reply, request, upstreamFailure(error as Error));
-      },
-    });
+    if (!forwarder) throw new AppError('upstream_unavailable', 'no recommendation engine is configured');
+    const target = engineTarget(request.raw.url ?? '', prefix);
+    const body = request.bodyBytes;
+    let engine: EngineResponse;
+    try {
+      engine = await forwarder.forward({
+        method: request.method,
+        path: target,
+        headers: engineRequestHeaders(request.raw.rawHeaders, request.headers.connection, {
+          partnerId: request.claims!.partnerId,
+          companyId: request.companyId!,
+          requestId: request.id,
+          contentLength: body === null ? null : body.length,
+        }),
+        body,
+      });
+    } catch (error) {
+      return sendError(reply, request, upstreamFailure(error as Error));
+    }
+    return answer(request, reply, engine);
   };
 
   const options = {
