@@ -53,6 +53,8 @@ export interface RotationOptions {
   revokeIssuedTokens?: boolean;
   /** Test hook for the crash-safety test: holds the rotation open inside its transaction. */
   pauseInsideMs?: number;
+  /** Told when the test hook's pause begins (the CLI says so on stderr). */
+  onPaused?: () => void;
 }
 
 /**
@@ -70,7 +72,7 @@ export async function rotateKeyPairIn(unit: Unit, reference: string, pair: NewKe
   if (revoke) await revokeKeyPairs(unit.tx, [active.id], now, { superseding: active.id });
   else await supersedeKeyPair(unit.tx, active.id, now);
   if (options.pauseInsideMs) {
-    process.stderr.write('partnerctl: test hook: paused inside the rotation transaction\n');
+    options.onPaused?.();
     await sleep(options.pauseInsideMs);
   }
   await insertKeyPair(unit.tx, { ...pair, partnerId: partner.id }, now);

@@ -57,7 +57,8 @@ export async function runRotateKeys(
   }
   const db = await session.db();
   const pauseInsideMs = session.config.testPauseInRotationMs;
-  const rotated = await rotateKeyPair(db, session.who, reference, { ...options, pauseInsideMs });
+  const onPaused = () => out.note('partnerctl: test hook: paused inside the rotation transaction');
+  const rotated = await rotateKeyPair(db, session.who, reference, { ...options, pauseInsideMs, onPaused });
   if (out.json) {
     out.emitJson({
       ...newPairJson(rotated),
