@@ -1,6 +1,6 @@
 import type { Database } from '../db/client.js';
 import { mappingsOf } from '../db/repositories/companies.js';
-import { keyPairsOf } from '../db/repositories/key-pairs.js';
+import { keyPairsOf, type KeyPairRow } from '../db/repositories/key-pairs.js';
 import { insertPartner, partnerById, partnerByName, partnerPage, updatePartnerStatus } from '../db/repositories/partners.js';
 import type { Queryable } from '../db/unit.js';
 import { AppError } from '../errors.js';
@@ -97,15 +97,7 @@ export async function listPartners(
 
 export interface PartnerDetails {
   partner: PartnerRecord;
-  keyPairs: {
-    id: string;
-    accessKey: string;
-    status: string;
-    createdAt: Date;
-    supersededAt: Date | null;
-    revokedAt: Date | null;
-    lastUsedAt: Date | null;
-  }[];
+  keyPairs: Omit<KeyPairRow, 'partnerId'>[];
   companies: { companyId: string; createdAt: Date }[];
 }
 

@@ -44,18 +44,15 @@ export function engineTarget(rawUrl: string, prefix: string): string {
   return prefix + (rest === '' ? '/' : rest) + query;
 }
 
-// Hop-by-hop headers (RFC 9110 §7.6.1), the caller's credentials, framing the gateway sets itself, and the
-// headers the gateway owns (replaced by its own values).
+// Hop-by-hop headers (RFC 9110 §7.6.1, plus the obsolete proxy-connection): never passed on, either way.
+const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade'];
+
+// Hop-by-hop headers, the caller's credentials, framing the gateway sets itself, and the headers the gateway
+// owns (replaced by its own values).
 const DROPPED_REQUEST_HEADERS = new Set([
+  ...HOP_BY_HOP,
   'authorization',
   'proxy-authorization',
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
   'expect',
   'host',
   'content-length',
@@ -109,13 +106,7 @@ export function engineRequestHeaders(rawHeaders: readonly string[], connection: 
 }
 
 const DROPPED_RESPONSE_HEADERS = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
+  ...HOP_BY_HOP,
   'x-request-id',
   // They name the engine's software to the world.
   'server',
