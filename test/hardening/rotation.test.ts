@@ -6,7 +6,7 @@ import { openProbe, pairsOf, provision, writeMarks, type Probe } from './support
 
 const HOOK_LINE = 'partnerctl: test hook: paused inside the rotation transaction';
 // What must never reach an operator: a driver's or database's own words, or a stack trace.
-const RAW_DATABASE_TEXT = /SQLITE_\w+|database is locked|P\d{4}\b|deadlock|could not serialize|PrismaClient|DriverAdapterError|\n\s+at /;
+const RAW_DATABASE_TEXT = /SQLITE_\w+|database is locked|\bP\d{4}\b|deadlock|could not serialize|PrismaClient|DriverAdapterError|\n\s+at /;
 
 /** `rotate-keys` paused inside its transaction by the test hook, resolved once the hook line is on stderr. */
 async function pausedRotation(backend: TestBackend, partnerId: string) {
