@@ -63,6 +63,9 @@ function errorResponse(description: string, options: { head?: boolean; headers?:
   };
 }
 
+const EXPECTATION_FAILED =
+  'expectation_failed: an Expect header other than exactly 100-continue; the request is not served and the connection is closed.';
+
 const GATEWAY_OWN =
   'Every 4xx and 5xx is an error envelope whose `request_id` is also sent as `X-Request-Id`; every answer, ' +
   'successful or not, carries `X-Request-Id`.';
@@ -157,7 +160,7 @@ function dataOperation(method: DataMethod, atBase: boolean) {
       }),
       '404': dataError('not_found: the company is not mapped to the partner account, or does not exist. Or the engine\'s own 404.'),
       '408': ref('responses', 'RequestTimeout'),
-      '417': ref('responses', 'ExpectationFailed'),
+      '417': head ? errorResponse(EXPECTATION_FAILED, { head }) : ref('responses', 'ExpectationFailed'),
       ...(readsBody
         ? {
             '413': gatewayError(`payload_too_large: the body is over the configured limit (${SERVER_DEFAULTS.bodyLimitBytes} bytes by default).`),
@@ -237,7 +240,7 @@ export function openApiDocument(): object {
       },
       '400': method === 'get' ? ref('responses', 'BadRequest') : errorResponse('invalid_request: the request is malformed.', { head: true }),
       '408': ref('responses', 'RequestTimeout'),
-      '417': ref('responses', 'ExpectationFailed'),
+      '417': method === 'get' ? ref('responses', 'ExpectationFailed') : errorResponse(EXPECTATION_FAILED, { head: true }),
       '500': method === 'get' ? ref('responses', 'InternalError') : errorResponse('internal_error: a bug in the service.', { head: true }),
     },
   });
@@ -378,9 +381,7 @@ export function openApiDocument(): object {
         RequestTimeout: errorResponse(
           'request_timeout: the whole request was not received within the request timeout; the connection is then closed.',
         ),
-        ExpectationFailed: errorResponse(
-          'expectation_failed: an Expect header other than exactly 100-continue; the request is not served and the connection is closed.',
-        ),
+        ExpectationFailed: errorResponse(EXPECTATION_FAILED),
         InternalError: errorResponse('internal_error: a bug in the service; details are only in its log.'),
       },
       schemas: {

@@ -157,6 +157,9 @@ describe.each(BACKENDS)('%s: faults', (provider) => {
       }
       await vi.waitFor(() => expect(server.stdout()).toContain('signing-key file is back'), { timeout: 5_000 });
       expect(logLine(server, 'signing-key file is back')).toMatchObject({ level: 40, path: keyFile });
+      // A file put in place is a change of the shared key file: said at warn too, with the key ids it holds.
+      await vi.waitFor(() => expect(server.stdout()).toContain('signing-key file changed on disk'), { timeout: 5_000 });
+      expect(logLine(server, 'signing-key file changed on disk')).toMatchObject({ level: 40, path: keyFile, kids: expect.arrayContaining(kids) });
       await sleep(PAST_STALENESS_BOUND_MS);
       expect(await status(dataUrl(server), bearer(token))).toBe(200);
       const minted = await cliOk(backend, 'mint-test-token', partner.partnerId);
