@@ -44,8 +44,16 @@ export function requestHeadProblem(request: IncomingMessage): AppError | null {
   if (transfer !== undefined && transfer.trim().toLowerCase() !== 'chunked') {
     return invalid('only the chunked transfer coding is accepted');
   }
-  const coding = request.headers['content-encoding'];
   const hasBody = transfer !== undefined || (request.headers['content-length'] !== undefined && request.headers['content-length'] !== '0');
+  // JSON is UTF-8 (RFC 8259): a body labelled otherwise could be read by an engine as other characters.
+  const type = request.headers['content-type'];
+  if (hasBody && type !== undefined && /charset/i.test(type)) {
+    const charset = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(type)?.[1]?.toLowerCase();
+    if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
+      return new AppError('unsupported_media_type', 'JSON bodies are accepted in UTF-8 only');
+    }
+  }
+  const coding = request.headers['content-encoding'];
   if (hasBody && coding !== undefined && coding.trim().toLowerCase() !== 'identity') {
     return new AppError('unsupported_media_type', 'request bodies are accepted without a content coding only');
   }

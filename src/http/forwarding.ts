@@ -67,6 +67,17 @@ const DROPPED_REQUEST_HEADERS = new Set([
   'x-partner-id',
   'x-company-id',
   'x-request-id',
+  // What a client could say about itself that an engine would believe: its address and scheme (the gateway
+  // is the engine's only client), and the headers some frameworks route by instead of the path or method
+  // (IIS and Symfony's X-Original-URL / X-Rewrite-URL, method-override middleware).
+  'forwarded',
+  'x-real-ip',
+  'x-client-ip',
+  'x-original-url',
+  'x-rewrite-url',
+  'x-http-method-override',
+  'x-http-method',
+  'x-method-override',
 ]);
 // Letters, digits and hyphens only, as nginx accepts by default (ignore_invalid_headers): an underscore, a
 // dot or any other token character is how `X-Partner_Id` would pass for `X-Partner-Id` at an engine that
@@ -105,7 +116,7 @@ export function engineRequestHeaders(rawHeaders: readonly string[], connection: 
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i]!;
     const lower = name.toLowerCase();
-    if (DROPPED_REQUEST_HEADERS.has(lower) || !FORWARDABLE_NAME.test(name) || named?.has(lower)) continue;
+    if (DROPPED_REQUEST_HEADERS.has(lower) || !FORWARDABLE_NAME.test(name) || named?.has(lower) || lower.startsWith('x-forwarded-')) continue;
     out.push(name, rawHeaders[i + 1]!);
   }
   out.push('x-partner-id', own.partnerId, 'x-company-id', own.companyId, 'x-request-id', own.requestId);

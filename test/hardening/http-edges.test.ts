@@ -126,6 +126,12 @@ describe('HTTP edge cases, against the real server', () => {
       }
     });
 
+    it('refuses overlong UTF-8 and %u escapes for dots (broken percent-encoding)', async () => {
+      for (const target of ['/public/v1/%c0%ae%c0%ae/admin?company_id=acme', '/public/v1/%u002e%u002e/admin?company_id=acme', '/public/v1/%e0%80%ae?company_id=acme']) {
+        refused(await get(target), target, 400);
+      }
+    });
+
     it('refuses an encoded slash or backslash, which engines decode into a path separator', async () => {
       for (const target of ['/public/v1/a%2f..%2fadmin?company_id=acme', '/public/v1/a%5cb?company_id=acme', '/public/v1/a%2Fb?company_id=acme']) {
         refused(await get(target), target, 400);
@@ -311,6 +317,44 @@ describe('HTTP edge cases, against the real server', () => {
       expect(names).toContain('content-length');
     });
 
+    it('never forwards chunked trailers (an identity header in a trailer stays with the gateway)', async () => {
+      const response = await raw(
+        ['POST /public/v1/items HTTP/1.1', `Host: ${host}`, `Authorization: Bearer ${token}`, 'Content-Type: application/json', 'Transfer-Encoding: chunked', 'Trailer: X-Partner-Id', 'Connection: close'],
+        Buffer.from('15\r\n{"company_id":"acme"}\r\n0\r\nX-Partner-Id: ptn_forged\r\nX-Company-Id: other\r\n\r\n'),
+      );
+      expect(response.status, response.body).toBe(200);
+      const seen = engine.seen[0]!;
+      expect(seen.body.toString()).toBe('{"company_id":"acme"}');
+      const values = seen.rawHeaders.filter((_, i) => i % 2 === 1);
+      expect(values).not.toContain('ptn_forged');
+      expect(values).not.toContain('other');
+    });
+
+    it('refuses malformed chunk sizes', async () => {
+      for (const size of ['0x15', '+15', '-1', '15 ', 'zz', '1'.repeat(20)]) {
+        const response = await raw(
+          ['POST /public/v1/items HTTP/1.1', `Host: ${host}`, `Authorization: Bearer ${token}`, 'Content-Type: application/json', 'Transfer-Encoding: chunked', 'Connection: close'],
+          Buffer.from(`${size}\r\n{"company_id":"acme"}\r\n0\r\n\r\n`),
+        );
+        expect(response.status === null || (response.status >= 400 && response.status < 500), `${JSON.stringify(size)}: ${response.status}`).toBe(true);
+      }
+      expect(engine.seen).toEqual([]);
+    });
+
+    it('refuses a GET whose body comes chunked', async () => {
+      refused(
+        await raw(['GET /public/v1/x?company_id=acme HTTP/1.1', `Host: ${host}`, `Authorization: Bearer ${token}`, 'Content-Type: application/json', 'Transfer-Encoding: chunked', 'Connection: close'], Buffer.from('2\r\n{}\r\n0\r\n\r\n')),
+        'chunked GET body',
+        400,
+      );
+    });
+
+    it('answers an HTTP/2 connection preface on the HTTP/1.1 port with a 4xx, never forwarding it', async () => {
+      const response = await rawHttp(served.url, 'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n');
+      expect(response.status === null || (response.status >= 400 && response.status < 500), String(response.status)).toBe(true);
+      expect(engine.seen).toEqual([]);
+    });
+
     it('refuses obs-fold (a header continued on the next line)', async () => {
       refused(await get('/public/v1/x?company_id=acme', ['X-Folded: first', ' second']), 'obs-fold', 400);
     });
@@ -327,6 +371,47 @@ describe('HTTP edge cases, against the real server', () => {
 
     it('refuses two Content-Type headers', async () => {
       refused(await post('{"company_id":"acme"}', ['Content-Type: application/x-www-form-urlencoded']), 'two Content-Types', 400);
+    });
+  });
+
+  describe('request headers a client could use to mislead an engine', () => {
+    it('never forwards what the client says about its address, scheme or host, nor path and method overrides', async () => {
+      const response = await get('/public/v1/x?company_id=acme', [
+        'Forwarded: for=10.0.0.1;host=admin.internal;proto=https',
+        'X-Forwarded-For: 10.0.0.1',
+        'X-Forwarded-Host: admin.internal',
+        'X-Forwarded-Proto: https',
+        'X-Forwarded-Prefix: /admin',
+        'X-Real-IP: 10.0.0.1',
+        'X-Client-IP: 10.0.0.1',
+        'X-Original-URL: /admin/delete-all',
+        'X-Rewrite-URL: /admin/delete-all',
+        'X-HTTP-Method-Override: DELETE',
+        'X-HTTP-Method: DELETE',
+        'X-Method-Override: DELETE',
+        'X-Kept: yes',
+      ]);
+      expect(response.status, response.body).toBe(200);
+      const names = engine.seen[0]!.rawHeaders.filter((_, i) => i % 2 === 0).map((name) => name.toLowerCase());
+      expect(names.filter((name) => /forwarded|real-ip|client-ip|original-url|rewrite-url|method/.test(name))).toEqual([]);
+      expect(names).toContain('x-kept');
+    });
+
+    it('refuses a JSON body labelled with a charset other than UTF-8 (415)', async () => {
+      for (const type of ['application/json; charset=utf-16', 'application/json; charset=iso-8859-1', 'application/json;Charset="latin1"']) {
+        const body = Buffer.from('{"company_id":"acme"}');
+        const response = await raw(
+          ['POST /public/v1/items HTTP/1.1', `Host: ${host}`, `Authorization: Bearer ${token}`, `Content-Type: ${type}`, `Content-Length: ${body.length}`, 'Connection: close'],
+          body,
+        );
+        refused(response, type, 415);
+      }
+      const utf8 = Buffer.from('{"company_id":"acme"}');
+      const response = await raw(
+        ['POST /public/v1/items HTTP/1.1', `Host: ${host}`, `Authorization: Bearer ${token}`, 'Content-Type: application/json; charset=UTF-8', `Content-Length: ${utf8.length}`, 'Connection: close'],
+        utf8,
+      );
+      expect(response.status, response.body).toBe(200);
     });
   });
 
