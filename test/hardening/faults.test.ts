@@ -134,7 +134,10 @@ describe.each(BACKENDS)('%s: faults', (provider) => {
       const saved = readFileSync(keyFile);
       unlinkSync(keyFile);
       try {
-        await vi.waitFor(() => expect(server.stdout()).toContain('SIGNING-KEY FILE MISSING'), { timeout: 5_000 });
+        await vi.waitFor(
+          () => expect(server.stdout(), `server exit ${server.child.exitCode ?? server.child.signalCode}; stderr: ${server.stderr()}`).toContain('SIGNING-KEY FILE MISSING'),
+          { timeout: 5_000 },
+        );
         const logged = server.stdout().split('\n').find((line) => line.includes('SIGNING-KEY FILE MISSING'))!;
         expect(JSON.parse(logged)).toMatchObject({ level: 50, path: keyFile });
         // The server keeps the keys it holds: tokens in flight and new ones keep working.
