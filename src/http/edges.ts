@@ -27,6 +27,9 @@ export function requestHeadProblem(request: IncomingMessage): AppError | null {
   let hosts = 0;
   let seen: Set<string> | undefined;
   for (let i = 0; i < raw.length; i += 2) {
+    const length = raw[i]!.length;
+    // Only names as long as one of the set's (host, expect, content-type, content-encoding, transfer-encoding).
+    if (length !== 4 && length !== 6 && length !== 12 && length !== 16 && length !== 17) continue;
     const name = raw[i]!.toLowerCase();
     if (!SINGLE_REQUEST_HEADERS.has(name)) continue;
     if (name === 'host') hosts++;
@@ -113,6 +116,8 @@ export function refuseCompanyIdAliases(url: string): void {
   const queryStart = url.indexOf('?');
   if (queryStart < 0) return;
   const query = url.slice(queryStart + 1);
+  // The usual data request: company_id alone.
+  if (query.startsWith('company_id=') && !/[&;]/.test(query)) return;
   // The common case: nothing that could spell it differently.
   if (!/%|\+|;|\[|c\W*o\W*m\W*p\W*a\W*n\W*y/i.test(query.replace(/(^|&)company_id=/g, '$1'))) return;
   let exact = 0;
