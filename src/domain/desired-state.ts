@@ -55,22 +55,31 @@ export function parseDesiredState(value: unknown, source: string): DesiredState 
   const parsed = documentSchema.safeParse(value);
   if (!parsed.success) {
     for (const issue of parsed.error.issues) problems.push(`${pathText(issue.path)}: ${issue.message}`);
-  } else {
-    const seen = new Map<string, number>();
-    parsed.data.partners.forEach((partner, i) => {
+  }
+  // The checks of names and ids run on whatever is there, so that one run names every problem.
+  const raw = (value as { partners?: unknown } | null)?.partners;
+  const seen = new Map<string, number>();
+  (Array.isArray(raw) ? raw : []).forEach((partner: unknown, i) => {
+    const { name, companies } = (partner ?? {}) as { name?: unknown; companies?: unknown };
+    if (typeof name === 'string') {
       try {
-        const name = validatePartnerName(partner.name);
-        const earlier = seen.get(name);
-        if (earlier !== undefined) problems.push(`partners[${i}].name: '${name}' is already given at partners[${earlier}]`);
-        else seen.set(name, i);
+        const valid = validatePartnerName(name);
+        const earlier = seen.get(valid);
+        if (earlier !== undefined) problems.push(`partners[${i}].name: '${valid}' is already given at partners[${earlier}]`);
+        else seen.set(valid, i);
       } catch (error) {
         problems.push(`partners[${i}].name: ${(error as Error).message}`);
       }
-      partner.companies?.forEach((id, j) => {
-        if (!isValidCompanyId(id)) problems.push(`partners[${i}].companies[${j}]: invalid company id (1-128 visible ASCII characters)`);
+    }
+    if (Array.isArray(companies)) {
+      companies.forEach((id: unknown, j) => {
+        if (typeof id === 'string' && !isValidCompanyId(id)) {
+          problems.push(`partners[${i}].companies[${j}]: invalid company id (1-128 visible ASCII characters)`);
+        }
       });
-    });
-  }
+    }
+  });
+  problems.sort((a, b) => a.localeCompare(b, 'en', { numeric: true }));
   if (problems.length > 0) {
     const shown = problems.slice(0, MAX_PROBLEMS_SHOWN).join('; ');
     const more = problems.length > MAX_PROBLEMS_SHOWN ? `; and ${problems.length - MAX_PROBLEMS_SHOWN} more` : '';
