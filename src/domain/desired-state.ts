@@ -1,6 +1,6 @@
 // Declarative provisioning: a document of partners (name, status, companies) is the desired state; a plan
 // is what it would take to get there; applying runs the whole plan as ONE unit of work.
-import { z } from 'zod';
+import { createRequire } from 'node:module';
 import type { Database } from '../db/client.js';
 import { companyIdsOf } from '../db/repositories/companies.js';
 import { activeKeyPair } from '../db/repositories/key-pairs.js';
@@ -25,19 +25,26 @@ export interface DesiredState {
   partners: DesiredPartner[];
 }
 
-const documentSchema = z
-  .object({
-    partners: z.array(
-      z
-        .object({
-          name: z.string(),
-          status: z.enum(['active', 'disabled']).optional(),
-          companies: z.array(z.string()).optional(),
-        })
-        .strict(),
-    ),
-  })
-  .strict();
+/** The document's shape (zod loaded on first use: export and the other commands never need it). */
+let documentSchemaCache: ReturnType<typeof makeDocumentSchema> | undefined;
+const documentSchema = () => (documentSchemaCache ??= makeDocumentSchema());
+
+function makeDocumentSchema() {
+  const { z } = createRequire(import.meta.url)('zod') as typeof import('zod');
+  return z
+    .object({
+      partners: z.array(
+        z
+          .object({
+            name: z.string(),
+            status: z.enum(['active', 'disabled']).optional(),
+            companies: z.array(z.string()).optional(),
+          })
+          .strict(),
+      ),
+    })
+    .strict();
+}
 
 const MAX_PROBLEMS_SHOWN = 20;
 
@@ -52,7 +59,7 @@ function pathText(path: readonly PropertyKey[]): string {
  */
 export function parseDesiredState(value: unknown, source: string): DesiredState {
   const problems: string[] = [];
-  const parsed = documentSchema.safeParse(value);
+  const parsed = documentSchema().safeParse(value);
   if (!parsed.success) {
     for (const issue of parsed.error.issues) problems.push(`${pathText(issue.path)}: ${issue.message}`);
   }
@@ -87,7 +94,7 @@ export function parseDesiredState(value: unknown, source: string): DesiredState 
       hint: 'the document is {partners: [{name, status?, companies?}]}',
     });
   }
-  const data = (parsed as { data: DesiredState }).data;
+  const data = parsed.data as DesiredState;
   return {
     partners: data.partners.map((partner) => ({
       name: partner.name.normalize('NFC'),
