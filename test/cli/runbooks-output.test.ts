@@ -163,6 +163,52 @@ describe('safety of read-only commands and db migrate', () => {
     expect(existsSync(join(backend.dir, 'xdg', 'partnerctl', 'partnerctl.db'))).toBe(true);
   });
 
+  it('draws a progress bar for a large input only when stderr is a terminal', async () => {
+    expect((await runCli(['create-partner', '--name', 'Progress'], backend.env)).code).toBe(0);
+    const ids = Array.from({ length: 12_000 }, (_, i) => `p-${i}`).join('\n');
+    const err = new PassThrough();
+    let stderr = '';
+    err.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    const code = await runCommandLine(['node', 'partnerctl', 'map-company', 'Progress', '--from-file', '-', '--json'], {
+      out: new PassThrough().resume(),
+      err,
+      in: Readable.from([ids]),
+      env: { ...backend.env },
+      inIsTTY: false,
+      outIsTTY: false,
+      errIsTTY: true,
+    });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(code).toBe(0);
+    expect(stderr).toMatch(/mapping \[#+\.*\] \d+\/12000/);
+    expect(stderr).toContain('12000/12000 100%');
+    const piped = await runCli(['unmap-company', 'Progress', '--from-file', '-', '--yes'], backend.env, { input: ids });
+    expect(piped.code).toBe(0);
+    expect(piped.stderr).toBe('');
+  });
+
+  it('db migrate with something pending while a server holds the file fails in one line, or applies', async () => {
+    const { default: Database } = await import('better-sqlite3');
+    const own = await createBackend('sqlite');
+    expect((await runCli(['create-partner', '--name', 'Pending'], own.env)).code).toBe(0);
+    const server = await serve(own.env);
+    try {
+      const file = new Database(join(own.dir, 'partnerctl.db'));
+      const last = file.prepare('SELECT migration_name FROM _prisma_migrations ORDER BY migration_name DESC LIMIT 1').get() as { migration_name: string };
+      file.prepare('DELETE FROM _prisma_migrations WHERE migration_name = ?').run(last.migration_name);
+      file.close();
+      const migrated = await runBinary(['db', 'migrate'], own.env);
+      expect(migrated.code).toBe(5);
+      expect(migrated.stderr.trim().split('\n')).toHaveLength(1);
+      expect(migrated.stderr).toMatch(/^partnerctl: database_unavailable: applying migrations failed: /);
+      expect(migrated.stderr).not.toMatch(/wasm|RuntimeError|unreachable|at .*\.js:\d+/i);
+    } finally {
+      server.child.kill('SIGTERM');
+      await server.exited;
+      await own.dispose();
+    }
+  });
+
   it('db migrate with nothing pending answers at once while a server holds the file', async () => {
     expect((await runCli(['create-partner', '--name', 'Served'], backend.env)).code).toBe(0);
     const server = await serve(backend.env);
