@@ -77,7 +77,7 @@ export function buildProgram(run: Runner): Command {
 
   program
     .command('show-partner')
-    .description('show a partner, its key pairs (never secrets) and its companies')
+    .description('show a partner, its key pairs (never secrets), its company count and first 20 companies (list-companies for all)')
     .argument(partner, partnerHelp)
     .action((reference: string | undefined, _options, command: Command) =>
       run(command, async (session, out) => {
