@@ -15,6 +15,7 @@ import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import { CLI, ROOT, cliEnv, load, median, postJson, round, startHelper, startServe, timeCommand } from './lib.mjs';
 import { seedDatabase } from './seed.mjs';
 import { wrk, wrkAvailable } from './wrk.mjs';
+import { runbookCommands, runbookRows, runbookScale } from './runbooks.mjs';
 
 const env = process.env;
 const config = {
@@ -344,6 +345,7 @@ function buildRows(r) {
     add('list-partners first page, big db', `${l.big_first_page} ms`, `small db ${l.small_first_page} ms`, l.big_first_page / l.small_first_page, '<= 1.10', l.big_first_page / l.small_first_page <= 1.1);
     add(`list-partners page at ${l.deep_page_offset}, big db`, `${l.big_deep_page} ms`, `small db ${l.small_first_page} ms`, l.big_deep_page / l.small_first_page, '<= 1.10', l.big_deep_page / l.small_first_page <= 1.1);
   }
+  runbookRows(r, add);
   return rows;
 }
 
@@ -455,6 +457,10 @@ try {
     log('CLI start-up and list pages');
     results.cli_startup_ms = cliStartup(small);
     results.list_pages_ms = await listPages(small, big);
+    log('CLI: every command against node -e 0, and the runbook scale figures (issue 11)');
+    mkdirSync(join(work, 'runbooks'));
+    results.runbook_commands_ms = runbookCommands(join(work, 'runbooks'), { runs: config.cliRuns, log });
+    results.runbook_scale_s = await runbookScale(join(work, 'runbooks'), { log });
   }
   results.seed = Object.fromEntries(Object.values(targets).map((target) => [target.name, { rows: target.seed.rows, seconds: target.seed.seconds }]));
 

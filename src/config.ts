@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
-import { z } from 'zod';
+import { createRequire } from 'node:module';
 import { AppError } from './errors.js';
 
 /**
@@ -22,24 +22,31 @@ export const VERSION: string = (() => {
 
 const blankAsUnset = (value: unknown) => (typeof value === 'string' && value.trim() === '' ? undefined : value);
 
-const cliEnvironment = z.object({
-  DATABASE_URL: z.preprocess(blankAsUnset, z.string().optional()),
-  PARTNERCTL_ACTOR: z.preprocess(blankAsUnset, z.string().optional()),
-  PARTNERCTL_SIGNING_KEY_FILE: z.preprocess(blankAsUnset, z.string().optional()),
-  PARTNERCTL_DB_POOL_SIZE: z.preprocess(blankAsUnset, z.string().optional()),
-  XDG_DATA_HOME: z.string().optional(),
-  NO_COLOR: z.string().optional(),
-  TERM: z.string().optional(),
-  PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS: z.preprocess(
-    blankAsUnset,
-    z.coerce
-      .number({ error: 'must be a whole number of milliseconds' })
-      .int('must be a whole number of milliseconds')
-      .min(0, 'must be 0 or more')
-      .max(3_600_000, 'must be at most 3600000 (one hour)')
-      .default(0),
-  ),
-});
+function cliEnvironment() {
+  // zod (about a hundred modules) is loaded only when a variable needs more checking than 'a string'.
+  const { z } = createRequire(import.meta.url)('zod') as typeof import('zod');
+  return z.object({
+    DATABASE_URL: z.preprocess(blankAsUnset, z.string().optional()),
+    PARTNERCTL_ACTOR: z.preprocess(blankAsUnset, z.string().optional()),
+    PARTNERCTL_SIGNING_KEY_FILE: z.preprocess(blankAsUnset, z.string().optional()),
+    PARTNERCTL_DB_POOL_SIZE: z.preprocess(blankAsUnset, z.string().optional()),
+    XDG_DATA_HOME: z.string().optional(),
+    NO_COLOR: z.string().optional(),
+    TERM: z.string().optional(),
+    PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS: z.preprocess(
+      blankAsUnset,
+      z.coerce
+        .number({ error: 'must be a whole number of milliseconds' })
+        .int('must be a whole number of milliseconds')
+        .min(0, 'must be 0 or more')
+        .max(3_600_000, 'must be at most 3600000 (one hour)')
+        .default(0),
+    ),
+  });
+}
+
+/** The variables that can only be strings: no schema is needed to read them. */
+const PLAIN = ['DATABASE_URL', 'PARTNERCTL_ACTOR', 'PARTNERCTL_SIGNING_KEY_FILE', 'PARTNERCTL_DB_POOL_SIZE'] as const;
 
 /** What the CLI takes from its environment, parsed once. */
 export interface CliConfig {
@@ -55,12 +62,28 @@ export interface CliConfig {
 
 /** Parses the CLI's environment with every problem collected into one error. */
 export function loadCliConfig(env: Environment): CliConfig {
-  const parsed = cliEnvironment.safeParse(env);
-  if (!parsed.success) {
-    const problems = parsed.error.issues.map((issue) => `${issue.path.join('.')} ${issue.message}`);
-    throw new AppError('invalid_argument', problems.join('; '));
+  let values: {
+    DATABASE_URL?: string;
+    PARTNERCTL_ACTOR?: string;
+    PARTNERCTL_SIGNING_KEY_FILE?: string;
+    PARTNERCTL_DB_POOL_SIZE?: string;
+    XDG_DATA_HOME?: string;
+    NO_COLOR?: string;
+    TERM?: string;
+    PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS: number;
+  };
+  if (blankAsUnset(env.PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS) === undefined) {
+    // Every other variable is an optional string: the schema's result, without loading the schema.
+    values = { XDG_DATA_HOME: env.XDG_DATA_HOME, NO_COLOR: env.NO_COLOR, TERM: env.TERM, PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS: 0 };
+    for (const name of PLAIN) values[name] = blankAsUnset(env[name]) as string | undefined;
+  } else {
+    const parsed = cliEnvironment().safeParse(env);
+    if (!parsed.success) {
+      const problems = parsed.error.issues.map((issue) => `${issue.path.join('.')} ${issue.message}`);
+      throw new AppError('invalid_argument', problems.join('; '));
+    }
+    values = parsed.data;
   }
-  const values = parsed.data;
   return Object.freeze({
     version: VERSION,
     env: Object.freeze({

@@ -38,6 +38,8 @@ const terminal: Terminal = {
   env: process.env,
   inIsTTY: process.stdin.isTTY === true,
   outIsTTY: process.stdout.isTTY === true,
+  errIsTTY: process.stderr.isTTY === true,
+  columns: process.stdout.isTTY ? process.stdout.columns : undefined,
 };
 
 runCli(process.argv, terminal).then(exitWith, (error: unknown) => {

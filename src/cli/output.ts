@@ -1,3 +1,4 @@
+import { renderTable, type Column } from './table.js';
 import type { Session } from './session.js';
 
 type Chalk = typeof import('chalk').default;
@@ -41,16 +42,14 @@ export class Output {
     this.session.terminal.out.write(`${text}\n`);
   }
 
-  async table(head: string[], rows: (string | number | null)[][]): Promise<string> {
-    const { default: Table } = await import('cli-table3');
+  /**
+   * A table that fits the terminal (cells cut with '…'), or plain aligned columns with whole values when
+   * stdout is a pipe or a file (see table.ts).
+   */
+  async table(head: (string | Column)[], rows: (string | number | null)[][]): Promise<string> {
     const chalk = await this.chalk();
-    const table = new Table({
-      head: head.map((title) => chalk.bold(title)),
-      style: { head: [], border: [] },
-      wordWrap: false,
-    });
-    for (const row of rows) table.push(row.map((cell) => (cell === null ? '-' : String(cell))));
-    return table.toString();
+    const terminal = this.session.terminal;
+    return renderTable(head, rows, { tty: terminal.outIsTTY, width: terminal.columns, header: (text) => chalk.bold(text) });
   }
 
   /** Key/value lines, aligned. */

@@ -67,6 +67,7 @@ export function buildProgram(run: Runner): Command {
     .addOption(new Option('--status <status>', 'only partners with this status').choices(['active', 'disabled']))
     .option('--limit <n>', 'page size, 1-1000', '50')
     .option('--cursor <cursor>', 'continue after this cursor (printed at the end of a page; next_cursor in JSON)')
+    .option('--company <company_id>', 'only the partners mapped to this company (support: who can reach it?)')
     .action((_options, command: Command) =>
       run(command, async (session, out) => {
         const { runListPartners } = await import('./commands/partners.js');
@@ -76,7 +77,7 @@ export function buildProgram(run: Runner): Command {
 
   program
     .command('show-partner')
-    .description('show a partner, its key pairs (never secrets) and its companies')
+    .description('show a partner, its key pairs (never secrets), its company count and first 20 companies (list-companies for all)')
     .argument(partner, partnerHelp)
     .action((reference: string | undefined, _options, command: Command) =>
       run(command, async (session, out) => {
@@ -139,14 +140,19 @@ export function buildProgram(run: Runner): Command {
     );
 
   for (const [name, action, description] of [
-    ['map-company', 'map', 'let a partner reach a company (succeeds, changing nothing, when already mapped)'],
-    ['unmap-company', 'unmap', 'stop a partner reaching a company (asks to confirm; succeeds when not mapped)'],
+    ['map-company', 'map', 'let a partner reach companies (succeeds, changing nothing, for those already mapped)'],
+    ['unmap-company', 'unmap', 'stop a partner reaching companies (asks to confirm, stating the count; succeeds for those not mapped)'],
   ] as const) {
     program
       .command(name)
       .description(description)
       .argument(partner, partnerHelp)
-      .option('--company <company_id>', 'the company id (visible ASCII, 1-128 characters)')
+      .option('--company <company_id>', 'a company id (visible ASCII, 1-128 characters); repeat for more', collect)
+      .option('--from-file <path|->', "company ids, one per line ('#' comments and blank lines ignored; a .csv gives its first column, header skipped); '-' reads stdin")
+      .addHelpText(
+        'after',
+        `\nAll ids are checked first: one bad line fails the command (exit 2) naming every bad line, and nothing changes.\nEvery id is ${action === 'map' ? 'mapped' : 'unmapped'} in one transaction.\n\nExample:\n  partnerctl ${name} acme --from-file companies.txt --json${action === 'unmap' ? ' --yes' : ''}`,
+      )
       .action((reference: string | undefined, _options, command: Command) =>
         run(command, async (session, out) => {
           const { runMapping } = await import('./commands/companies.js');
@@ -154,6 +160,78 @@ export function buildProgram(run: Runner): Command {
         }),
       );
   }
+
+  program
+    .command('list-companies')
+    .description("list a partner's companies by id, a page at a time")
+    .argument(partner, partnerHelp)
+    .option('--limit <n>', 'page size, 1-1000', '100')
+    .option('--cursor <cursor>', 'continue after this cursor (printed at the end of a page; next_cursor in JSON)')
+    .action((reference: string | undefined, _options, command: Command) =>
+      run(command, async (session, out) => {
+        const { runListCompanies } = await import('./commands/companies.js');
+        await runListCompanies(session, out, reference, command.opts());
+      }),
+    );
+
+  program
+    .command('apply')
+    .description('make the database match a document of partners (name, status, companies): plan, then apply in one transaction')
+    .option('-f, --file <file|->', "the document, YAML or JSON ('-' reads stdin)")
+    .option('--dry-run', 'print the plan only; change nothing')
+    .option('--prune', 'also unmap the companies of the named partners that the document does not list (never removes a partner or a key)')
+    .option('--issue-keys-to <file>', 'issue a key pair to each named partner without an active one; secrets go to this new file (mode 0600), never to stdout')
+    .addHelpText(
+      'after',
+      `
+The document:
+  partners:
+    - name: Acme Pricing
+      status: active          # optional: absent keeps an existing partner's status; new partners are active
+      companies: [company-1, company-2]   # optional: absent leaves the partner's mappings alone
+
+Re-applying the same document changes nothing (exit 0, "changes": 0). Example:
+  partnerctl export > partners.yaml && partnerctl apply -f partners.yaml --dry-run`,
+    )
+    .action((_options, command: Command) =>
+      run(command, async (session, out) => {
+        const { runApply } = await import('./commands/runbooks.js');
+        await runApply(session, out, command.opts());
+      }),
+    );
+
+  program
+    .command('export')
+    .description('print partners, their status and companies as a document for apply (YAML; JSON with --json)')
+    .option('--partner <partner>', 'only this partner (id or name); repeat for more', collect)
+    .action((_options, command: Command) =>
+      run(command, async (session, out) => {
+        const { runExport } = await import('./commands/runbooks.js');
+        await runExport(session, out, command.opts());
+      }),
+    );
+
+  program
+    .command('completion')
+    .description('print a shell completion script (commands, options, partner names)')
+    .argument('[shell]', 'bash, zsh or fish')
+    .addHelpText('after', '\nExamples:\n  eval "$(partnerctl completion bash)"\n  partnerctl completion fish > ~/.config/fish/completions/partnerctl.fish')
+    .action((shell: string | undefined, _options, command: Command) =>
+      run(command, async (session, out) => {
+        const { runCompletion } = await import('./commands/completion.js');
+        await runCompletion(session, out, shell, command);
+      }),
+    );
+
+  program
+    .command('__complete-partners', { hidden: true })
+    .argument('[prefix]')
+    .action((prefix: string | undefined, _options, command: Command) =>
+      run(command, async (session) => {
+        const { runCompletePartners } = await import('./commands/completion.js');
+        await runCompletePartners(session, prefix);
+      }),
+    );
 
   program
     .command('set-limits')
@@ -245,6 +323,11 @@ export function buildProgram(run: Runner): Command {
     );
 
   return program;
+}
+
+/** A repeatable option's values, in order. */
+function collect(value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), value];
 }
 
 function parsePort(value: string): number {

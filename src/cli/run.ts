@@ -5,7 +5,7 @@ import { AppError, EXIT, firstLine } from '../errors.js';
 import { hintFor } from './hints.js';
 import { Output } from './output.js';
 import { buildProgram } from './program.js';
-import { Session, type GlobalOptions } from './session.js';
+import { isReadOnlyCommand, Session, type GlobalOptions } from './session.js';
 import type { Terminal } from './terminal.js';
 
 /** The only place that turns errors into messages and exit codes. */
@@ -51,7 +51,13 @@ export async function runCli(argv: readonly string[], terminal: Terminal): Promi
   const program = buildProgram(async (command: Command, action) => {
     let session: Session | undefined;
     try {
-      session = new Session(command.optsWithGlobals<GlobalOptions>(), loadCliConfig(terminal.env), terminal);
+      const path = command.parent?.parent ? `${command.parent.name()} ${command.name()}` : command.name();
+      session = new Session(
+        command.optsWithGlobals<GlobalOptions>(),
+        loadCliConfig(terminal.env),
+        terminal,
+        isReadOnlyCommand(path, command.opts()),
+      );
       exitCode = (await action(session, new Output(session), command)) ?? EXIT.ok;
     } catch (error) {
       exitCode = report(error, session, argv, terminal);

@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { resolveDatabase, resolveSigningKeyFile, type CliConfig, type DatabaseConfig } from '../config.js';
 import type { Database } from '../db/client.js';
@@ -27,7 +28,25 @@ export class Session {
     readonly options: GlobalOptions,
     readonly config: CliConfig,
     readonly terminal: Terminal,
+    /** The command only reads: it never creates a database someone named by mistake. */
+    readonly readOnly = false,
   ) {}
+
+  /**
+   * A read-only command given an SQLite path (DATABASE_URL / --database-url) where no file exists refuses
+   * instead of creating an empty database there (a typo must not answer "no partners"). The embedded
+   * default, and every command that writes, still create the file on first use.
+   */
+  refuseMissingDatabase(): void {
+    if (!this.readOnly) return;
+    const explicit = (this.options.databaseUrl ?? this.config.env.DATABASE_URL ?? '').trim() !== '';
+    const config = this.databaseConfig;
+    if (explicit && config.provider === 'sqlite' && !existsSync(config.url)) {
+      throw new AppError('database_unavailable', `no SQLite database at ${config.url} (a read-only command never creates one)`, {
+        hint: 'check DATABASE_URL / --database-url; a command that writes (e.g. create-partner) creates the file',
+      });
+    }
+  }
 
   get json(): boolean {
     return this.options.json === true;
@@ -58,6 +77,7 @@ export class Session {
   /** The database, opened (and on SQLite migrated) on first use. */
   db(): Promise<Database> {
     this.database ??= (async () => {
+      this.refuseMissingDatabase();
       const config = this.databaseConfig;
       const { connect } = await import('../db/connect.js');
       return connect(config);
@@ -69,6 +89,21 @@ export class Session {
     const db = await this.database?.catch(() => undefined);
     await db?.close().catch(() => {});
   }
+}
+
+/** Commands that only read (by their path in the command tree). */
+const READ_ONLY_COMMANDS = new Set([
+  'list-partners',
+  'show-partner',
+  'list-companies',
+  'audit',
+  'export',
+  'db status',
+  '__complete-partners',
+]);
+
+export function isReadOnlyCommand(path: string, options: { dryRun?: boolean }): boolean {
+  return READ_ONLY_COMMANDS.has(path) || (path === 'apply' && options.dryRun === true);
 }
 
 function osUser(): string {

@@ -14,4 +14,8 @@ export interface Terminal {
   /** Both ends are a terminal: a person can answer prompts and see progress. */
   readonly inIsTTY: boolean;
   readonly outIsTTY: boolean;
+  /** stderr is a terminal: progress bars are drawn there. */
+  readonly errIsTTY?: boolean;
+  /** The terminal's width in columns, when stdout is one (tables fit it; 80 when unknown). */
+  readonly columns?: number;
 }

@@ -90,7 +90,13 @@ export async function applyMigrations(config: DatabaseConfig): Promise<string[]>
     }
   } catch (error) {
     if (error instanceof AppError) throw error;
-    throw new AppError('database_unavailable', `applying migrations failed: ${firstLine(error)}`, {
+    if (/database is locked|SQLITE_BUSY|busy|timed out|lock/i.test(String((error as Error)?.message ?? error))) {
+      throw new AppError('database_unavailable', 'applying migrations failed: the database is in use by another process (a running partnerctl serve?)', {
+        hint: "stop the servers using it, run 'partnerctl db migrate', then start them again",
+        cause: error,
+      });
+    }
+    throw new AppError('database_unavailable', `applying migrations failed: ${firstLine(error).slice(0, 300)}`, {
       hint: "run 'partnerctl db status' to see the state of the history",
       cause: error,
     });

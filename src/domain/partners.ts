@@ -1,5 +1,5 @@
 import type { Database } from '../db/client.js';
-import { mappingsOf } from '../db/repositories/companies.js';
+import { mappingCount, mappingPage } from '../db/repositories/companies.js';
 import { keyPairsOf, type KeyPairRow } from '../db/repositories/key-pairs.js';
 import { insertPartner, partnerById, partnerByName, partnerPage, updatePartnerStatus } from '../db/repositories/partners.js';
 import type { Queryable } from '../db/unit.js';
@@ -82,7 +82,7 @@ export interface PartnerPage {
 /** One page, oldest first (ids sort by creation). */
 export async function listPartners(
   db: Database,
-  options: { status?: PartnerStatus; limit: number; cursor?: string },
+  options: { status?: PartnerStatus; limit: number; cursor?: string; companyId?: string },
 ): Promise<PartnerPage> {
   if (!Number.isInteger(options.limit) || options.limit < 1 || options.limit > 1000) {
     throw new AppError('invalid_argument', `--limit must be a whole number from 1 to 1000, got '${options.limit}'`);
@@ -98,13 +98,21 @@ export async function listPartners(
 export interface PartnerDetails {
   partner: PartnerRecord;
   keyPairs: Omit<KeyPairRow, 'partnerId'>[];
+  /** The first SHOWN_COMPANIES, by id (list-companies pages through the rest). */
   companies: { companyId: string; createdAt: Date }[];
+  companyCount: number;
 }
+
+export const SHOWN_COMPANIES = 20;
 
 export async function showPartner(db: Database, reference: string): Promise<PartnerDetails> {
   const partner = await findPartner(db.sql, reference);
-  const [keyPairs, companies] = await Promise.all([keyPairsOf(db.sql, partner.id), mappingsOf(db.sql, partner.id)]);
-  return { partner, keyPairs, companies };
+  const [keyPairs, companies, companyCount] = await Promise.all([
+    keyPairsOf(db.sql, partner.id),
+    mappingPage(db.sql, partner.id, { limit: SHOWN_COMPANIES }),
+    mappingCount(db.sql, partner.id),
+  ]);
+  return { partner, keyPairs, companies, companyCount };
 }
 
 /** For messages: a user-supplied string with its control characters made visible and its length capped. */

@@ -40,7 +40,14 @@ describe.each(BACKENDS)('partnerctl CLI on %s', (provider) => {
 
       const mapped = await cli('map-company', 'Acme Pricing', '--company', 'company-42', '--json');
       expect(mapped.code, mapped.stderr).toBe(0);
-      expect(mapped.json()).toEqual({ partner_id: partner.partner_id, company_id: 'company-42', changed: true });
+      expect(mapped.json()).toEqual({
+        partner_id: partner.partner_id,
+        added: 1,
+        unchanged: 0,
+        total: 1,
+        company_id: 'company-42',
+        changed: true,
+      });
 
       const token = await cli('mint-test-token', 'Acme Pricing', '--ttl', '120', '--json');
       expect(token.code, token.stderr).toBe(0);
@@ -52,6 +59,7 @@ describe.each(BACKENDS)('partnerctl CLI on %s', (provider) => {
       const details = shown.json();
       expect(details.key_pairs.map((pair: { status: string }) => pair.status).sort()).toEqual(['active', 'superseded']);
       expect(details.companies).toEqual([{ company_id: 'company-42', created_at: expect.any(String) }]);
+      expect(details.company_count).toBe(1);
       expect(shown.stdout).not.toContain(keys.secret_key);
       expect(shown.stdout).not.toContain('secret');
 

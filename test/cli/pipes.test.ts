@@ -35,7 +35,7 @@ describe('output through a pipe', () => {
     const partnerId = created.json().partner_id as string;
     file.transaction(() => {
       for (let i = 0; i < 3000; i++) {
-        insert.run(partnerId, JSON.stringify({ company_id: `company-${i}-${'x'.repeat(100)}` }), new Date(Date.now() - i).toISOString());
+        insert.run(partnerId, JSON.stringify({ company_id: `company-${i}-${'x'.repeat(250)}` }), new Date(Date.now() - i).toISOString());
       }
     })();
     file.close();

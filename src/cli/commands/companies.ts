@@ -1,31 +1,108 @@
-import { mapCompany, unmapCompany } from '../../domain/companies.js';
-import type { Output } from '../output.js';
+import { changeMappings, listCompanies } from '../../domain/companies.js';
+import { companyIdsFromOptions } from '../inputs.js';
+import { iso, type Output } from '../output.js';
+import { progressBar } from '../progress.js';
 import { askText, confirmDestructive, requireValue } from '../prompts.js';
 import type { Session } from '../session.js';
-import { resolvePartnerArgument } from './partners.js';
+import { parseLimit, resolvePartnerArgument } from './partners.js';
 
 export async function runMapping(
   session: Session,
   out: Output,
   partnerArgument: string | undefined,
-  options: { company?: string },
+  options: { company?: string[]; fromFile?: string },
   action: 'map' | 'unmap',
 ): Promise<void> {
   const reference = await resolvePartnerArgument(session, partnerArgument);
-  const company = await requireValue(session, options.company, '--company <company_id>', () => askText(session, 'Company id'));
+  let ids: string[];
+  if ((options.company?.length ?? 0) === 0 && options.fromFile === undefined) {
+    ids = [await requireValue(session, undefined, '--company <company_id> or --from-file <path|->', () => askText(session, 'Company id'))];
+  } else {
+    // Every id is checked before the database is opened: a bad line changes nothing.
+    ids = await companyIdsFromOptions(session, options);
+  }
+  const single = options.fromFile === undefined && ids.length === 1;
+  const distinct = new Set(ids).size;
   if (action === 'unmap') {
-    await confirmDestructive(session, `Unmap company '${company}' from '${reference}' (its requests get 404 at once)`);
+    await confirmDestructive(
+      session,
+      single
+        ? `Unmap company '${ids[0]}' from '${reference}' (its requests get 404 at once)`
+        : `Unmap ${distinct} compan${distinct === 1 ? 'y' : 'ies'} from '${reference}' (their requests get 404 at once)`,
+    );
   }
   const db = await session.db();
-  const change = await (action === 'map' ? mapCompany : unmapCompany)(db, session.who, reference, company);
+  const bar = progressBar(session.terminal, action === 'map' ? 'mapping' : 'unmapping', distinct);
+  let change;
+  try {
+    change = await changeMappings(db, session.who, reference, ids, action, (done) => bar.update(done));
+  } finally {
+    bar.done();
+  }
+  const changed = change.changedIds.length;
+  const unchanged = change.total - changed;
   if (out.json) {
-    out.emitJson({ partner_id: change.partner.id, company_id: change.companyId, changed: change.changed });
+    out.emitJson({
+      partner_id: change.partner.id,
+      ...(action === 'map' ? { added: changed } : { removed: changed }),
+      unchanged,
+      total: change.total,
+      ...(single ? { company_id: ids[0], changed: changed > 0 } : {}),
+    });
     return;
   }
   const where = `${change.partner.name} (${change.partner.id})`;
-  if (!change.changed) {
-    out.line(`Company ${change.companyId} was already ${action === 'map' ? 'mapped to' : 'not mapped to'} ${where}; nothing changed`);
-  } else {
-    out.line(`${action === 'map' ? 'Mapped' : 'Unmapped'} company ${change.companyId} ${action === 'map' ? 'to' : 'from'} ${where}`);
+  if (single) {
+    if (changed === 0) {
+      out.line(`Company ${ids[0]} was already ${action === 'map' ? 'mapped to' : 'not mapped to'} ${where}; nothing changed`);
+    } else {
+      out.line(`${action === 'map' ? 'Mapped' : 'Unmapped'} company ${ids[0]} ${action === 'map' ? 'to' : 'from'} ${where}`);
+    }
+    return;
   }
+  const verb = action === 'map' ? 'Mapped' : 'Unmapped';
+  const already = action === 'map' ? 'already mapped' : 'not mapped';
+  out.line(
+    changed === 0
+      ? `All ${change.total} companies were ${already} ${action === 'map' ? 'to' : 'from'} ${where}; nothing changed`
+      : `${verb} ${changed} of ${change.total} companies ${action === 'map' ? 'to' : 'from'} ${where} (${unchanged} ${already})`,
+  );
+}
+
+export async function runListCompanies(
+  session: Session,
+  out: Output,
+  partnerArgument: string | undefined,
+  options: { limit?: string; cursor?: string },
+): Promise<void> {
+  const reference = await resolvePartnerArgument(session, partnerArgument);
+  const limit = parseLimit(options.limit, 100);
+  const db = await session.db();
+  const page = await listCompanies(db, reference, { limit, cursor: options.cursor });
+  if (out.json) {
+    out.emitJson({
+      partner_id: page.partner.id,
+      companies: page.companies.map((company) => ({ company_id: company.companyId, created_at: iso(company.createdAt) })),
+      next_cursor: page.nextCursor,
+    });
+    return;
+  }
+  if (page.companies.length === 0) {
+    out.line(options.cursor ? 'No more companies.' : `No companies mapped to ${page.partner.name} (${page.partner.id}).`);
+    return;
+  }
+  out.line(
+    await out.table(
+      [{ title: 'COMPANY' }, { title: 'MAPPED', min: 10 }],
+      page.companies.map((company) => [company.companyId, iso(company.createdAt)]),
+    ),
+  );
+  if (page.nextCursor) {
+    out.line(`More: partnerctl list-companies ${page.partner.id} --limit ${limit} --cursor ${quote(page.nextCursor)}`);
+  }
+}
+
+/** A value as a shell word. */
+function quote(value: string): string {
+  return /^[\w@%+=:,./-]+$/.test(value) ? value : `'${value.replace(/'/g, `'\\''`)}'`;
 }

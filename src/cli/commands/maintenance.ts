@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { redactUrl } from '../../config.js';
 import { openDatabase } from '../../db/client.js';
 import { applyMigrations, migrationStatus } from '../../db/migrate.js';
@@ -15,7 +16,10 @@ function where(session: Session): string {
 
 export async function runDbMigrate(session: Session, out: Output): Promise<void> {
   const config = session.databaseConfig;
-  const applied = await applyMigrations(config);
+  // Nothing pending is answered from the _prisma_migrations table with plain SQL, without the schema
+  // engine: at once, even while servers hold the file. Only real work loads the engine.
+  const pending = await pendingMigrations(config);
+  const applied = pending === 0 ? [] : await applyMigrations(config);
   if (out.json) {
     out.emitJson({ provider: config.provider, database: where(session), applied });
     return;
@@ -27,9 +31,29 @@ export async function runDbMigrate(session: Session, out: Output): Promise<void>
   );
 }
 
+/** How many migrations are pending or failed; -1 when that cannot be read (no file, no table yet). */
+async function pendingMigrations(config: Session['databaseConfig']): Promise<number> {
+  if (config.provider === 'sqlite' && !existsSync(config.url)) return -1;
+  let db;
+  try {
+    db = await openDatabase(config);
+  } catch {
+    return -1;
+  }
+  try {
+    const status = await migrationStatus(db);
+    return status.pending.length + status.failed.length;
+  } catch {
+    return -1;
+  } finally {
+    await db.close().catch(() => {});
+  }
+}
+
 /** Exit 0 when the schema is current, 1 when migrations are pending or failed (for runbooks to test). */
 export async function runDbStatus(session: Session, out: Output): Promise<number> {
   const config = session.databaseConfig;
+  session.refuseMissingDatabase();
   const db = await openDatabase(config);
   try {
     const status = await migrationStatus(db);

@@ -8,7 +8,7 @@ import {
   type PartnerStatus,
 } from '../../domain/partners.js';
 import { limitsJson, partnerLimits } from '../../domain/limits.js';
-import { validatePartnerName } from '../../domain/validation.js';
+import { validateCompanyId, validatePartnerName } from '../../domain/validation.js';
 import { describeLimits } from './limits.js';
 import { iso, type Output } from '../output.js';
 import { askPartner, askText, confirmDestructive, requireValue } from '../prompts.js';
@@ -60,11 +60,17 @@ export function parseLimit(value: string | undefined, fallback: number): number 
 export async function runListPartners(
   session: Session,
   out: Output,
-  options: { status?: string; limit?: string; cursor?: string },
+  options: { status?: string; limit?: string; cursor?: string; company?: string },
 ): Promise<void> {
   const limit = parseLimit(options.limit, 50);
+  if (options.company !== undefined) validateCompanyId(options.company);
   const db = await session.db();
-  const page = await listPartners(db, { status: options.status as PartnerStatus | undefined, limit, cursor: options.cursor });
+  const page = await listPartners(db, {
+    status: options.status as PartnerStatus | undefined,
+    limit,
+    cursor: options.cursor,
+    companyId: options.company,
+  });
   if (out.json) {
     out.emitJson({
       partners: page.partners.map((partner) => ({
@@ -80,13 +86,24 @@ export async function runListPartners(
     return;
   }
   if (page.partners.length === 0) {
+    if (options.company !== undefined) {
+      out.line(options.cursor ? 'No more partners.' : `No partner is mapped to company ${options.company}.`);
+      return;
+    }
     out.line(options.cursor ? 'No more partners.' : "No partners yet. Create one with 'partnerctl create-partner --name <name>'.");
     return;
   }
   const chalk = await out.chalk();
   out.line(
     await out.table(
-      ['ID', 'NAME', 'STATUS', 'COMPANIES', 'ACTIVE ACCESS KEY', 'CREATED'],
+      [
+        { title: 'ID', min: 30 },
+        { title: 'NAME', min: 10 },
+        { title: 'STATUS', min: 8 },
+        { title: 'COMPANIES', align: 'right' },
+        { title: 'ACTIVE ACCESS KEY', min: 14, truncate: 'middle', optional: true },
+        { title: 'CREATED', min: 10 },
+      ],
       page.partners.map((partner) => [
         partner.id,
         partner.name,
@@ -97,7 +114,8 @@ export async function runListPartners(
       ]),
     ),
   );
-  if (page.nextCursor) out.line(`More: partnerctl list-partners --limit ${limit} --cursor ${page.nextCursor}`);
+  const company = options.company === undefined ? '' : ` --company '${options.company.replace(/'/g, `'\\''`)}'`;
+  if (page.nextCursor) out.line(`More: partnerctl list-partners${company} --limit ${limit} --cursor ${page.nextCursor}`);
 }
 
 function statusText(chalk: Awaited<ReturnType<Output['chalk']>>, status: string): string {
@@ -109,7 +127,7 @@ function statusText(chalk: Awaited<ReturnType<Output['chalk']>>, status: string)
 export async function runShowPartner(session: Session, out: Output, partnerArgument: string | undefined): Promise<void> {
   const reference = await resolvePartnerArgument(session, partnerArgument);
   const db = await session.db();
-  const { partner, keyPairs, companies } = await showPartner(db, reference);
+  const { partner, keyPairs, companies, companyCount } = await showPartner(db, reference);
   const limits = await partnerLimits(db.sql, partner.id);
   if (out.json) {
     out.emitJson({
@@ -124,6 +142,7 @@ export async function runShowPartner(session: Session, out: Output, partnerArgum
         revoked_at: iso(pair.revokedAt),
         last_used_at: iso(pair.lastUsedAt),
       })),
+      company_count: companyCount,
       companies: companies.map((company) => ({ company_id: company.companyId, created_at: iso(company.createdAt) })),
       limits: limitsJson(limits),
     });
@@ -145,14 +164,23 @@ export async function runShowPartner(session: Session, out: Output, partnerArgum
   if (keyPairs.length > 0) {
     out.line(
       await out.table(
-        ['KEY PAIR', 'ACCESS KEY', 'STATUS', 'CREATED', 'LAST USED'],
+        [
+          { title: 'KEY PAIR', min: 29 },
+          { title: 'ACCESS KEY', min: 14, truncate: 'middle' },
+          { title: 'STATUS', min: 10 },
+          { title: 'CREATED', min: 10 },
+          { title: 'LAST USED', min: 10, optional: true },
+        ],
         keyPairs.map((pair) => [pair.id, pair.accessKey, statusText(chalk, pair.status), iso(pair.createdAt), iso(pair.lastUsedAt)]),
       ),
     );
   }
   out.line();
-  out.line(chalk.bold(`Companies (${companies.length})`));
+  out.line(chalk.bold(`Companies (${companyCount})`));
   for (const company of companies) out.line(`  ${company.companyId}`);
+  if (companyCount > companies.length) {
+    out.line(`  … and ${companyCount - companies.length} more: partnerctl list-companies ${partner.id} --limit 1000`);
+  }
 }
 
 function partnerJson(partner: PartnerRecord) {

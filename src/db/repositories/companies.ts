@@ -15,10 +15,103 @@ export async function deleteMapping(tx: SqlTx, partnerId: string, companyId: str
   return tx.run('DELETE FROM company_mappings WHERE partner_id = $1 AND company_id = $2', [partnerId, companyId]);
 }
 
-export async function mappingsOf(q: Queryable, partnerId: string): Promise<{ companyId: string; createdAt: Date }[]> {
+/** Ids per statement: under both engines' parameter limits (SQLite 32,766; PostgreSQL 65,535). */
+const IDS_PER_STATEMENT = 10_000;
+
+function chunks<T>(items: readonly T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let start = 0; start < items.length; start += size) out.push(items.slice(start, start + size));
+  return out;
+}
+
+/**
+ * Maps many companies in multi-row statements; ids already mapped are left alone (ON CONFLICT DO NOTHING).
+ * Resolves to the ids this call added, in the order given.
+ */
+export async function insertMappings(
+  tx: SqlTx,
+  partnerId: string,
+  companyIds: readonly string[],
+  now: Date,
+  progress?: (done: number) => void,
+): Promise<string[]> {
+  let done = 0;
+  const added: string[] = [];
+  for (const chunk of chunks(companyIds, IDS_PER_STATEMENT)) {
+    let rows: { company_id: string }[];
+    if (tx.provider === 'postgresql') {
+      // One array parameter per statement: no per-row placeholders to parse.
+      rows = await tx.query(
+        `INSERT INTO company_mappings (partner_id, company_id, created_at)
+         SELECT $1, c, $2 FROM unnest($3::text[]) AS c
+         ON CONFLICT DO NOTHING RETURNING company_id`,
+        [partnerId, now, chunk],
+      );
+    } else {
+      // SQLite: the ids as one JSON array parameter, unrolled by json_each.
+      rows = await tx.query(
+        `INSERT INTO company_mappings (partner_id, company_id, created_at)
+         SELECT $1, value, $2 FROM json_each($3) WHERE true
+         ON CONFLICT DO NOTHING RETURNING company_id`,
+        [partnerId, now, JSON.stringify(chunk)],
+      );
+    }
+    for (const row of rows) added.push(row.company_id);
+    progress?.((done += chunk.length));
+  }
+  return added;
+}
+
+/** Unmaps many companies; resolves to the ids this call removed. */
+export async function deleteMappings(
+  tx: SqlTx,
+  partnerId: string,
+  companyIds: readonly string[],
+  progress?: (done: number) => void,
+): Promise<string[]> {
+  let done = 0;
+  const removed: string[] = [];
+  for (const chunk of chunks(companyIds, IDS_PER_STATEMENT)) {
+    let rows: { company_id: string }[];
+    if (tx.provider === 'postgresql') {
+      rows = await tx.query('DELETE FROM company_mappings WHERE partner_id = $1 AND company_id = ANY($2::text[]) RETURNING company_id', [
+        partnerId,
+        chunk,
+      ]);
+    } else {
+      rows = await tx.query(
+        'DELETE FROM company_mappings WHERE partner_id = $1 AND company_id IN (SELECT value FROM json_each($2)) RETURNING company_id',
+        [partnerId, JSON.stringify(chunk)],
+      );
+    }
+    for (const row of rows) removed.push(row.company_id);
+    progress?.((done += chunk.length));
+  }
+  return removed;
+}
+
+export async function mappingCount(q: Queryable, partnerId: string): Promise<number> {
+  const [row] = await q.query<{ n: number | string }>('SELECT COUNT(*) AS n FROM company_mappings WHERE partner_id = $1', [partnerId]);
+  return Number(row?.n ?? 0);
+}
+
+/** One page of a partner's companies, by company id; the cursor is the last id of the previous page. */
+export async function mappingPage(
+  q: Queryable,
+  partnerId: string,
+  options: { cursor?: string; limit: number },
+): Promise<{ companyId: string; createdAt: Date }[]> {
+  const params: unknown[] = [partnerId];
+  const after = options.cursor === undefined ? '' : `AND company_id > $${params.push(options.cursor)}`;
   const rows = await q.query<{ company_id: string; created_at: unknown }>(
-    'SELECT company_id, created_at FROM company_mappings WHERE partner_id = $1 ORDER BY company_id',
-    [partnerId],
+    `SELECT company_id, created_at FROM company_mappings WHERE partner_id = $1 ${after} ORDER BY company_id LIMIT $${params.push(options.limit)}`,
+    params,
   );
   return rows.map((row) => ({ companyId: row.company_id, createdAt: toDate(row.created_at)! }));
+}
+
+/** Every company id of a partner (export, apply). */
+export async function companyIdsOf(q: Queryable, partnerId: string): Promise<string[]> {
+  const rows = await q.query<{ company_id: string }>('SELECT company_id FROM company_mappings WHERE partner_id = $1 ORDER BY company_id', [partnerId]);
+  return rows.map((row) => row.company_id);
 }

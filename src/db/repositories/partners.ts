@@ -57,11 +57,15 @@ export interface PartnerListRow extends PartnerRow {
 /** One page, oldest first (ids sort by creation); the cursor is the last id of the previous page. */
 export async function partnerPage(
   q: Queryable,
-  options: { status?: string; cursor?: string; limit: number },
+  options: { status?: string; cursor?: string; limit: number; companyId?: string },
 ): Promise<PartnerListRow[]> {
   const conditions: string[] = [];
   const params: unknown[] = [];
   if (options.status) conditions.push(`p.status = $${params.push(options.status)}`);
+  // Support: which partners can reach this company (the index on company_id answers it).
+  if (options.companyId !== undefined) {
+    conditions.push(`p.id IN (SELECT m.partner_id FROM company_mappings m WHERE m.company_id = $${params.push(options.companyId)})`);
+  }
   if (options.cursor) conditions.push(`p.id > $${params.push(options.cursor)}`);
   const rows = await q.query<Raw & { company_count: number | string; active_access_key: string | null }>(
     `SELECT p.id, p.name, p.status, p.created_at, p.updated_at,

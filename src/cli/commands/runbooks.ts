@@ -1,0 +1,185 @@
+import { closeSync, fsyncSync, openSync, unlinkSync, writeSync } from 'node:fs';
+import {
+  applyDesiredState,
+  exportDesiredState,
+  parseDesiredState,
+  planDesiredState,
+  type DesiredState,
+  type Plan,
+} from '../../domain/desired-state.js';
+import { AppError } from '../../errors.js';
+import { readInput } from '../inputs.js';
+import type { Output } from '../output.js';
+import { progressBar } from '../progress.js';
+import type { Session } from '../session.js';
+
+/** A document as text: JSON when it looks like JSON (fast for big files), YAML otherwise. */
+export async function parseDocument(text: string, source: string): Promise<unknown> {
+  const trimmed = text.trimStart();
+  if (trimmed.startsWith('{')) {
+    try {
+      return JSON.parse(text);
+    } catch (error) {
+      throw new AppError('invalid_argument', `${source}: not valid JSON: ${(error as Error).message}`, { cause: error });
+    }
+  }
+  const { parse } = await import('yaml');
+  try {
+    return parse(text, { uniqueKeys: true, maxAliasCount: 0 }) ?? {};
+  } catch (error) {
+    const first = (error as Error).message.split('\n')[0];
+    throw new AppError('invalid_argument', `${source}: not valid YAML: ${first}`, { cause: error });
+  }
+}
+
+export async function runApply(
+  session: Session,
+  out: Output,
+  options: { file?: string; dryRun?: boolean; prune?: boolean; issueKeysTo?: string },
+): Promise<void> {
+  if (options.file === undefined) {
+    throw new AppError('missing_argument', 'missing -f <file|->', { hint: "pass -f desired.yaml, or -f - to read stdin" });
+  }
+  const source = options.file === '-' ? '-f - (stdin)' : `-f ${options.file}`;
+  const state = parseDesiredState(await parseDocument(await readInput(session, options.file, '-f'), source), source);
+  const planOptions = { prune: options.prune === true, issueKeys: options.issueKeysTo !== undefined };
+  // The secrets file is created (never overwritten, mode 0600) before anything changes, so a bad path
+  // fails the command while the database is untouched.
+  let keysFd: number | undefined;
+  if (options.issueKeysTo !== undefined && !options.dryRun) {
+    try {
+      keysFd = openSync(options.issueKeysTo, 'wx', 0o600);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      throw new AppError(
+        'invalid_argument',
+        `--issue-keys-to ${options.issueKeysTo}: ${code === 'EEXIST' ? 'the file exists; secrets are never written over a file' : `cannot be created (${code})`}`,
+        { hint: 'name a new file (it is created with mode 0600)', cause: error },
+      );
+    }
+  }
+  const db = await session.db();
+  let plan: Plan;
+  let applied = false;
+  if (options.dryRun) {
+    plan = await planDesiredState(db.sql, state, planOptions);
+  } else {
+    const size = state.partners.reduce((sum, partner) => sum + 1 + (partner.companies?.length ?? 0), 0);
+    const bar = progressBar(session.terminal, 'applying', size);
+    let result;
+    try {
+      result = await applyDesiredState(db, session.who, state, planOptions, (done) => bar.update(done));
+    } catch (error) {
+      if (keysFd !== undefined) {
+        closeSync(keysFd);
+        unlinkSync(options.issueKeysTo!);
+      }
+      throw error;
+    } finally {
+      bar.done();
+    }
+    plan = result.plan;
+    applied = plan.changes > 0;
+    if (keysFd !== undefined) {
+      const keys = result.issued.map((pair) => ({
+        partner_id: pair.partner.id,
+        name: pair.partner.name,
+        key_pair_id: pair.keyPairId,
+        access_key: pair.accessKey,
+        secret_key: pair.secretKey,
+      }));
+      writeSync(keysFd, `${JSON.stringify({ keys }, null, 2)}\n`);
+      fsyncSync(keysFd);
+      closeSync(keysFd);
+    }
+  }
+  if (out.json) {
+    out.emitJson({ plan: planJson(plan), applied, ...(options.issueKeysTo !== undefined && !options.dryRun ? { keys_file: options.issueKeysTo } : {}) });
+    return;
+  }
+  printPlan(out, plan);
+  if (plan.changes === 0) out.line('Nothing to change: the database already matches the document.');
+  else if (options.dryRun) out.line('Dry run: nothing was changed.');
+  else {
+    out.line(`Applied ${plan.changes} change${plan.changes === 1 ? '' : 's'} in one transaction.`);
+    if (plan.keysIssued > 0) out.line(`The secrets of ${plan.keysIssued} new key pair(s) are in ${options.issueKeysTo} (mode 0600); they are shown nowhere else.`);
+  }
+}
+
+function planJson(plan: Plan) {
+  return {
+    changes: plan.changes,
+    partners_created: plan.partnersCreated,
+    partners_enabled: plan.partnersEnabled,
+    partners_disabled: plan.partnersDisabled,
+    companies_mapped: plan.companiesMapped,
+    companies_unmapped: plan.companiesUnmapped,
+    keys_issued: plan.keysIssued,
+    partners: plan.partners.map((step) => ({
+      name: step.name,
+      partner_id: step.partnerId,
+      created: step.create,
+      status: step.create ? step.createStatus : step.statusChange === null ? null : step.statusChange === 'enabled' ? 'active' : 'disabled',
+      companies_mapped: step.map,
+      companies_unmapped: step.unmap,
+      key_issued: step.issueKeys,
+    })),
+  };
+}
+
+function plural(n: number, one: string, many = `${one}s`): string {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
+function printPlan(out: Output, plan: Plan): void {
+  for (const step of plan.partners) {
+    const parts: string[] = [];
+    if (step.create) parts.push(`create (${step.createStatus})`);
+    if (step.statusChange) parts.push(step.statusChange === 'enabled' ? 'enable' : 'disable');
+    if (step.map.length) parts.push(`map ${plural(step.map.length, 'company', 'companies')}`);
+    if (step.unmap.length) parts.push(`unmap ${plural(step.unmap.length, 'company', 'companies')}`);
+    if (step.issueKeys) parts.push('issue a key pair');
+    out.line(`${step.create ? '+' : '~'} ${step.name}${step.partnerId ? ` (${step.partnerId})` : ''}: ${parts.join(', ')}`);
+  }
+  out.line(
+    `Plan: ${plural(plan.partnersCreated, 'partner')} created, ${plan.partnersEnabled} enabled, ${plan.partnersDisabled} disabled; ` +
+      `${plural(plan.companiesMapped, 'company', 'companies')} mapped, ${plan.companiesUnmapped} unmapped` +
+      `${plan.keysIssued ? `; ${plural(plan.keysIssued, 'key pair')} issued` : ''} (${plural(plan.changes, 'change')})`,
+  );
+}
+
+const PLAIN_ID = /^[A-Za-z_][A-Za-z0-9_./-]*$/;
+const YAML_WORDS = /^(true|false|null|yes|no|on|off|y|n)$/i;
+
+/** A string as YAML: plain when nothing could read it as something else, JSON-quoted otherwise. */
+function yamlString(value: string): string {
+  return PLAIN_ID.test(value) && !YAML_WORDS.test(value) ? value : JSON.stringify(value);
+}
+
+/** The document as YAML, written directly (100,000 ids in milliseconds). */
+export function toYaml(state: DesiredState): string {
+  const lines = ['partners:'];
+  if (state.partners.length === 0) return 'partners: []\n';
+  for (const partner of state.partners) {
+    lines.push(`  - name: ${JSON.stringify(partner.name)}`);
+    if (partner.status) lines.push(`    status: ${partner.status}`);
+    if (partner.companies) {
+      if (partner.companies.length === 0) lines.push('    companies: []');
+      else {
+        lines.push('    companies:');
+        for (const id of partner.companies) lines.push(`      - ${yamlString(id)}`);
+      }
+    }
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+export async function runExport(session: Session, out: Output, options: { partner?: string[] }): Promise<void> {
+  const db = await session.db();
+  const state = await exportDesiredState(db, options.partner ?? []);
+  if (out.json) {
+    out.emitJson(state);
+    return;
+  }
+  session.terminal.out.write(toYaml(state));
+}
