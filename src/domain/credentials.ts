@@ -33,6 +33,7 @@ export class CredentialExchange {
   /** Access key -> pair id, for the pairs in `digests`: filled with them, on a successful argon2 verification. */
   private readonly pairsByAccessKey = new Map<string, string>();
   private readonly lastUsedWrites = new Map<string, number>();
+  private readonly lastRefusedWrites = new Map<string, number>();
   private dummyHash: Promise<string> | undefined;
 
   constructor(
@@ -49,7 +50,11 @@ export class CredentialExchange {
     return this.dummyHash;
   }
 
-  async exchange(accessKey: string, secretKey: string): Promise<MintedToken & { keyPairId: string }> {
+  /**
+   * `onPair` is told the pair an access key named (accepted or refused), for the request log: never the
+   * secret, never the token.
+   */
+  async exchange(accessKey: string, secretKey: string, onPair?: (keyPairId: string) => void): Promise<MintedToken & { keyPairId: string }> {
     const wellFormed =
       ACCESS_KEY_PATTERN.test(accessKey) && secretKey.length > 0 && secretKey.length <= MAX_KEY_LENGTH;
     const pair = wellFormed ? await this.pairOf(accessKey) : null;
@@ -57,8 +62,13 @@ export class CredentialExchange {
       await verifySecret(await this.warmUp(), secretKey.slice(0, MAX_KEY_LENGTH));
       throw invalidCredentials();
     }
-    if (!(await this.secretMatches(pair.id, accessKey, pair.secretHash, secretKey))) throw invalidCredentials();
-    if (pair.status !== 'active' || pair.partnerStatus !== 'active') throw invalidCredentials();
+    onPair?.(pair.id);
+    const expired = pair.expiresAt !== null && pair.expiresAt.getTime() <= Date.now();
+    if (!(await this.secretMatches(pair.id, accessKey, pair.secretHash, secretKey)) || pair.status !== 'active' || expired) {
+      this.recordRefusal(pair.id, pair.lastRefusedAt);
+      throw invalidCredentials();
+    }
+    if (pair.partnerStatus !== 'active') throw invalidCredentials();
     this.recordUse(pair.id, pair.lastUsedAt);
     const minted = await mintToken(this.keys, { partnerId: pair.partnerId, keyPairId: pair.id });
     return { ...minted, keyPairId: pair.id };
@@ -105,6 +115,19 @@ export class CredentialExchange {
       if (isAppError(error)) throw error;
       throw new AppError('database_unavailable', 'the service cannot check credentials right now', { cause: error });
     }
+  }
+
+  /**
+   * last_refused_at: the first refusal of a pair is written at once (through the bookkeeping, off the
+   * answer's path), later ones at most once a minute per pair.
+   */
+  private recordRefusal(pairId: string, stored: Date | null): void {
+    const now = Date.now();
+    const last = Math.max(this.lastRefusedWrites.get(pairId) ?? 0, stored?.getTime() ?? 0);
+    if (now - last < LAST_USED_WRITE_INTERVAL_MS) return;
+    this.lastRefusedWrites.set(pairId, now);
+    if (this.lastRefusedWrites.size > this.maxCached) this.lastRefusedWrites.clear();
+    this.bookkeeping.keyPairRefused(pairId, new Date(now));
   }
 
   /**

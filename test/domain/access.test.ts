@@ -11,7 +11,7 @@ import { backendAvailable, BACKENDS } from '../support/backends.js';
 import { ALICE, expectAppError, uniqueName, useMigratedDatabase } from './fixtures.js';
 
 function claimsFor(partnerId: string, keyPairId: string | null): TokenClaims {
-  return { partnerId, keyPairId, test: keyPairId === null, jti: 'test-jti', exp: Math.floor(Date.now() / 1000) + 900 };
+  return { partnerId, keyPairId, test: keyPairId === null, jti: 'test-jti', exp: Math.floor(Date.now() / 1000) + 900, issuedAtMs: Date.now() };
 }
 
 describe.each(BACKENDS)('AccessState on %s', (provider) => {
