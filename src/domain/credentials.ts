@@ -69,7 +69,7 @@ export class CredentialExchange {
       throw invalidCredentials();
     }
     if (pair.partnerStatus !== 'active') throw invalidCredentials();
-    this.recordUse(pair.id, pair.lastUsedAt);
+    this.recordUse(pair.id, pair.lastUsedAt, pair.tokensRevokedBefore);
     const minted = await mintToken(this.keys, { partnerId: pair.partnerId, keyPairId: pair.id });
     return { ...minted, keyPairId: pair.id };
   }
@@ -131,13 +131,15 @@ export class CredentialExchange {
   }
 
   /**
-   * last_used_at is noted at most once a minute per pair, so a busy partner does not queue writers, and
+   * last_used_at is noted at most once a minute per pair (and for the first token after the partner's brake), so a busy partner does not queue writers, and
    * written later by the bookkeeping (never waiting on a lock another process holds).
    */
-  private recordUse(pairId: string, stored: Date | null): void {
+  private recordUse(pairId: string, stored: Date | null, tokensRevokedBefore: number | null): void {
     const now = Date.now();
     const last = Math.max(this.lastUsedWrites.get(pairId) ?? 0, stored?.getTime() ?? 0);
-    if (now - last < LAST_USED_WRITE_INTERVAL_MS) return;
+    // The first token after a brake is always noted, so `revoke-tokens` can tell a re-run that refuses nothing new.
+    const firstAfterBrake = tokensRevokedBefore !== null && last < tokensRevokedBefore;
+    if (now - last < LAST_USED_WRITE_INTERVAL_MS && !firstAfterBrake) return;
     this.lastUsedWrites.set(pairId, now);
     if (this.lastUsedWrites.size > this.maxCached) this.lastUsedWrites.clear();
     this.bookkeeping.keyPairUsed(pairId, new Date(now));

@@ -82,12 +82,15 @@ export function effectiveStatus(pair: Pick<KeyPairRow, 'status' | 'expiresAt'>, 
 }
 
 /**
- * Whether a token the partner holds may still be accepted if issued at or after `sinceMs`: a pair that
- * minted one (last_used_at is noted at most once a minute, hence the minute's margin) or a test token.
+ * Whether a token the partner holds may still be live if issued at or after `sinceMs` (the previous brake):
+ * a pair that minted one since (the exchange always notes the first token after a brake in last_used_at)
+ * or a test token minted since. Without a previous brake, any token of the last 15 minutes (last_used_at is
+ * noted at most once a minute, hence the minute's margin).
  */
 async function tokensMayBeLiveSince(q: Queryable, partnerId: string, pairs: KeyPairRow[], sinceMs: number, now: number): Promise<boolean> {
   const from = Math.max(sinceMs, now - TOKEN_TTL_SECONDS * 1000);
-  const minted = pairs.some((pair) => pair.status !== 'revoked' && pair.lastUsedAt !== null && pair.lastUsedAt.getTime() + 60_000 >= from);
+  const margin = sinceMs > 0 ? 0 : 60_000;
+  const minted = pairs.some((pair) => pair.status !== 'revoked' && pair.lastUsedAt !== null && pair.lastUsedAt.getTime() + margin >= from);
   if (minted) return true;
   const testMinted = await lastEventAt(q, partnerId, 'token.test_minted');
   return testMinted !== null && testMinted.getTime() >= from;

@@ -86,6 +86,8 @@ export interface ExchangeRow {
   expiresAt: Date | null;
   partnerId: string;
   partnerStatus: string;
+  /** The partner's brake (ms): tokens issued before it are refused. */
+  tokensRevokedBefore: number | null;
 }
 
 export async function keyPairForExchange(q: Queryable, accessKey: string): Promise<ExchangeRow | null> {
@@ -98,8 +100,10 @@ export async function keyPairForExchange(q: Queryable, accessKey: string): Promi
     expires_at: unknown;
     partner_id: string;
     partner_status: string;
+    tokens_revoked_before: unknown;
   }>(
-    `SELECT k.id, k.secret_hash, k.status, k.last_used_at, k.last_refused_at, k.expires_at, p.id AS partner_id, p.status AS partner_status
+    `SELECT k.id, k.secret_hash, k.status, k.last_used_at, k.last_refused_at, k.expires_at, p.id AS partner_id, p.status AS partner_status,
+       p.tokens_revoked_before
      FROM key_pairs k JOIN partners p ON p.id = k.partner_id WHERE k.access_key = $1`,
     [accessKey],
   );
@@ -113,6 +117,7 @@ export async function keyPairForExchange(q: Queryable, accessKey: string): Promi
         expiresAt: toDate(row.expires_at),
         partnerId: row.partner_id,
         partnerStatus: row.partner_status,
+        tokensRevokedBefore: row.tokens_revoked_before == null ? null : Number(row.tokens_revoked_before),
       }
     : null;
 }
