@@ -53,7 +53,7 @@ export async function runIssueKeys(
     out.emitJson(newPairJson(issued));
     return;
   }
-  await showNewSecret(out, 'Issued a new key pair.', issued);
+  await showNewSecret(out, 'Issued a new key pair.', issued, issued.expiresAt ? [['expires', iso(issued.expiresAt)!]] : []);
 }
 
 export async function runRotateKeys(
@@ -93,7 +93,10 @@ export async function runRotateKeys(
   const fate = rotated.revokedIssuedTokens
     ? `revoked with ${rotated.revokedKeyPairIds.length - 1} superseded pair(s): they mint nothing and every token issued before now is refused (test tokens too)`
     : 'superseded: it mints nothing; tokens it already minted live out their 15 minutes';
-  await showNewSecret(out, 'Rotated the key pair.', rotated, [['old key pair', `${rotated.supersededKeyPairId} (${fate})`]]);
+  await showNewSecret(out, 'Rotated the key pair.', rotated, [
+    ['old key pair', `${rotated.supersededKeyPairId} (${fate})`],
+    ...(rotated.expiresAt ? ([['expires', iso(rotated.expiresAt)!]] as [string, string][]) : []),
+  ]);
 }
 
 export async function runRevokeKeys(
