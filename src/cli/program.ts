@@ -168,10 +168,10 @@ export function buildProgram(run: Runner): Command {
     .description(
       'what a leaked value is and whose (access key, secret key, key-pair id, JWT or token id), whether it is genuine and accepted now, and the command that contains it',
     )
-    .argument('[value]', 'the leaked value (asked for on a terminal when omitted)')
+    .argument('[value]', "the leaked value; '-' reads it from stdin (kept out of the shell's history); asked for on a terminal when omitted")
     .addHelpText(
       'after',
-      '\nExit codes: 0 found, 2 malformed (a wrong checksum says "checksum"), 3 matches nothing or cannot be traced.\nExample:\n  partnerctl lookup "$LEAKED" --json | jq -r .contain',
+      '\nExit codes: 0 found, 2 malformed (a wrong checksum says "checksum"), 3 matches nothing or cannot be traced.\nExample:\n  pbpaste | partnerctl lookup - --json | jq -r .contain',
     )
     .action((value: string | undefined, _options, command: Command) =>
       run(command, async (session, out) => {

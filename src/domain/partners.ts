@@ -24,7 +24,8 @@ export async function findPartner(reader: Queryable, reference: string): Promise
   if (PARTNER_ID_PATTERN.test(reference)) found = await partnerById(reader, reference);
   else if (KEY_PAIR_ID_PATTERN.test(reference) || reference.startsWith(ACCESS_KEY_PREFIX)) {
     const pair = reference.startsWith(ACCESS_KEY_PREFIX) ? await keyPairByAccessKey(reader, reference) : await keyPairById(reader, reference);
-    found = pair ? await partnerById(reader, pair.partnerId) : null;
+    // A partner named so before these prefixes were reserved is still found by its name.
+    found = pair ? await partnerById(reader, pair.partnerId) : await partnerByName(reader, reference.normalize('NFC'));
   } else if (reference.startsWith(SECRET_KEY_PREFIX)) {
     throw new AppError('invalid_argument', "a secret key does not name a partner here (keep it off command lines); use 'partnerctl lookup' on it");
   } else found = await partnerByName(reader, reference.normalize('NFC'));

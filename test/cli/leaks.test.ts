@@ -98,6 +98,10 @@ describe.each(BACKENDS)('leaked credentials on %s: lookup and containment agains
       const bySecret = await cli('lookup', a.secret_key);
       expect(bySecret).toMatchObject({ ...base, kind: 'secret_key', genuine: true, accepted: true, access_key: a.access_key });
       expect(JSON.stringify(bySecret)).not.toContain(a.secret_key.slice(40));
+      // '-' reads it from stdin (out of the shell's history): the same answer.
+      const fromStdin = await runCli(['--json', 'lookup', '-'], backend.env, { input: `${a.secret_key}\n` });
+      expect(fromStdin.code, fromStdin.stderr).toBe(0);
+      expect(fromStdin.json()).toMatchObject({ kind: 'secret_key', genuine: true, key_pair_id: a.key_pair_id });
 
       // A well-formed secret naming the pair, with a valid checksum, that is not its secret.
       const wrongBody = a.secret_key.slice(0, 8 + 26) + Array.from(randomBytes(43), (byte) => BASE62[byte % 62]).join('');

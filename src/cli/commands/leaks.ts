@@ -48,8 +48,10 @@ export async function runLookup(session: Session, out: Output, value: string | u
   const text = await requireValue(session, value, '<value> (an access key, secret key, key-pair id, token or token id)', () =>
     askText(session, 'Leaked value (access key, secret key, key-pair id, token or token id)'),
   );
+  // '-' reads the value from stdin, so a secret need not go into the shell's history.
+  const looked = text === '-' ? await readAll(session.terminal.in) : text;
   const db = await session.db();
-  const result = await lookup(db, text, () => openSigningKeys(db, session.signingKeyFile));
+  const result = await lookup(db, looked, () => openSigningKeys(db, session.signingKeyFile));
   if (out.json) {
     out.emitJson(lookupJson(result));
     return;
@@ -175,4 +177,13 @@ export async function runListKeys(
   }
   if (page.nextCursor) out.line(`More: --cursor ${page.nextCursor}`);
   return code;
+}
+
+async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
+  let text = '';
+  for await (const chunk of stream) {
+    text += typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8');
+    if (text.length > 64 * 1024) break;
+  }
+  return text.trim();
 }
