@@ -53,7 +53,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  * Malformed values (a wrong checksum included) are `invalid_argument`; values that match nothing are
  * `not_found`. Reads only; `keys` is opened by the caller when the value is a token.
  */
-export async function lookup(db: Database, value: string, openKeys: () => Promise<SigningKeys>): Promise<LookupResult> {
+export async function lookup(db: Database, value: string, openKeys: () => Promise<SigningKeys | null>): Promise<LookupResult> {
   const text = value.trim();
   if (text.startsWith(ACCESS_KEY_PREFIX) || text.startsWith(SECRET_KEY_PREFIX)) return lookupKey(db, text);
   if (KEY_PAIR_ID_PATTERN.test(text)) {
@@ -140,7 +140,13 @@ function decode(text: string): { header: Record<string, unknown>; claims: Record
   }
 }
 
-async function signatureGenuine(text: string, header: Record<string, unknown>, claims: Record<string, unknown>, keys: SigningKeys): Promise<boolean> {
+async function signatureGenuine(
+  text: string,
+  header: Record<string, unknown>,
+  claims: Record<string, unknown>,
+  keys: SigningKeys | null,
+): Promise<boolean | null> {
+  if (!keys) return null;
   if (header.alg !== SIGNING_ALGORITHM || typeof header.kid !== 'string') return false;
   const issuedMs = typeof claims.iat === 'number' ? claims.iat * 1000 : Date.now();
   const key = keys.verificationKey(header.kid, issuedMs) ?? keys.verificationKey(header.kid);
@@ -154,7 +160,8 @@ async function signatureGenuine(text: string, header: Record<string, unknown>, c
   return claims.iss === TOKEN_ISSUER && (audience === TOKEN_AUDIENCE || (Array.isArray(audience) && audience.includes(TOKEN_AUDIENCE)));
 }
 
-async function lookupToken(db: Database, text: string, keys: SigningKeys): Promise<LookupResult> {
+/** Without the signing keys (a CLI host without the key file) the token is traced, but `genuine` is null. */
+async function lookupToken(db: Database, text: string, keys: SigningKeys | null): Promise<LookupResult> {
   const { header, claims } = decode(text);
   const sub = typeof claims.sub === 'string' ? claims.sub : null;
   const partner = sub ? await partnerById(db.sql, sub) : null;
@@ -167,7 +174,7 @@ async function lookupToken(db: Database, text: string, keys: SigningKeys): Promi
   const exp = typeof claims.exp === 'number' ? claims.exp : null;
   const jti = typeof claims.jti === 'string' ? claims.jti : null;
   const issuedAtMs = iat === null ? null : jti ? issuedAtMsOf(jti, partner.id, keyPairId, iat) : iat * 1000;
-  const retiredAt = keys.retiredAt(typeof header.kid === 'string' ? header.kid : undefined);
+  const retiredAt = keys?.retiredAt(typeof header.kid === 'string' ? header.kid : undefined) ?? null;
   const signedWhileCurrent = retiredAt === null || iat === null || iat <= retiredAt / 1000 + 30;
   const facts: TokenFacts = {
     jti,
@@ -179,7 +186,8 @@ async function lookupToken(db: Database, text: string, keys: SigningKeys): Promi
     traceable: true,
   };
   const validShape = iat !== null && exp !== null && exp - iat <= TOKEN_TTL_SECONDS && (test || pair !== null);
-  return tokenResult(db, 'token', partner, pair, facts, genuine ? (validShape && signedWhileCurrent ? true : false) : false, issuedAtMs);
+  const verdict = genuine === null ? null : genuine && validShape && signedWhileCurrent;
+  return tokenResult(db, 'token', partner, pair, facts, verdict, issuedAtMs);
 }
 
 async function lookupTokenId(db: Database, jti: string, parsed: NonNullable<ReturnType<typeof parseTokenId>>): Promise<LookupResult> {
