@@ -8,6 +8,7 @@ import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBacke
 import { runCli, type CliResult } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
 import { startUpstream, type TestUpstream } from '../http/support.js';
+import { PartnerClient } from '../../src/client/index.js';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
@@ -225,6 +226,28 @@ describe.each(BACKENDS)('leaked credentials on %s: lookup and containment agains
       expect(await refusedSoon(again)).toBe(401);
       expect(await data(await tokenOf(b))).toBe(200);
       expect((await cli('audit', a.partner_id, '--action', 'tokens.revoked')).events).toHaveLength(2);
+    });
+
+    it("revoke-tokens: the partner's client (spec rule 6) sees exactly one 401, re-exchanges and goes on", async () => {
+      const a = await newPartner();
+      const statuses: number[] = [];
+      const counting: typeof fetch = async (input, init) => {
+        const response = await fetch(input, init);
+        statuses.push(response.status);
+        return response;
+      };
+      const client = new PartnerClient({ baseUrl: `${server.url}/public/v1`, accessKey: a.access_key, secretKey: a.secret_key, fetch: counting });
+      try {
+        expect((await client.request('GET', '/', 'acme')).status).toBe(200);
+        expect((await cli('revoke-tokens', a.partner_id)).changed).toBe(true);
+        await sleep(1_200); // the staleness bound (1 s) has passed on every backend
+        statuses.length = 0;
+        for (let i = 0; i < 5; i++) expect((await client.request('GET', '/', 'acme')).status).toBe(200);
+        // The one refused request, the exchange, its retry, then four requests on the new token.
+        expect(statuses).toEqual([401, 200, 200, 200, 200, 200, 200]);
+      } finally {
+        client.close();
+      }
     });
 
     it('revoke-keys --key-pair revokes exactly a superseded pair; revoke-keys refuses the rest and test tokens; re-runs change nothing', async () => {
