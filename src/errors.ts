@@ -28,6 +28,7 @@ const CODES = {
   partner_disabled: { status: 409, exit: EXIT.conflict },
   concurrent_update: { status: 409, exit: EXIT.conflict },
   payload_too_large: { status: 413, exit: EXIT.error },
+  expectation_failed: { status: 417, exit: EXIT.error },
   unsupported_media_type: { status: 415, exit: EXIT.error },
   rate_limited: { status: 429, exit: EXIT.error },
   cancelled: { status: 400, exit: EXIT.cancelled },

@@ -75,7 +75,15 @@ export interface SqlReaderOptions {
    * a file once open.
    */
   watchFile?: boolean;
+  /**
+   * Told once per change of state of the watched file: `unavailable` when it is no longer usable (deleted,
+   * replaced by something that is not a database, unopenable; `reason` says which), `reopened` when a
+   * database at the path was opened in place of the one that was open. For the server's log.
+   */
+  onFileEvent?: (event: SqliteFileEvent) => void;
 }
+
+export type SqliteFileEvent = { kind: 'unavailable'; path: string; reason: string } | { kind: 'reopened'; path: string };
 
 export async function openSqlReader(config: DatabaseConfig, options: SqlReaderOptions = {}): Promise<SqlReader> {
   if (config.provider === 'sqlite') {
@@ -101,6 +109,13 @@ export async function openSqlReader(config: DatabaseConfig, options: SqlReaderOp
     let failure: Error | null = null;
     let checkedAt = Date.now();
     let epoch = 0;
+    const tell = (event: SqliteFileEvent) => {
+      try {
+        options.onFileEvent?.(event);
+      } catch {
+        // A listener's failure is not the database's.
+      }
+    };
     const statements = new Map<string, import('better-sqlite3').Statement>();
     /**
      * Whether the file at the path is still the one open (same device and inode, still a database); when it
@@ -130,11 +145,14 @@ export async function openSqlReader(config: DatabaseConfig, options: SqlReaderOp
         identity = inspectFile(path);
         failure = null;
         epoch++;
+        tell({ kind: 'reopened', path });
       } catch (error) {
         // Never keep reading a file that is no longer the database at the path.
         connection?.close();
         connection = null;
         statements.clear();
+        const reason = (error as Error).message;
+        if (failure?.message !== reason) tell({ kind: 'unavailable', path, reason });
         failure = error as Error;
         throw failure;
       }

@@ -106,7 +106,8 @@ export class SigningKeyWatch {
         'SIGNING KEYS DROPPED: the reloaded signing-key file lacks keys that still verified tokens; every token they signed is refused from now on',
       );
     } else {
-      this.log?.info({ path, kids: this.keys.kids() }, 'signing-key file reloaded');
+      // Loud too: the file every instance and the CLI share was changed (a rotation, or a file put in its place).
+      this.log?.warn({ path, kids: this.keys.kids() }, 'signing-key file changed on disk: reloaded');
     }
   }
 }

@@ -7,6 +7,7 @@ import { pino, type Logger } from 'pino';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { AppError } from '../errors.js';
 import type { AppDeps } from './context.js';
+import { installExpectHandling, requestHeadProblem } from './edges.js';
 import { describeError, envelope, loggableChain, sendError } from './errors.js';
 import { redactKeyMaterial } from './gate.js';
 import { failoverStore } from './limits.js';
@@ -159,12 +160,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
-    if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
-      done(new AppError('invalid_request', 'an HTTP/1.1 request needs a Host header'));
+    // Host exactly once and valid, no repeated single-valued header, no transfer or content coding we cannot read.
+    const problem = requestHeadProblem(request.raw);
+    if (problem) {
+      done(problem);
       return;
     }
     done();
   });
+  // Expect: 100-continue exactly, or 417 as an envelope.
+  installExpectHandling(app.server);
   // Without a listener Node drops CONNECT requests without a word.
   app.server.on('connect', (_request, socket: Duplex) => {
     answerOnSocket(socket, '405 Method Not Allowed', 'method_not_allowed', 'CONNECT is not served');

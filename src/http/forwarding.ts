@@ -4,10 +4,13 @@ import { AppError } from '../errors.js';
 import { BASE_PATH } from './config.js';
 import { envelope } from './errors.js';
 
-// A dot segment, plain or percent-encoded, would let the path climb out of the engine's base path.
-const DOT_SEGMENT = /(^|\/)(\.|%2e){1,2}(\/|$)/i;
-// The scheme and authority of an absolute-form request target (RFC 9112 §3.2.2).
-const ABSOLUTE_FORM = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*/;
+// A dot segment, plain or percent-encoded, also with `;parameters` (`..;x` is `..` to servlet containers and
+// others), would let the path climb out of the engine's base path.
+const DOT_SEGMENT = /(^|\/)(\.|%2e){1,2}((;|%3b)[^/]*)?(\/|$)/i;
+// Escapes an engine would decode into a control character, a slash or a backslash.
+const FORBIDDEN_ESCAPE = /%(?:[01][0-9a-f]|7f|2f|5c)/i;
+// The scheme and authority of an absolute-form request target (RFC 9112 §3.2.2): http or https only.
+const ABSOLUTE_FORM = /^https?:\/\/[^/?#]*/i;
 
 /**
  * The engine path (with the query as sent) for a request target under the base path. It comes from the
@@ -20,6 +23,8 @@ export function engineTarget(rawUrl: string, prefix: string): string {
   if (url.charCodeAt(0) !== 47 /* / */) {
     const authority = ABSOLUTE_FORM.exec(url);
     if (!authority) throw new AppError('invalid_request', 'the request target is malformed');
+    // Userinfo in a target is deprecated (RFC 9110 §4.2.4) and has no business reaching an engine.
+    if (authority[0].includes('@')) throw new AppError('invalid_request', 'the request target must not carry userinfo');
     url = url.slice(authority[0].length);
   }
   if (url.includes('#')) throw new AppError('invalid_request', 'the request target must not carry a fragment');
@@ -31,6 +36,9 @@ export function engineTarget(rawUrl: string, prefix: string): string {
   }
   const rest = path.slice(BASE_PATH.length);
   if (rest.includes('%') || rest.includes('.') || rest.includes('\\')) {
+    if (FORBIDDEN_ESCAPE.test(rest)) {
+      throw new AppError('invalid_request', 'the path must not carry encoded control characters, slashes or backslashes');
+    }
     let decoded: string;
     try {
       decoded = decodeURIComponent(rest);
@@ -59,6 +67,17 @@ const DROPPED_REQUEST_HEADERS = new Set([
   'x-partner-id',
   'x-company-id',
   'x-request-id',
+  // What a client could say about itself that an engine would believe: its address and scheme (the gateway
+  // is the engine's only client), and the headers some frameworks route by instead of the path or method
+  // (IIS and Symfony's X-Original-URL / X-Rewrite-URL, method-override middleware).
+  'forwarded',
+  'x-real-ip',
+  'x-client-ip',
+  'x-original-url',
+  'x-rewrite-url',
+  'x-http-method-override',
+  'x-http-method',
+  'x-method-override',
 ]);
 // Letters, digits and hyphens only, as nginx accepts by default (ignore_invalid_headers): an underscore, a
 // dot or any other token character is how `X-Partner_Id` would pass for `X-Partner-Id` at an engine that
@@ -97,7 +116,7 @@ export function engineRequestHeaders(rawHeaders: readonly string[], connection: 
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i]!;
     const lower = name.toLowerCase();
-    if (DROPPED_REQUEST_HEADERS.has(lower) || !FORWARDABLE_NAME.test(name) || named?.has(lower)) continue;
+    if (DROPPED_REQUEST_HEADERS.has(lower) || !FORWARDABLE_NAME.test(name) || named?.has(lower) || lower.startsWith('x-forwarded-')) continue;
     out.push(name, rawHeaders[i + 1]!);
   }
   out.push('x-partner-id', own.partnerId, 'x-company-id', own.companyId, 'x-request-id', own.requestId);

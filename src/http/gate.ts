@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, isAppError } from '../errors.js';
+import { refuseCompanyIdAliases } from './edges.js';
 import type { AccessState } from '../domain/access.js';
 import { ACCESS_KEY_PREFIX, SECRET_KEY_PREFIX } from '../domain/identifiers.js';
 import type { TokenClaims, TokenVerifier } from '../domain/tokens.js';
@@ -146,6 +147,8 @@ function mayRepeatKey(text: string): boolean {
  * non-empty string. The body must not smuggle API keys either.
  */
 export function companyOf(request: FastifyRequest): string {
+  // `company%5Fid`, `Company_Id`, `company_id[]`, `;company_id=`: no spelling an engine could read differently.
+  refuseCompanyIdAliases(request.raw.url ?? '');
   const query = request.query as Record<string, unknown>;
   const fromQuery = Object.hasOwn(query, 'company_id') ? query.company_id : undefined;
   const body = request.body;

@@ -25,6 +25,7 @@ const CODE_USE: Record<ErrorCode, 'api' | 'cli'> = {
   partner_disabled: 'cli',
   concurrent_update: 'cli',
   payload_too_large: 'api',
+  expectation_failed: 'api',
   unsupported_media_type: 'api',
   rate_limited: 'api',
   cancelled: 'cli',
@@ -61,6 +62,9 @@ function errorResponse(description: string, options: { head?: boolean; headers?:
     ...(options.head ? {} : { content: json(ref('schemas', options.schema ?? 'ErrorEnvelope')) }),
   };
 }
+
+const EXPECTATION_FAILED =
+  'expectation_failed: an Expect header other than exactly 100-continue; the request is not served and the connection is closed.';
 
 const GATEWAY_OWN =
   'Every 4xx and 5xx is an error envelope whose `request_id` is also sent as `X-Request-Id`; every answer, ' +
@@ -156,6 +160,7 @@ function dataOperation(method: DataMethod, atBase: boolean) {
       }),
       '404': dataError('not_found: the company is not mapped to the partner account, or does not exist. Or the engine\'s own 404.'),
       '408': ref('responses', 'RequestTimeout'),
+      '417': head ? errorResponse(EXPECTATION_FAILED, { head }) : ref('responses', 'ExpectationFailed'),
       ...(readsBody
         ? {
             '413': gatewayError(`payload_too_large: the body is over the configured limit (${SERVER_DEFAULTS.bodyLimitBytes} bytes by default).`),
@@ -210,6 +215,7 @@ function preflightOperation(operationId: string, tag: string, path: string, allo
         headers: { Allow: ref('headers', 'Allow') },
       }),
       '408': ref('responses', 'RequestTimeout'),
+      '417': ref('responses', 'ExpectationFailed'),
       '500': ref('responses', 'InternalError'),
     },
   };
@@ -234,6 +240,7 @@ export function openApiDocument(): object {
       },
       '400': method === 'get' ? ref('responses', 'BadRequest') : errorResponse('invalid_request: the request is malformed.', { head: true }),
       '408': ref('responses', 'RequestTimeout'),
+      '417': method === 'get' ? ref('responses', 'ExpectationFailed') : errorResponse(EXPECTATION_FAILED, { head: true }),
       '500': method === 'get' ? ref('responses', 'InternalError') : errorResponse('internal_error: a bug in the service.', { head: true }),
     },
   });
@@ -308,6 +315,7 @@ export function openApiDocument(): object {
               'invalid_credentials: unknown access key, wrong secret, superseded or revoked pair, or disabled partner: all the same.',
             ),
             '408': ref('responses', 'RequestTimeout'),
+      '417': ref('responses', 'ExpectationFailed'),
             '413': errorResponse(`payload_too_large: the body is over ${TOKEN_BODY_LIMIT_BYTES} bytes.`),
             '415': errorResponse('unsupported_media_type: the body is not application/json.'),
             '429': errorResponse('rate_limited: too many exchanges for this access key or from this address.', {
@@ -373,6 +381,7 @@ export function openApiDocument(): object {
         RequestTimeout: errorResponse(
           'request_timeout: the whole request was not received within the request timeout; the connection is then closed.',
         ),
+        ExpectationFailed: errorResponse(EXPECTATION_FAILED),
         InternalError: errorResponse('internal_error: a bug in the service; details are only in its log.'),
       },
       schemas: {

@@ -70,7 +70,21 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
   const clock = options.clock ?? systemClock;
   const ownsDb = options.db === undefined;
   // A replaced or deleted SQLite file is noticed (and reopened, or refused) instead of read forever.
-  const db = options.db ?? (await connect(config.database, { watchFile: true }));
+  const db =
+    options.db ??
+    (await connect(config.database, {
+      watchFile: true,
+      onFileEvent: (event) => {
+        if (event.kind === 'unavailable') {
+          logger?.error(
+            { path: event.path, reason: event.reason },
+            'DATABASE FILE UNAVAILABLE: the SQLite file at the configured path was deleted, replaced or overwritten; answering 503 until a database is back at the path',
+          );
+        } else {
+          logger?.warn({ path: event.path }, 'database file replaced: the SQLite file now at the configured path was opened in place of the previous one');
+        }
+      },
+    }));
   const access = new AccessState(db, {
     onListenerLost: (error) =>
       logger?.warn(

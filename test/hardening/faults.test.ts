@@ -134,7 +134,10 @@ describe.each(BACKENDS)('%s: faults', (provider) => {
       const saved = readFileSync(keyFile);
       unlinkSync(keyFile);
       try {
-        await vi.waitFor(() => expect(server.stdout()).toContain('SIGNING-KEY FILE MISSING'), { timeout: 5_000 });
+        await vi.waitFor(
+          () => expect(server.stdout(), `server exit ${server.child.exitCode ?? server.child.signalCode}; stderr: ${server.stderr()}`).toContain('SIGNING-KEY FILE MISSING'),
+          { timeout: 5_000 },
+        );
         const logged = server.stdout().split('\n').find((line) => line.includes('SIGNING-KEY FILE MISSING'))!;
         expect(JSON.parse(logged)).toMatchObject({ level: 50, path: keyFile });
         // The server keeps the keys it holds: tokens in flight and new ones keep working.
@@ -156,6 +159,10 @@ describe.each(BACKENDS)('%s: faults', (provider) => {
         writeFileSync(keyFile, saved, { mode: 0o600 });
       }
       await vi.waitFor(() => expect(server.stdout()).toContain('signing-key file is back'), { timeout: 5_000 });
+      expect(logLine(server, 'signing-key file is back')).toMatchObject({ level: 40, path: keyFile });
+      // A file put in place is a change of the shared key file: said at warn too, with the key ids it holds.
+      await vi.waitFor(() => expect(server.stdout()).toContain('signing-key file changed on disk'), { timeout: 5_000 });
+      expect(logLine(server, 'signing-key file changed on disk')).toMatchObject({ level: 40, path: keyFile, kids: expect.arrayContaining(kids) });
       await sleep(PAST_STALENESS_BOUND_MS);
       expect(await status(dataUrl(server), bearer(token))).toBe(200);
       const minted = await cliOk(backend, 'mint-test-token', partner.partnerId);
@@ -172,6 +179,7 @@ describe.each(BACKENDS)('%s: faults', (provider) => {
         const rotated = await cliOk(backend, 'signing-key', 'rotate', '--new-file');
         expect(existsSync(keyFile)).toBe(true);
         await vi.waitFor(() => expect(server.stdout()).toContain('SIGNING KEYS DROPPED'), { timeout: 5_000 });
+        expect(logLine(server, 'SIGNING KEYS DROPPED')).toMatchObject({ level: 50, path: keyFile });
         const rows = await probe.rows<{ kid: string }>('SELECT kid FROM signing_keys WHERE kid = $1', [rotated.kid]);
         expect(rows).toHaveLength(1);
         // What the operator chose: the lost keys' tokens are refused.
@@ -228,6 +236,9 @@ describe.each(BACKENDS)('%s: faults', (provider) => {
         writeFileSync(dbPath(), randomBytes(saved.length));
         try {
           await vi.waitFor(async () => expect(await status(`${server.url}/readyz`)).toBe(503), { timeout: 3_000 });
+          // Said loudly, once: the log names the path and why.
+          await vi.waitFor(() => expect(server.stdout()).toContain('DATABASE FILE UNAVAILABLE'), { timeout: 3_000 });
+          expect(logLine(server, 'DATABASE FILE UNAVAILABLE')).toMatchObject({ level: 50, path: dbPath(), reason: expect.stringContaining('not a SQLite database') });
           const refused = await exchange(server.url, partner.accessKey, partner.secretKey);
           expect([refused.status, await errorCode(refused)]).toEqual([503, 'database_unavailable']);
           await sleep(PAST_STALENESS_BOUND_MS);
@@ -237,6 +248,8 @@ describe.each(BACKENDS)('%s: faults', (provider) => {
           writeFileSync(dbPath(), saved);
         }
         await vi.waitFor(async () => expect(await status(`${server.url}/readyz`)).toBe(200), { timeout: 3_000 });
+        await vi.waitFor(() => expect(server.stdout()).toContain('database file replaced'), { timeout: 3_000 });
+        expect(logLine(server, 'database file replaced')).toMatchObject({ level: 40, path: dbPath() });
         expect((await exchange(server.url, partner.accessKey, partner.secretKey)).status).toBe(200);
         expect(await status(dataUrl(server), bearer(token))).toBe(200);
       });
@@ -254,6 +267,9 @@ describe.each(BACKENDS)('%s: faults', (provider) => {
           await vi.waitFor(async () => expect(await status(`${server.url}/readyz`)).toBe(503), { timeout: 3_000 });
           const refused = await exchange(server.url, partner.accessKey, partner.secretKey);
           expect([refused.status, await errorCode(refused)]).toEqual([503, 'database_unavailable']);
+          await vi.waitFor(() => expect(logLines(server, 'DATABASE FILE UNAVAILABLE').some((line) => /missing/.test(String(line.reason)))).toBe(true), {
+            timeout: 3_000,
+          });
           await sleep(PAST_STALENESS_BOUND_MS);
           // The server says it cannot vouch for a verdict instead of serving the deleted file's.
           expect(await status(dataUrl(server), bearer(token))).toBe(503);
@@ -263,6 +279,7 @@ describe.each(BACKENDS)('%s: faults', (provider) => {
           probe = await openProbe(backend);
         }
         await vi.waitFor(async () => expect(await status(`${server.url}/readyz`)).toBe(200), { timeout: 3_000 });
+        await vi.waitFor(() => expect(logLines(server, 'database file replaced').length).toBeGreaterThanOrEqual(2), { timeout: 3_000 });
         expect(await status(dataUrl(server), bearer(token))).toBe(200);
         await cliOk(backend, 'revoke-keys', partner.partnerId);
         await sleep(PAST_STALENESS_BOUND_MS);
@@ -273,6 +290,21 @@ describe.each(BACKENDS)('%s: faults', (provider) => {
     }
   });
 });
+
+/** The server's JSON log lines whose message contains `text`. */
+function logLines(server: Server, text: string): Record<string, unknown>[] {
+  return server
+    .stdout()
+    .split('\n')
+    .filter((line) => line.includes(text))
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
+}
+
+function logLine(server: Server, text: string): Record<string, unknown> {
+  const lines = logLines(server, text);
+  expect(lines, `no log line with ${text}`).not.toHaveLength(0);
+  return lines[lines.length - 1]!;
+}
 
 /** Another process's write lock, held until the returned function is called. */
 async function holdWriteLock(backend: TestBackend): Promise<() => Promise<void>> {

@@ -1,51 +1,11 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createBackend, type TestBackend } from '../support/backends.js';
-import { cliOk, provision, rawHttp, startServe, tokenFor, UUID } from './support.js';
+import { cliOk, provision, rawHttp, recordingEngine, startServe, tokenFor, UUID, type Seen } from './support.js';
 
 /**
  * The forwarding contract (README) probed from outside: the real `partnerctl serve`, raw sockets for what
  * fetch will not send, and an engine that records every byte it receives.
  */
-
-interface Seen {
-  method: string;
-  url: string;
-  rawHeaders: string[];
-  body: Buffer;
-}
-interface EngineAnswer {
-  status?: number;
-  /** Written as given, in order (duplicates allowed). */
-  headers?: [string, string][];
-  body?: string | Buffer;
-}
-
-async function recordingEngine() {
-  const engine = {
-    url: '',
-    seen: [] as Seen[],
-    answer: (_seen: Seen): EngineAnswer => ({}),
-    server: undefined as unknown as Server,
-  };
-  engine.server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      const seen = { method: req.method!, url: req.url!, rawHeaders: req.rawHeaders, body: Buffer.concat(chunks) };
-      engine.seen.push(seen);
-      const answer = engine.answer(seen);
-      const body = answer.body ?? '{"engine":"ok"}';
-      const headers = answer.headers ?? [['content-type', 'application/json']];
-      res.writeHead(answer.status ?? 200, [...headers.flat(), 'content-length', String(Buffer.byteLength(body))]);
-      res.end(body);
-    });
-  });
-  await new Promise<void>((resolve) => engine.server.listen(0, '127.0.0.1', resolve));
-  engine.url = `http://127.0.0.1:${(engine.server.address() as AddressInfo).port}`;
-  return engine;
-}
 
 const headerNames = (seen: Seen) => seen.rawHeaders.filter((_, i) => i % 2 === 0).map((name) => name.toLowerCase());
 const headerValues = (seen: Seen, name: string) => seen.rawHeaders.filter((_, i) => i % 2 === 1 && seen.rawHeaders[i - 1]!.toLowerCase() === name);

@@ -1,12 +1,12 @@
 import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
-import { BIN, runCli, type CliResult } from '../support/cli.js';
+import { BIN, runBinary, runCli, type CliResult } from '../support/cli.js';
 import { openProbe, pairsOf, provision, writeMarks, type Probe } from './support.js';
 
 const HOOK_LINE = 'partnerctl: test hook: paused inside the rotation transaction';
 // What must never reach an operator: a driver's or database's own words, or a stack trace.
-const RAW_DATABASE_TEXT = /SQLITE_\w+|database is locked|P\d{4}\b|deadlock|could not serialize|PrismaClient|DriverAdapterError|\n\s+at /;
+const RAW_DATABASE_TEXT = /SQLITE_\w+|database is locked|\bP\d{4}\b|deadlock|could not serialize|PrismaClient|DriverAdapterError|\n\s+at /;
 
 /** `rotate-keys` paused inside its transaction by the test hook, resolved once the hook line is on stderr. */
 async function pausedRotation(backend: TestBackend, partnerId: string) {
@@ -57,7 +57,7 @@ describe.each(BACKENDS)('rotate-keys under concurrency and crashes (%s)', (provi
     it('20 concurrent rotate-keys processes: one active pair, every other superseded, one audit event per success', async () => {
       const partner = await provision(backend, 'contended');
       const before = await writeMarks(probe);
-      const results = await Promise.all(Array.from({ length: 20 }, () => runCli(['rotate-keys', partner.partnerId, '--json'], backend.env)));
+      const results = await Promise.all(Array.from({ length: 20 }, () => runBinary(['rotate-keys', partner.partnerId, '--json'], backend.env)));
 
       const succeeded = results.filter((result) => result.code === 0);
       for (const [index, result] of results.entries()) {
@@ -124,7 +124,9 @@ describe.each(BACKENDS)('rotate-keys under concurrency and crashes (%s)', (provi
     it('a rotation queued behind one that is killed goes through once the lock is freed', async () => {
       const partner = await provision(backend, 'queued');
       const paused = await pausedRotation(backend, partner.partnerId);
-      const waiting = runCli(['rotate-keys', partner.partnerId, '--json'], backend.env);
+      // Another process, as in production: an in-process run would hold this worker's event loop in SQLite's
+      // busy handler, so the kill below could not fire until the busy timeout ran out.
+      const waiting = runBinary(['rotate-keys', partner.partnerId, '--json'], backend.env);
       await new Promise((resolve) => setTimeout(resolve, 1_500));
       paused.child.kill('SIGKILL');
       await paused.exited;

@@ -1,4 +1,5 @@
-import { connect } from 'node:net';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { connect, type AddressInfo } from 'node:net';
 import BetterSqlite3 from 'better-sqlite3';
 import pg from 'pg';
 import { expect } from 'vitest';
@@ -54,6 +55,51 @@ export async function tokenFor(url: string, accessKey: string, secretKey: string
   const response = await exchange(url, accessKey, secretKey);
   expect(response.status).toBe(200);
   return ((await response.json()) as { access_token: string }).access_token;
+}
+
+/** An engine on loopback that records every byte it receives and answers as told. */
+export interface Seen {
+  method: string;
+  url: string;
+  rawHeaders: string[];
+  body: Buffer;
+}
+export interface EngineAnswer {
+  status?: number;
+  /** Written as given, in order (duplicates allowed). */
+  headers?: [string, string][];
+  body?: string | Buffer;
+}
+
+export async function recordingEngine() {
+  const engine = {
+    url: '',
+    seen: [] as Seen[],
+    answer: (_seen: Seen): EngineAnswer => ({}),
+    /** When set, answers instead of `answer`, with Node's request and response (to misbehave). */
+    behave: null as ((seen: Seen, req: IncomingMessage, res: ServerResponse) => void) | null,
+    server: undefined as unknown as Server,
+  };
+  engine.server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const seen = { method: req.method!, url: req.url!, rawHeaders: req.rawHeaders, body: Buffer.concat(chunks) };
+      engine.seen.push(seen);
+      if (engine.behave) {
+        engine.behave(seen, req, res);
+        return;
+      }
+      const answer = engine.answer(seen);
+      const body = answer.body ?? '{"engine":"ok"}';
+      const headers = answer.headers ?? [['content-type', 'application/json']];
+      res.writeHead(answer.status ?? 200, [...headers.flat(), 'content-length', String(Buffer.byteLength(body))]);
+      res.end(body);
+    });
+  });
+  await new Promise<void>((resolve) => engine.server.listen(0, '127.0.0.1', resolve));
+  engine.url = `http://127.0.0.1:${(engine.server.address() as AddressInfo).port}`;
+  return engine;
 }
 
 export interface RawResponse {

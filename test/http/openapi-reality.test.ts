@@ -211,6 +211,8 @@ describe('the OpenAPI document against the real server (sqlite)', () => {
     await check({ label: 'too big', method: 'POST', path: '/auth/token', headers: json, body: JSON.stringify({ access_key: 'a', secret_key: 'b'.repeat(17_000) }), status: 413 });
     await check({ label: 'no Host', method: 'POST', path: '/auth/token', noHost: true, headers: json, body: tokenBody(), status: 400 });
     await check({ label: 'trickled body', method: 'POST', path: '/auth/token', headers: json, body: '{"access_key"', declaredLength: 200, status: 408, code: 'request_timeout' });
+    await check({ label: 'Expect other than 100-continue', method: 'POST', path: '/auth/token', headers: { ...json, expect: 'x-ray' }, body: tokenBody(), status: 417, code: 'expectation_failed' });
+    await check({ label: 'gzip body', method: 'POST', path: '/auth/token', headers: { ...json, 'content-encoding': 'gzip' }, body: tokenBody(), status: 415 });
     const guess = JSON.stringify({ access_key: 'pctl_ak_guessedguessedguessed', secret_key: 'pctl_sk_x' });
     for (let i = 0; i < 3; i++) await check({ label: `guess ${i}`, method: 'POST', path: '/auth/token', headers: json, body: guess, status: 401 });
     await check({ label: 'throttled', method: 'POST', path: '/auth/token', headers: json, body: guess, status: 429, code: 'rate_limited' });
@@ -231,6 +233,8 @@ describe('the OpenAPI document against the real server (sqlite)', () => {
     await check({ label: 'no Host', method: 'GET', path: '/openapi.json', noHost: true, status: 400 });
     await check({ label: 'HEAD without Host', method: 'HEAD', path: '/openapi.json', noHost: true, status: 400 });
     await check({ label: 'unfinished head', method: 'GET', path: '/openapi.json', unfinishedHead: true, status: 408 });
+    await check({ label: 'Expect other than 100-continue', method: 'GET', path: '/openapi.json', headers: { expect: 'nope' }, status: 417 });
+    await check({ label: 'two Hosts', method: 'GET', path: '/openapi.json', headers: { host: 'b.example.com' }, status: 400 });
     for (const method of ['POST', 'PUT', 'PATCH', 'DELETE', 'TRACE']) await check({ label: 'other method', method, path: '/openapi.json', status: 405 });
   });
 
@@ -268,6 +272,12 @@ describe('the OpenAPI document against the real server (sqlite)', () => {
     await check({ label: 'too big, DELETE', method: 'DELETE', path: x, headers: jsonHeaders(), body: big, status: 413 });
     await check({ label: 'trickled body', method: 'POST', path: '/x', headers: jsonHeaders(), body: '{"company_id"', declaredLength: 200, status: 408 });
     await check({ label: 'no Host', method: 'GET', path: x, noHost: true, headers: auth(), status: 400 });
+    await check({ label: 'invalid Host', method: 'GET', path: x, noHost: true, headers: { ...auth(), host: 'a,b' }, status: 400 });
+    await check({ label: 'encoded control character', method: 'GET', path: '/a%00b?company_id=acme', headers: auth(), status: 400 });
+    await check({ label: 'company_id alias', method: 'GET', path: '/x?company_id=acme&Company_Id=other', headers: auth(), status: 400 });
+    await check({ label: 'gzip body', method: 'PUT', path: '/x', headers: { ...jsonHeaders(), 'content-encoding': 'gzip' }, body: company, status: 415 });
+    await check({ label: 'Expect other than 100-continue', method: 'PUT', path: '/x', headers: { ...jsonHeaders(), expect: 'x' }, body: company, status: 417, code: 'expectation_failed' });
+    await check({ label: 'Expect, HEAD', method: 'HEAD', path: x, headers: { ...auth(), expect: 'x' }, status: 417 });
   });
 
   it('the data routes pass the engine\'s failures on as described', async () => {
