@@ -4,7 +4,7 @@ import { lookup, type LookupResult } from '../../domain/lookup.js';
 import { openSigningKeys } from '../../domain/signing-key-guard.js';
 import { parseDuration } from '../../domain/validation.js';
 import { iso, type Output } from '../output.js';
-import { askText, confirmDestructive, requireValue } from '../prompts.js';
+import { askSecret, confirmDestructive, requireValue } from '../prompts.js';
 import type { Session } from '../session.js';
 import { parseLimit, resolvePartnerArgument } from './partners.js';
 
@@ -46,7 +46,7 @@ function lookupJson(result: LookupResult) {
 
 export async function runLookup(session: Session, out: Output, value: string | undefined): Promise<void> {
   const text = await requireValue(session, value, '<value> (an access key, secret key, key-pair id, token or token id)', () =>
-    askText(session, 'Leaked value (access key, secret key, key-pair id, token or token id)'),
+    askSecret(session, 'Leaked value (access key, secret key, key-pair id, token or token id; not echoed)'),
   );
   // '-' reads the value from stdin, so a secret need not go into the shell's history.
   const looked = text === '-' ? await readAll(session.terminal.in) : text;
