@@ -16,6 +16,7 @@ const FLAG_OF: Record<string, string> = {
   burst: '--burst <n>',
   daily_quota: '--daily-quota <n>',
   clear: '--clear',
+  key_pair: '--key-pair <kp_id>',
 };
 
 export function hintFor(error: AppError): string | undefined {

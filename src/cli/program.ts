@@ -46,7 +46,8 @@ export function buildProgram(run: Runner): Command {
     .showSuggestionAfterError(true);
 
   const partner = '[partner]';
-  const partnerHelp = 'partner id or unique name (asked for on a terminal when omitted)';
+  const partnerHelp = 'partner id, unique name, access key or key-pair id (asked for on a terminal when omitted)';
+  const durationHelp = 'a duration: 90d, 12h, 30m or 45s';
 
   program
     .command('create-partner')
@@ -106,10 +107,11 @@ export function buildProgram(run: Runner): Command {
     .command('issue-keys')
     .description('issue the first key pair of a partner; the secret is shown once (refused when one is active: use rotate-keys)')
     .argument(partner, partnerHelp)
+    .option('--expires-in <duration>', `the pair mints nothing after this long (${durationHelp})`)
     .action((reference: string | undefined, _options, command: Command) =>
       run(command, async (session, out) => {
         const { runIssueKeys } = await import('./commands/keys.js');
-        await runIssueKeys(session, out, reference);
+        await runIssueKeys(session, out, reference, command.opts());
       }),
     );
 
@@ -119,8 +121,15 @@ export function buildProgram(run: Runner): Command {
       'replace the active key pair in one transaction: the old pair mints nothing more, its tokens live out their 15 minutes',
     )
     .argument(partner, partnerHelp)
-    .option('--revoke-issued-tokens', 'leaked key: also refuse every token the old pair minted, at once (asks to confirm)')
-    .addHelpText('after', '\nExample (leaked secret, at 3 a.m.):\n  partnerctl rotate-keys acme --revoke-issued-tokens --yes --json')
+    .option(
+      '--revoke-issued-tokens',
+      'leaked key: also revoke the old and every superseded pair and refuse every token the partner holds (test tokens too), at once (asks to confirm)',
+    )
+    .option('--expires-in <duration>', `the new pair mints nothing after this long (${durationHelp})`)
+    .addHelpText(
+      'after',
+      "\nExample (leaked secret, at 3 a.m.; 'partnerctl lookup <secret>' prints this line):\n  partnerctl rotate-keys ptn_… --revoke-issued-tokens --yes --json",
+    )
     .action((reference: string | undefined, _options, command: Command) =>
       run(command, async (session, out) => {
         const { runRotateKeys } = await import('./commands/keys.js');
@@ -130,12 +139,66 @@ export function buildProgram(run: Runner): Command {
 
   program
     .command('revoke-keys')
-    .description('revoke the key pairs of a partner: no active pair is left and their tokens are refused at once (asks to confirm)')
+    .description(
+      'revoke the live key pairs of a partner (no active pair is left) and refuse their tokens and its test tokens at once; nothing left to revoke exits 0, changed: false (asks to confirm)',
+    )
     .argument(partner, partnerHelp)
+    .option('--key-pair <kp_id>', 'revoke exactly this pair (active or superseded); its tokens are refused at once')
     .action((reference: string | undefined, _options, command: Command) =>
       run(command, async (session, out) => {
         const { runRevokeKeys } = await import('./commands/keys.js');
-        await runRevokeKeys(session, out, reference);
+        await runRevokeKeys(session, out, reference, command.opts());
+      }),
+    );
+
+  program
+    .command('revoke-tokens')
+    .description(
+      "leaked token, keys safe: refuse every token of the partner issued before now (test tokens too); keys untouched, the client re-exchanges once (asks to confirm)",
+    )
+    .argument(partner, partnerHelp)
+    .action((reference: string | undefined, _options, command: Command) =>
+      run(command, async (session, out) => {
+        const { runRevokeTokens } = await import('./commands/leaks.js');
+        await runRevokeTokens(session, out, reference);
+      }),
+    );
+
+  program
+    .command('lookup')
+    .description(
+      'what a leaked value is and whose (access key, secret key, key-pair id, JWT or token id), whether it is genuine and accepted now, and the command that contains it',
+    )
+    .argument('[value]', "the leaked value; '-' reads it from stdin (kept out of the shell's history); asked for on a terminal when omitted")
+    .addHelpText(
+      'after',
+      '\nExit codes: 0 found, 2 malformed (a wrong checksum says "checksum"), 3 matches nothing or cannot be traced.\nExample:\n  pbpaste | partnerctl lookup - --json | jq -r .contain',
+    )
+    .action((value: string | undefined, _options, command: Command) =>
+      run(command, async (session, out) => {
+        const { runLookup } = await import('./commands/leaks.js');
+        await runLookup(session, out, value);
+      }),
+    );
+
+  program
+    .command('list-keys')
+    .description('list key pairs across partners (never a secret), oldest first, a page at a time')
+    .option('--partner <partner>', 'only this partner (id, name, access key or key-pair id)')
+    .addOption(
+      new Option('--status <status>', 'only pairs with this status (expired: past --expires-in)').choices(['active', 'superseded', 'revoked', 'expired']),
+    )
+    .option('--older-than <duration>', `created longer ago than this (${durationHelp})`)
+    .option('--expiring-within <duration>', `active and expiring within this, not yet expired (${durationHelp})`)
+    .option('--unused-for <duration>', `live and not used for this long (${durationHelp})`)
+    .option('--fail-if-any', 'exit 1 when the list is not empty (for a daily cron alert)')
+    .option('--limit <n>', 'page size, 1-1000', '50')
+    .option('--cursor <cursor>', 'continue after this cursor (next_cursor in JSON)')
+    .addHelpText('after', '\nExample (daily cron):\n  partnerctl list-keys --status active --older-than 90d --fail-if-any --json')
+    .action((_options, command: Command) =>
+      run(command, async (session, out) => {
+        const { runListKeys } = await import('./commands/leaks.js');
+        return runListKeys(session, out, command.opts());
       }),
     );
 
@@ -266,6 +329,10 @@ Re-applying the same document changes nothing (exit 0, "changes": 0). Example:
     .description('show the audit trail, newest first')
     .argument(partner, 'only events of this partner')
     .option('--limit <n>', 'how many events, 1-1000', '50')
+    .option('--since <time|duration>', 'only events at or after this ISO time, or this long ago (2h, 7d)')
+    .option('--action <name>', 'only this action (keys.revoked, tokens.revoked, company.mapped…; the README lists them)')
+    .option('--company <company_id>', 'only events whose details name this company')
+    .option('--cursor <cursor>', 'continue after this cursor (next_cursor in JSON)')
     .action((reference: string | undefined, _options, command: Command) =>
       run(command, async (session, out) => {
         const { runAudit } = await import('./commands/audit.js');

@@ -42,6 +42,12 @@ export async function askPartner(session: Session, message = 'Partner'): Promise
   }, promptContext(session));
 }
 
+/** A value that may be a secret: typed or pasted without being echoed. */
+export async function askSecret(session: Session, message: string): Promise<string> {
+  const { password } = await import('@inquirer/prompts');
+  return password({ message, mask: '*', validate: (value) => (value.trim() === '' ? 'required' : true) }, promptContext(session));
+}
+
 /** Destructive commands: --yes, or a person who says yes. */
 export async function confirmDestructive(session: Session, action: string): Promise<void> {
   if (session.options.yes) return;

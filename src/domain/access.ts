@@ -2,11 +2,16 @@ import type { Database } from '../db/client.js';
 import { listenForChanges, type ChangeListener } from '../db/listen.js';
 import { isMapped } from '../db/repositories/companies.js';
 import { keyPairById } from '../db/repositories/key-pairs.js';
-import { partnerById } from '../db/repositories/partners.js';
+import { partnerGateRow } from '../db/repositories/partners.js';
 import { currentRevision } from '../db/repositories/revision.js';
 import { AppError } from '../errors.js';
 import { isValidCompanyId } from './validation.js';
 import type { TokenClaims } from './tokens.js';
+
+interface PartnerVerdict {
+  active: boolean;
+  tokensRevokedBefore: number | null;
+}
 
 export const DEFAULT_STALENESS_BOUND_MS = 1_000;
 export const DEFAULT_POLL_INTERVAL_MS = 250;
@@ -31,7 +36,7 @@ export class AccessState {
   private confirmedAt = 0;
   private timer: NodeJS.Timeout | undefined;
   private inflight: Promise<void> | undefined;
-  private readonly partners = new Map<string, boolean>();
+  private readonly partners = new Map<string, PartnerVerdict>();
   private readonly keyPairs = new Map<string, boolean>();
   private readonly mappings = new Map<string, boolean>();
 
@@ -134,12 +139,12 @@ export class AccessState {
     }
   }
 
-  private async cached(cache: Map<string, boolean>, key: string, load: () => Promise<boolean>): Promise<boolean> {
+  private async cached<T>(cache: Map<string, T>, key: string, load: () => Promise<T>): Promise<T> {
     await this.fresh();
     const known = cache.get(key);
     if (known !== undefined) return known;
     const epochBefore = this.epoch;
-    let value: boolean;
+    let value: T;
     try {
       value = await load();
     } catch (error) {
@@ -153,10 +158,15 @@ export class AccessState {
     return value;
   }
 
-  partnerActive(partnerId: string): Promise<boolean> {
+  private partner(partnerId: string): Promise<PartnerVerdict> {
     return this.cached(this.partners, partnerId, async () => {
-      return (await partnerById(this.db.sql, partnerId))?.status === 'active';
+      const row = await partnerGateRow(this.db.sql, partnerId);
+      return { active: row?.status === 'active', tokensRevokedBefore: row?.tokensRevokedBefore ?? null };
     });
+  }
+
+  async partnerActive(partnerId: string): Promise<boolean> {
+    return (await this.partner(partnerId)).active;
   }
 
   /**
@@ -174,9 +184,14 @@ export class AccessState {
     return this.cached(this.mappings, `${partnerId}\u0000${companyId}`, () => isMapped(this.db.sql, partnerId, companyId));
   }
 
-  /** A verified token is still accepted: its partner is active and the pair that minted it not revoked. */
+  /**
+   * A verified token is still accepted: its partner is active, it was issued at or after the partner's
+   * `tokens_revoked_before` (milliseconds: a token re-exchanged right after `revoke-tokens` is accepted at
+   * once), and the pair that minted it is not revoked.
+   */
   async authenticate(claims: TokenClaims): Promise<void> {
-    if (!(await this.partnerActive(claims.partnerId))) {
+    const partner = await this.partner(claims.partnerId);
+    if (!partner.active || (partner.tokensRevokedBefore !== null && claims.issuedAtMs < partner.tokensRevokedBefore)) {
       throw new AppError('unauthorized', 'the token is no longer accepted');
     }
     if (claims.keyPairId !== null && !(await this.keyPairAccepted(claims.keyPairId, claims.partnerId))) {

@@ -1,5 +1,5 @@
 import type { Database } from '../db/client.js';
-import { touchLastUsed } from '../db/repositories/key-pairs.js';
+import { touchLastRefused, touchLastUsed } from '../db/repositories/key-pairs.js';
 import { recordSigningKeys } from '../db/repositories/signing-keys.js';
 
 const RETRY_MIN_MS = 250;
@@ -7,14 +7,15 @@ const RETRY_MAX_MS = 5_000;
 const FLUSH_TIMEOUT_MS = 2_000;
 
 /**
- * The server's own writes that no answer depends on (when a pair last minted a token, which signing keys
- * exist): remembered in memory and written in one short transaction off the request path. The write never
+ * The server's own writes that no answer depends on (when a pair last minted a token or was last refused,
+ * which signing keys exist): remembered in memory and written in one short transaction off the request path. The write never
  * waits for a lock another process holds (a long CLI transaction, a `BEGIN IMMEDIATE` elsewhere): on SQLite
  * that wait would sleep the event loop and freeze every request. When the lock is busy, or the database
  * does not answer, the batch is kept (newest value per row) and retried with a growing delay.
  */
 export class Bookkeeping {
   private readonly lastUsed = new Map<string, Date>();
+  private readonly lastRefused = new Map<string, Date>();
   private readonly signingKeys = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<boolean> | undefined;
@@ -38,6 +39,16 @@ export class Bookkeeping {
     this.schedule(0);
   }
 
+  /** A superseded, revoked or expired pair (or a wrong secret for its access key) was tried at `at`. */
+  keyPairRefused(pairId: string, at: Date): void {
+    const known = this.lastRefused.get(pairId);
+    if (!known || known < at) {
+      if (!known && this.lastRefused.size >= (this.options.maxPending ?? 100_000)) return;
+      this.lastRefused.set(pairId, at);
+    }
+    this.schedule(0);
+  }
+
   /** Signing keys that exist (and may have signed tokens): the database remembers them. */
   signingKeysSeen(kids: readonly string[]): void {
     for (const kid of kids) this.signingKeys.add(kid);
@@ -45,7 +56,7 @@ export class Bookkeeping {
   }
 
   get pending(): number {
-    return this.lastUsed.size + this.signingKeys.size;
+    return this.lastUsed.size + this.lastRefused.size + this.signingKeys.size;
   }
 
   /** Writes what is pending, once; resolves whether everything was written. Never waits for a lock. */
@@ -77,14 +88,17 @@ export class Bookkeeping {
   private async writeOnce(): Promise<boolean> {
     if (this.pending === 0) return true;
     const uses = [...this.lastUsed];
+    const refusals = [...this.lastRefused];
     const kids = [...this.signingKeys];
     this.lastUsed.clear();
+    this.lastRefused.clear();
     this.signingKeys.clear();
     try {
       await this.db.sql.transaction(
         async (tx) => {
           if (kids.length > 0) await recordSigningKeys(tx, kids, new Date());
           for (const [pairId, at] of uses) await touchLastUsed(tx, pairId, at);
+          for (const [pairId, at] of refusals) await touchLastRefused(tx, pairId, at);
         },
         { timeoutMs: FLUSH_TIMEOUT_MS, lockWaitMs: 0 },
       );
@@ -97,6 +111,10 @@ export class Bookkeeping {
       for (const [pairId, at] of uses) {
         const newer = this.lastUsed.get(pairId);
         if (!newer || newer < at) this.lastUsed.set(pairId, at);
+      }
+      for (const [pairId, at] of refusals) {
+        const newer = this.lastRefused.get(pairId);
+        if (!newer || newer < at) this.lastRefused.set(pairId, at);
       }
       for (const kid of kids) this.signingKeys.add(kid);
       this.failures++;

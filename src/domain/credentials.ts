@@ -33,6 +33,7 @@ export class CredentialExchange {
   /** Access key -> pair id, for the pairs in `digests`: filled with them, on a successful argon2 verification. */
   private readonly pairsByAccessKey = new Map<string, string>();
   private readonly lastUsedWrites = new Map<string, number>();
+  private readonly lastRefusedWrites = new Map<string, number>();
   private dummyHash: Promise<string> | undefined;
 
   constructor(
@@ -49,7 +50,11 @@ export class CredentialExchange {
     return this.dummyHash;
   }
 
-  async exchange(accessKey: string, secretKey: string): Promise<MintedToken & { keyPairId: string }> {
+  /**
+   * `onPair` is told the pair an access key named (accepted or refused), for the request log: never the
+   * secret, never the token.
+   */
+  async exchange(accessKey: string, secretKey: string, onPair?: (keyPairId: string) => void): Promise<MintedToken & { keyPairId: string }> {
     const wellFormed =
       ACCESS_KEY_PATTERN.test(accessKey) && secretKey.length > 0 && secretKey.length <= MAX_KEY_LENGTH;
     const pair = wellFormed ? await this.pairOf(accessKey) : null;
@@ -57,9 +62,14 @@ export class CredentialExchange {
       await verifySecret(await this.warmUp(), secretKey.slice(0, MAX_KEY_LENGTH));
       throw invalidCredentials();
     }
-    if (!(await this.secretMatches(pair.id, accessKey, pair.secretHash, secretKey))) throw invalidCredentials();
-    if (pair.status !== 'active' || pair.partnerStatus !== 'active') throw invalidCredentials();
-    this.recordUse(pair.id, pair.lastUsedAt);
+    onPair?.(pair.id);
+    const expired = pair.expiresAt !== null && pair.expiresAt.getTime() <= Date.now();
+    if (!(await this.secretMatches(pair.id, accessKey, pair.secretHash, secretKey)) || pair.status !== 'active' || expired) {
+      this.recordRefusal(pair.id, pair.lastRefusedAt);
+      throw invalidCredentials();
+    }
+    if (pair.partnerStatus !== 'active') throw invalidCredentials();
+    this.recordUse(pair.id, pair.lastUsedAt, pair.tokensRevokedBefore);
     const minted = await mintToken(this.keys, { partnerId: pair.partnerId, keyPairId: pair.id });
     return { ...minted, keyPairId: pair.id };
   }
@@ -108,13 +118,28 @@ export class CredentialExchange {
   }
 
   /**
-   * last_used_at is noted at most once a minute per pair, so a busy partner does not queue writers, and
+   * last_refused_at: the first refusal of a pair is written at once (through the bookkeeping, off the
+   * answer's path), later ones at most once a minute per pair.
+   */
+  private recordRefusal(pairId: string, stored: Date | null): void {
+    const now = Date.now();
+    const last = Math.max(this.lastRefusedWrites.get(pairId) ?? 0, stored?.getTime() ?? 0);
+    if (now - last < LAST_USED_WRITE_INTERVAL_MS) return;
+    this.lastRefusedWrites.set(pairId, now);
+    if (this.lastRefusedWrites.size > this.maxCached) this.lastRefusedWrites.clear();
+    this.bookkeeping.keyPairRefused(pairId, new Date(now));
+  }
+
+  /**
+   * last_used_at is noted at most once a minute per pair (and for the first token after the partner's brake), so a busy partner does not queue writers, and
    * written later by the bookkeeping (never waiting on a lock another process holds).
    */
-  private recordUse(pairId: string, stored: Date | null): void {
+  private recordUse(pairId: string, stored: Date | null, tokensRevokedBefore: number | null): void {
     const now = Date.now();
     const last = Math.max(this.lastUsedWrites.get(pairId) ?? 0, stored?.getTime() ?? 0);
-    if (now - last < LAST_USED_WRITE_INTERVAL_MS) return;
+    // The first token after a brake is always noted, so `revoke-tokens` can tell a re-run that refuses nothing new.
+    const firstAfterBrake = tokensRevokedBefore !== null && last < tokensRevokedBefore;
+    if (now - last < LAST_USED_WRITE_INTERVAL_MS && !firstAfterBrake) return;
     this.lastUsedWrites.set(pairId, now);
     if (this.lastUsedWrites.size > this.maxCached) this.lastUsedWrites.clear();
     this.bookkeeping.keyPairUsed(pairId, new Date(now));

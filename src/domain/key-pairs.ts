@@ -1,16 +1,31 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Database } from '../db/client.js';
-import { activeKeyPair, insertKeyPair, keyPairsOf, revokeKeyPairs, supersedeKeyPair } from '../db/repositories/key-pairs.js';
+import { lastEventAt } from '../db/repositories/audit.js';
+import {
+  activeKeyPair,
+  insertKeyPair,
+  keyPairById,
+  keyPairPage,
+  keyPairsOf,
+  revokeKeyPairs,
+  supersedeKeyPair,
+  type KeyPairListRow,
+  type KeyPairRow,
+} from '../db/repositories/key-pairs.js';
+import { partnerGateRow, setTokensRevokedBefore } from '../db/repositories/partners.js';
+import type { Queryable } from '../db/unit.js';
 import { AppError } from '../errors.js';
-import { newId, newKeyMaterial } from './identifiers.js';
+import { KEY_PAIR_ID_PATTERN, newId, newKeyMaterial } from './identifiers.js';
 import { findPartner, type PartnerRecord } from './partners.js';
 import { hashSecret } from './secrets.js';
+import { TOKEN_TTL_SECONDS } from './tokens.js';
 import { runUnit, type Actor, type Unit } from './transactions.js';
 
 export interface IssuedKeyPair {
   partner: PartnerRecord;
   keyPairId: string;
   accessKey: string;
+  expiresAt: Date | null;
   /** Shown once to the operator; only its argon2id hash is stored. */
   secretKey: string;
 }
@@ -24,32 +39,73 @@ export interface NewKeyPair {
 }
 
 export async function newKeyPair(): Promise<NewKeyPair> {
-  const material = newKeyMaterial();
-  return { ...material, id: newId('kp'), secretHash: await hashSecret(material.secretKey) };
+  const id = newId('kp');
+  const material = newKeyMaterial(id);
+  return { ...material, id, secretHash: await hashSecret(material.secretKey) };
 }
 
-export async function issueKeyPairIn(unit: Unit, reference: string, pair: NewKeyPair): Promise<IssuedKeyPair> {
+export interface KeyPairOptions {
+  /** From `--expires-in`: the pair mints nothing after this long (ms). */
+  expiresInMs?: number;
+}
+
+export async function issueKeyPairIn(unit: Unit, reference: string, pair: NewKeyPair, options: KeyPairOptions = {}): Promise<IssuedKeyPair> {
   const partner = await findPartner(unit.tx, reference);
   const active = await activeKeyPair(unit.tx, partner.id);
   if (active) {
     throw new AppError('active_key_pair_exists', `partner '${partner.name}' already has an active key pair (${active.accessKey})`);
   }
-  await insertKeyPair(unit.tx, { ...pair, partnerId: partner.id }, new Date());
-  unit.audit({ action: 'keys.issued', partnerId: partner.id, details: { key_pair_id: pair.id, access_key: pair.accessKey } });
-  return { partner, keyPairId: pair.id, accessKey: pair.accessKey, secretKey: pair.secretKey };
+  const now = new Date();
+  const expiresAt = expiryOf(now, options);
+  await insertKeyPair(unit.tx, { ...pair, partnerId: partner.id, expiresAt }, now);
+  unit.audit({
+    action: 'keys.issued',
+    partnerId: partner.id,
+    details: { key_pair_id: pair.id, access_key: pair.accessKey, ...(expiresAt ? { expires_at: expiresAt.toISOString() } : {}) },
+  });
+  return { partner, keyPairId: pair.id, accessKey: pair.accessKey, secretKey: pair.secretKey, expiresAt };
 }
 
-export async function issueKeyPair(db: Database, who: Actor, reference: string): Promise<IssuedKeyPair> {
+export async function issueKeyPair(db: Database, who: Actor, reference: string, options: KeyPairOptions = {}): Promise<IssuedKeyPair> {
   const pair = await newKeyPair();
-  return runUnit(db, who, (unit) => issueKeyPairIn(unit, reference, pair));
+  return runUnit(db, who, (unit) => issueKeyPairIn(unit, reference, pair, options));
+}
+
+function expiryOf(now: Date, options: KeyPairOptions): Date | null {
+  return options.expiresInMs === undefined ? null : new Date(now.getTime() + options.expiresInMs);
+}
+
+/** What a pair is now: its stored status, or `expired` for a live pair past its expiry. */
+export function effectiveStatus(pair: Pick<KeyPairRow, 'status' | 'expiresAt'>, now = Date.now()): string {
+  if (pair.status !== 'revoked' && pair.expiresAt !== null && pair.expiresAt.getTime() <= now) return 'expired';
+  return pair.status;
+}
+
+/**
+ * Whether a token the partner holds may still be live if issued at or after `sinceMs` (the previous brake):
+ * a pair that minted one since (the exchange always notes the first token after a brake in last_used_at)
+ * or a test token minted since. Without a previous brake, any token of the last 15 minutes (last_used_at is
+ * noted at most once a minute, hence the minute's margin).
+ */
+async function tokensMayBeLiveSince(q: Queryable, partnerId: string, pairs: KeyPairRow[], sinceMs: number, now: number): Promise<boolean> {
+  const from = Math.max(sinceMs, now - TOKEN_TTL_SECONDS * 1000);
+  const margin = sinceMs > 0 ? 0 : 60_000;
+  const minted = pairs.some((pair) => pair.status !== 'revoked' && pair.lastUsedAt !== null && pair.lastUsedAt.getTime() + margin >= from);
+  if (minted) return true;
+  const testMinted = await lastEventAt(q, partnerId, 'token.test_minted');
+  return testMinted !== null && testMinted.getTime() >= from;
 }
 
 export interface RotatedKeyPair extends IssuedKeyPair {
   supersededKeyPairId: string;
   revokedIssuedTokens: boolean;
+  /** With --revoke-issued-tokens: every pair revoked (the active one and superseded ones). */
+  revokedKeyPairIds: string[];
+  /** With --revoke-issued-tokens: tokens issued before this instant (ms) are refused, test tokens included. */
+  tokensRevokedBefore: number | null;
 }
 
-export interface RotationOptions {
+export interface RotationOptions extends KeyPairOptions {
   revokeIssuedTokens?: boolean;
   /** Test hook for the crash-safety test: holds the rotation open inside its transaction. */
   pauseInsideMs?: number;
@@ -69,25 +125,48 @@ export async function rotateKeyPairIn(unit: Unit, reference: string, pair: NewKe
     throw new AppError('no_active_key_pair', `partner '${partner.name}' has no active key pair to rotate`);
   }
   const now = new Date();
-  if (revoke) await revokeKeyPairs(unit.tx, [active.id], now, { superseding: active.id });
-  else await supersedeKeyPair(unit.tx, active.id, now);
+  let revokedKeyPairIds: string[] = [];
+  let tokensRevokedBefore: number | null = null;
+  if (revoke) {
+    // A leak: the active pair and every superseded one (their tokens may still be live) are revoked, and
+    // every token of the partner issued before now is refused, test tokens included.
+    const superseded = (await keyPairsOf(unit.tx, partner.id)).filter((other) => other.status === 'superseded').map((other) => other.id);
+    revokedKeyPairIds = [active.id, ...superseded];
+    await revokeKeyPairs(unit.tx, [active.id], now, { superseding: active.id });
+    await revokeKeyPairs(unit.tx, superseded, now);
+    tokensRevokedBefore = now.getTime();
+    await setTokensRevokedBefore(unit.tx, partner.id, tokensRevokedBefore);
+  } else {
+    await supersedeKeyPair(unit.tx, active.id, now);
+  }
   if (options.pauseInsideMs) {
     options.onPaused?.();
     await sleep(options.pauseInsideMs);
   }
-  await insertKeyPair(unit.tx, { ...pair, partnerId: partner.id }, now);
+  const expiresAt = expiryOf(now, options);
+  await insertKeyPair(unit.tx, { ...pair, partnerId: partner.id, expiresAt }, now);
   unit.audit({
     action: 'keys.rotated',
     partnerId: partner.id,
-    details: { key_pair_id: pair.id, access_key: pair.accessKey, superseded_key_pair_id: active.id, revoked_issued_tokens: revoke },
+    details: {
+      key_pair_id: pair.id,
+      access_key: pair.accessKey,
+      superseded_key_pair_id: active.id,
+      revoked_issued_tokens: revoke,
+      ...(revoke ? { revoked_key_pair_ids: revokedKeyPairIds, tokens_revoked_before: tokensRevokedBefore } : {}),
+      ...(expiresAt ? { expires_at: expiresAt.toISOString() } : {}),
+    },
   });
   return {
     partner,
     keyPairId: pair.id,
     accessKey: pair.accessKey,
     secretKey: pair.secretKey,
+    expiresAt,
     supersededKeyPairId: active.id,
     revokedIssuedTokens: revoke,
+    revokedKeyPairIds,
+    tokensRevokedBefore,
   };
 }
 
@@ -96,20 +175,122 @@ export async function rotateKeyPair(db: Database, who: Actor, reference: string,
   return runUnit(db, who, (unit) => rotateKeyPairIn(unit, reference, pair, options));
 }
 
-/** The partner's live pairs are revoked: they mint nothing more and every token they minted is refused at once. */
-export async function revokeKeyPairIn(unit: Unit, reference: string): Promise<{ partner: PartnerRecord; revokedKeyPairIds: string[] }> {
-  const partner = await findPartner(unit.tx, reference);
-  const live = (await keyPairsOf(unit.tx, partner.id)).filter((pair) => pair.status === 'active' || pair.status === 'superseded');
-  if (!live.some((pair) => pair.status === 'active')) {
-    throw new AppError('no_active_key_pair', `partner '${partner.name}' has no active key pair to revoke`);
-  }
-  // Superseded pairs may still have tokens in flight; revoking the partner's keys kills those too.
-  const revokedKeyPairIds = live.map((pair) => pair.id);
-  await revokeKeyPairs(unit.tx, revokedKeyPairIds, new Date());
-  unit.audit({ action: 'keys.revoked', partnerId: partner.id, details: { key_pair_ids: revokedKeyPairIds } });
-  return { partner, revokedKeyPairIds };
+export interface RevokedKeys {
+  partner: PartnerRecord;
+  revokedKeyPairIds: string[];
+  /** Set when the partner's outstanding test tokens (and any token issued before it) are refused. */
+  tokensRevokedBefore: number | null;
+  changed: boolean;
 }
 
-export function revokeKeyPair(db: Database, who: Actor, reference: string): Promise<{ partner: PartnerRecord; revokedKeyPairIds: string[] }> {
-  return runUnit(db, who, (unit) => revokeKeyPairIn(unit, reference));
+/**
+ * Without `keyPairId`: the partner's live pairs (active and superseded) are revoked, they mint nothing more
+ * and every token they minted is refused at once, and so are the partner's outstanding test tokens. With
+ * `keyPairId`: exactly that pair. Nothing left to revoke is a re-run: `changed: false`.
+ */
+export async function revokeKeyPairIn(unit: Unit, reference: string, options: { keyPairId?: string } = {}): Promise<RevokedKeys> {
+  const partner = await findPartner(unit.tx, reference);
+  const now = new Date();
+  if (options.keyPairId !== undefined) {
+    const pair = await keyPairById(unit.tx, options.keyPairId);
+    if (!pair || pair.partnerId !== partner.id) {
+      throw new AppError('not_found', `partner '${partner.name}' has no key pair '${options.keyPairId}'`, { field: 'key_pair' });
+    }
+    if (pair.status === 'revoked') return { partner, revokedKeyPairIds: [], tokensRevokedBefore: null, changed: false };
+    await revokeKeyPairs(unit.tx, [pair.id], now);
+    unit.audit({ action: 'keys.revoked', partnerId: partner.id, details: { key_pair_ids: [pair.id] } });
+    return { partner, revokedKeyPairIds: [pair.id], tokensRevokedBefore: null, changed: true };
+  }
+  const pairs = await keyPairsOf(unit.tx, partner.id);
+  const live = pairs.filter((pair) => pair.status === 'active' || pair.status === 'superseded');
+  const brake = (await partnerGateRow(unit.tx, partner.id))?.tokensRevokedBefore ?? null;
+  const testTokensLive = await tokensMayBeLiveSince(unit.tx, partner.id, [], brake ?? 0, now.getTime());
+  if (live.length === 0 && !testTokensLive) return { partner, revokedKeyPairIds: [], tokensRevokedBefore: null, changed: false };
+  const revokedKeyPairIds = live.map((pair) => pair.id);
+  await revokeKeyPairs(unit.tx, revokedKeyPairIds, now);
+  await setTokensRevokedBefore(unit.tx, partner.id, now.getTime());
+  unit.audit({
+    action: 'keys.revoked',
+    partnerId: partner.id,
+    details: { key_pair_ids: revokedKeyPairIds, tokens_revoked_before: now.getTime() },
+  });
+  return { partner, revokedKeyPairIds, tokensRevokedBefore: now.getTime(), changed: true };
+}
+
+export function revokeKeyPair(db: Database, who: Actor, reference: string, options: { keyPairId?: string } = {}): Promise<RevokedKeys> {
+  return runUnit(db, who, (unit) => revokeKeyPairIn(unit, reference, options));
+}
+
+export interface RevokedTokens {
+  partner: PartnerRecord;
+  tokensRevokedBefore: number;
+  changed: boolean;
+}
+
+/**
+ * A leaked token, keys safe: every token of the partner issued before now (to the millisecond) is refused,
+ * test tokens included; the keys are untouched, so the partner's client gets one 401, exchanges its keys
+ * again and goes on. A re-run after which no token issued since the previous one can still be live
+ * changes nothing.
+ */
+export async function revokeTokensIn(unit: Unit, reference: string): Promise<RevokedTokens> {
+  const partner = await findPartner(unit.tx, reference);
+  const now = Date.now();
+  const previous = (await partnerGateRow(unit.tx, partner.id))?.tokensRevokedBefore ?? null;
+  if (previous !== null) {
+    const pairs = await keyPairsOf(unit.tx, partner.id);
+    if (!(await tokensMayBeLiveSince(unit.tx, partner.id, pairs, previous, now))) {
+      return { partner, tokensRevokedBefore: previous, changed: false };
+    }
+  }
+  await setTokensRevokedBefore(unit.tx, partner.id, now);
+  unit.audit({ action: 'tokens.revoked', partnerId: partner.id, details: { tokens_revoked_before: now } });
+  return { partner, tokensRevokedBefore: now, changed: true };
+}
+
+export function revokeTokens(db: Database, who: Actor, reference: string): Promise<RevokedTokens> {
+  return runUnit(db, who, (unit) => revokeTokensIn(unit, reference));
+}
+
+export type KeyPairStatusFilter = 'active' | 'superseded' | 'revoked' | 'expired';
+
+export interface KeyPairListing {
+  keys: (KeyPairListRow & { effectiveStatus: string })[];
+  nextCursor: string | null;
+}
+
+/**
+ * Key pairs across partners (never a secret), oldest first, a page at a time. Durations are in ms:
+ * `olderThanMs` created longer ago, `expiringWithinMs` active and expiring within (not yet expired),
+ * `unusedForMs` live and not used (or, never used, not created) for that long.
+ */
+export async function listKeyPairs(
+  db: Database,
+  options: {
+    partner?: string;
+    status?: KeyPairStatusFilter;
+    olderThanMs?: number;
+    expiringWithinMs?: number;
+    unusedForMs?: number;
+    limit: number;
+    cursor?: string;
+  },
+): Promise<KeyPairListing> {
+  if (options.cursor !== undefined && !KEY_PAIR_ID_PATTERN.test(options.cursor)) {
+    throw new AppError('invalid_argument', `--cursor '${options.cursor.slice(0, 40)}' is not a cursor from a previous page`);
+  }
+  const partnerId = options.partner === undefined ? undefined : (await findPartner(db.sql, options.partner)).id;
+  const now = new Date();
+  const rows = await keyPairPage(db.sql, {
+    ...(partnerId ? { partnerId } : {}),
+    ...(options.status ? { status: options.status } : {}),
+    ...(options.olderThanMs !== undefined ? { createdBefore: new Date(now.getTime() - options.olderThanMs) } : {}),
+    ...(options.expiringWithinMs !== undefined ? { expiringBefore: new Date(now.getTime() + options.expiringWithinMs) } : {}),
+    ...(options.unusedForMs !== undefined ? { unusedSince: new Date(now.getTime() - options.unusedForMs) } : {}),
+    ...(options.cursor ? { cursor: options.cursor } : {}),
+    now,
+    limit: options.limit + 1,
+  });
+  const page = rows.slice(0, options.limit).map((row) => ({ ...row, effectiveStatus: effectiveStatus(row, now.getTime()) }));
+  return { keys: page, nextCursor: rows.length > options.limit ? (page.at(-1)?.id ?? null) : null };
 }

@@ -1,10 +1,10 @@
 import type { Database } from '../db/client.js';
 import { mappingCount, mappingPage } from '../db/repositories/companies.js';
-import { keyPairsOf, type KeyPairRow } from '../db/repositories/key-pairs.js';
+import { keyPairByAccessKey, keyPairById, keyPairsOf, type KeyPairRow } from '../db/repositories/key-pairs.js';
 import { insertPartner, partnerById, partnerByName, partnerPage, updatePartnerStatus } from '../db/repositories/partners.js';
 import type { Queryable } from '../db/unit.js';
 import { AppError } from '../errors.js';
-import { newId, PARTNER_ID_PATTERN } from './identifiers.js';
+import { ACCESS_KEY_PREFIX, KEY_PAIR_ID_PATTERN, newId, PARTNER_ID_PATTERN, SECRET_KEY_PREFIX } from './identifiers.js';
 import { runUnit, type Actor, type Unit } from './transactions.js';
 import { validatePartnerName } from './validation.js';
 
@@ -18,13 +18,19 @@ export interface PartnerRecord {
   updatedAt: Date;
 }
 
-/** A partner id or its unique name. */
+/** A partner id, its unique name, one of its access keys or one of its key-pair ids. */
 export async function findPartner(reader: Queryable, reference: string): Promise<PartnerRecord> {
-  const found = PARTNER_ID_PATTERN.test(reference)
-    ? await partnerById(reader, reference)
-    : await partnerByName(reader, reference.normalize('NFC'));
+  let found;
+  if (PARTNER_ID_PATTERN.test(reference)) found = await partnerById(reader, reference);
+  else if (KEY_PAIR_ID_PATTERN.test(reference) || reference.startsWith(ACCESS_KEY_PREFIX)) {
+    const pair = reference.startsWith(ACCESS_KEY_PREFIX) ? await keyPairByAccessKey(reader, reference) : await keyPairById(reader, reference);
+    // A partner named so before these prefixes were reserved is still found by its name.
+    found = pair ? await partnerById(reader, pair.partnerId) : await partnerByName(reader, reference.normalize('NFC'));
+  } else if (reference.startsWith(SECRET_KEY_PREFIX)) {
+    throw new AppError('invalid_argument', "a secret key does not name a partner here (keep it off command lines); use 'partnerctl lookup' on it");
+  } else found = await partnerByName(reader, reference.normalize('NFC'));
   if (!found) {
-    throw new AppError('partner_not_found', `no partner with id or name '${printable(reference)}'`);
+    throw new AppError('partner_not_found', `no partner with id, name, access key or key-pair id '${printable(reference)}'`);
   }
   return found as PartnerRecord;
 }

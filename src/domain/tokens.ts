@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { errors, jwtVerify, SignJWT } from 'jose';
 import { AppError } from '../errors.js';
 import { SIGNING_ALGORITHM, type SigningKeys } from './signing-keys.js';
@@ -16,6 +16,26 @@ export interface TokenClaims {
   jti: string;
   /** Expiry, seconds since the epoch. */
   exp: number;
+  /** When it was issued, in milliseconds: from the jti of tokens minted since key_lifecycle, else iat x 1000. */
+  issuedAtMs: number;
+}
+
+/**
+ * Token ids name their origin: `<partner id>.<key-pair id or "test">.<issued at, ms>.<64 random bits, hex>`,
+ * so a leaked jti is traced to its partner and pair, and its issue time is known to the millisecond.
+ */
+export const TOKEN_ID_FORMAT = /^(ptn_[0-9A-HJKMNP-TV-Z]{26})\.(kp_[0-9A-HJKMNP-TV-Z]{26}|test)\.(\d{13})\.([0-9a-f]{16})$/;
+
+export interface ParsedTokenId {
+  partnerId: string;
+  keyPairId: string | null;
+  issuedAtMs: number;
+}
+
+export function parseTokenId(jti: string): ParsedTokenId | null {
+  const match = TOKEN_ID_FORMAT.exec(jti);
+  if (!match) return null;
+  return { partnerId: match[1]!, keyPairId: match[2] === 'test' ? null : match[2]!, issuedAtMs: Number(match[3]) };
 }
 
 export interface MintedToken {
@@ -30,9 +50,10 @@ export async function mintToken(
   ttlSeconds = TOKEN_TTL_SECONDS,
 ): Promise<MintedToken> {
   const { kid, key } = keys.current();
-  const iat = Math.floor(Date.now() / 1000);
-  const jti = randomUUID();
+  const issuedAtMs = Date.now();
+  const iat = Math.floor(issuedAtMs / 1000);
   const test = subject.keyPairId === null;
+  const jti = `${subject.partnerId}.${subject.keyPairId ?? 'test'}.${issuedAtMs}.${randomBytes(8).toString('hex')}`;
   const payload = test ? { test: true } : { kp: subject.keyPairId };
   const accessToken = await new SignJWT(payload)
     .setProtectedHeader({ alg: SIGNING_ALGORITHM, kid, typ: 'JWT' })
@@ -46,7 +67,7 @@ export async function mintToken(
   return {
     accessToken,
     expiresIn: ttlSeconds,
-    claims: { partnerId: subject.partnerId, keyPairId: subject.keyPairId, test, jti, exp: iat + ttlSeconds },
+    claims: { partnerId: subject.partnerId, keyPairId: subject.keyPairId, test, jti, exp: iat + ttlSeconds, issuedAtMs },
   };
 }
 
@@ -120,10 +141,20 @@ export class TokenVerifier {
     if (retiredAt !== null && iat > retiredAt / 1000 + CLOCK_SKEW_SECONDS) throw refused('the token is not valid');
     const isTest = test === true && kp === undefined;
     if (!isTest && typeof kp !== 'string') throw refused('the token is not valid');
-    return { partnerId: sub, keyPairId: isTest ? null : (kp as string), test: isTest, jti, exp };
+    const keyPairId = isTest ? null : (kp as string);
+    return { partnerId: sub, keyPairId, test: isTest, jti, exp, issuedAtMs: issuedAtMsOf(jti, sub, keyPairId, iat) };
   }
 
   private evictExpired(nowSeconds: number): void {
     for (const [token, claims] of this.verified) if (claims.exp <= nowSeconds) this.verified.delete(token);
   }
+}
+
+/** The issue time in ms: the jti's when it is a traceable id consistent with the claims, else iat x 1000. */
+export function issuedAtMsOf(jti: string, partnerId: string, keyPairId: string | null, iat: number): number {
+  const parsed = parseTokenId(jti);
+  if (parsed && parsed.partnerId === partnerId && parsed.keyPairId === keyPairId && Math.floor(parsed.issuedAtMs / 1000) === iat) {
+    return parsed.issuedAtMs;
+  }
+  return iat * 1000;
 }

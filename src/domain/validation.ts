@@ -20,8 +20,13 @@ export function validatePartnerName(value: string): string {
   if (CONTROL.test(value)) {
     throw new AppError('invalid_argument', 'partner name contains a control character', { field: 'name' });
   }
-  if (/^ptn_/i.test(value)) {
-    throw new AppError('invalid_argument', "partner name must not start with 'ptn_' (that prefix is for partner ids)", { field: 'name' });
+  const reserved = /^(ptn_|kp_|pctl_)/i.exec(value);
+  if (reserved) {
+    throw new AppError(
+      'invalid_argument',
+      `partner name must not start with '${reserved[1]}' (partner ids, key-pair ids and keys start with ptn_, kp_ and pctl_)`,
+      { field: 'name' },
+    );
   }
   return value.normalize('NFC');
 }
@@ -43,4 +48,26 @@ export function validateCompanyId(value: string): string {
     throw new AppError('invalid_argument', `company id ${problem}`, { field: 'company_id' });
   }
   return value;
+}
+
+const DURATION_UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** `90d`, `12h`, `30m`, `45s` -> milliseconds; `flag` names the option in the message. */
+export function parseDuration(value: string, flag: string): number {
+  const match = /^(\d{1,6})([smhd])$/.exec(value);
+  const ms = match ? Number(match[1]) * DURATION_UNITS[match[2]!]! : 0;
+  if (!match || ms <= 0) {
+    throw new AppError('invalid_argument', `${flag} must be a positive duration such as 90d, 12h, 30m or 45s, got '${value.slice(0, 40)}'`);
+  }
+  return ms;
+}
+
+/** An ISO time (`2026-11-22T03:00:00Z`, `2026-11-22`) or a duration back from now (`2h`). */
+export function parseTimeOrDuration(value: string, flag: string, now = Date.now()): Date {
+  if (/^\d{1,6}[smhd]$/.test(value)) return new Date(now - parseDuration(value, flag));
+  const date = /^\d{4}-\d{2}-\d{2}([T ][\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(value) ? new Date(value) : null;
+  if (!date || Number.isNaN(date.getTime())) {
+    throw new AppError('invalid_argument', `${flag} must be an ISO time (2026-11-22T03:00:00Z) or a duration back from now (2h, 7d), got '${value.slice(0, 40)}'`);
+  }
+  return date;
 }

@@ -70,17 +70,28 @@ function requestLineWriter(logger: Logger): ((request: FastifyRequest, reply: Fa
   if (!stream) return (request, reply) => logger.info(requestFields(request, reply));
   return (request, reply) => {
     const partner = request.partnerId === null ? '' : `,"partner_id":${JSON.stringify(request.partnerId)}`;
+    const exchange = request.exchangeKeyPairId === undefined ? '' : exchangeFields(request);
     stream.write(
-      `{"level":30,"time":"${new Date().toISOString()}","request_id":${JSON.stringify(request.id)}${partner},"method":${JSON.stringify(request.method)},` +
+      `{"level":30,"time":"${new Date().toISOString()}","request_id":${JSON.stringify(request.id)}${partner}${exchange},"method":${JSON.stringify(request.method)},` +
         `"path":${JSON.stringify(pathOf(request))},"status":${reply.statusCode},"duration_ms":${Math.round(reply.elapsedTime * 100) / 100}}\n`,
     );
   };
+}
+
+const USER_AGENT_LOGGED_MAX = 120;
+
+/** A token exchange's trace (accepted or refused): the pair its access key named, the client; never a key or a token. */
+function exchangeFields(request: FastifyRequest): string {
+  const agent = request.headers['user-agent'];
+  const shown = typeof agent === 'string' ? redactKeyMaterial(agent).slice(0, USER_AGENT_LOGGED_MAX) : null;
+  return `,"key_pair_id":${JSON.stringify(request.exchangeKeyPairId ?? null)},"client":${JSON.stringify(request.ip)},"user_agent":${JSON.stringify(shown)}`;
 }
 
 function requestFields(request: FastifyRequest, reply: FastifyReply): Record<string, unknown> {
   return {
     request_id: request.id,
     partner_id: request.partnerId ?? undefined,
+    ...(request.exchangeKeyPairId === undefined ? {} : JSON.parse(`{${exchangeFields(request).slice(1)}}`)),
     method: request.method,
     path: pathOf(request),
     status: reply.statusCode,
@@ -113,6 +124,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.decorateRequest('claims', null);
   app.decorateRequest('partnerId', null);
   app.decorateRequest('companyId', null);
+  app.decorateRequest('exchangeKeyPairId', undefined);
   app.decorateRequest('rawBody', null);
   app.decorateRequest('bodyBytes', null);
   app.decorateRequest('serverFailure', null);

@@ -30,6 +30,8 @@ declare module 'fastify' {
     claims: TokenClaims | null;
     /** Known once a token is verified or minted: for the request log. */
     partnerId: string | null;
+    /** A token exchange: the key pair its access key named (null when none), logged with the client's address and user agent. */
+    exchangeKeyPairId: string | null | undefined;
     /** The company a data request names, once authorised. */
     companyId: string | null;
     /** The JSON body exactly as received, forwarded unchanged. */

@@ -28,10 +28,11 @@ describe.each(BACKENDS)('partnerctl CLI on %s', (provider) => {
       const issued = await cli('issue-keys', 'Acme Pricing', '--json');
       expect(issued.code, issued.stderr).toBe(0);
       const keys = issued.json();
-      expect(Object.keys(keys).sort()).toEqual(['access_key', 'key_pair_id', 'partner_id', 'secret_key']);
+      expect(Object.keys(keys).sort()).toEqual(['access_key', 'expires_at', 'key_pair_id', 'partner_id', 'secret_key']);
       expect(keys.partner_id).toBe(partner.partner_id);
-      expect(keys.access_key).toMatch(/^pctl_ak_[0-9A-Za-z]{22}$/);
-      expect(keys.secret_key).toMatch(/^pctl_sk_[0-9A-Za-z]{43}$/);
+      expect(keys.expires_at).toBeNull();
+      expect(keys.access_key).toMatch(/^pctl_ak_[0-9A-Za-z]{28}$/);
+      expect(keys.secret_key).toMatch(/^pctl_sk_[0-9A-HJKMNP-TV-Z]{26}[0-9A-Za-z]{49}$/);
 
       const rotated = await cli('rotate-keys', partner.partner_id, '--json');
       expect(rotated.code, rotated.stderr).toBe(0);

@@ -71,6 +71,16 @@ describe.skipIf(process.platform !== 'linux')('partnerctl on a terminal', () => 
     expect(confirmed.screen).toMatch(/Unmapped company c-8/);
   });
 
+  it('asks for the value to look up without echoing it (a secret stays off the screen)', async () => {
+    await runCli(['create-partner', '--name', 'Leaky Pricing'], backend.env);
+    const { secret_key: secret, key_pair_id: pair } = (await runCli(['issue-keys', 'Leaky Pricing', '--json'], backend.env)).json();
+    const { code, screen } = await onTerminal(['lookup'], backend.env, [[/Leaked value/, `${secret}\r`]]);
+    expect(code, screen).toBe(0);
+    expect(screen).toContain(pair);
+    expect(screen).toMatch(/Contain: partnerctl rotate-keys ptn_\w+ --revoke-issued-tokens --yes/);
+    expect(screen).not.toContain(secret.slice(8 + 26));
+  });
+
   it('never prompts with --no-input, even on a terminal', async () => {
     const { code, screen } = await onTerminal(['create-partner', '--no-input'], backend.env, []);
     expect(code).toBe(2);

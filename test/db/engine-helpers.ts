@@ -112,3 +112,26 @@ export function historySql(provider: Provider): string {
 export function committedNames(provider: Provider): string[] {
   return committedMigrations(provider).migrationDirectories.map((directory) => directory.path);
 }
+
+/**
+ * A history's statements with each `ALTER TABLE "t" ADD COLUMN …` folded into the `CREATE TABLE "t"` it
+ * extends (columns appended after the existing ones, before the table's constraints), which is what the
+ * engine writes for the same table from scratch.
+ */
+export function foldAddColumns(list: string[]): string[] {
+  const result = [...list];
+  for (const statement of list) {
+    const match = /^ALTER TABLE "([^"]+)" (ADD COLUMN .*)$/.exec(statement);
+    if (!match) continue;
+    const [, table, rest] = match;
+    const columns = rest!.split(/, ADD COLUMN /).map((part) => part.replace(/^ADD COLUMN /, ''));
+    const index = result.findIndex((candidate) => candidate.startsWith(`CREATE TABLE "${table}" (`));
+    if (index < 0) continue;
+    const create = result[index]!;
+    const constraint = create.indexOf(', CONSTRAINT ');
+    const cut = constraint >= 0 ? constraint : create.lastIndexOf(')');
+    result[index] = `${create.slice(0, cut)}, ${columns.join(', ')}${create.slice(cut)}`;
+    result.splice(result.indexOf(statement), 1);
+  }
+  return result;
+}

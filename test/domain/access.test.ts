@@ -4,14 +4,14 @@ import { resolveDatabase } from '../../src/config.js';
 import { openDatabase, type Database } from '../../src/db/client.js';
 import { AccessState } from '../../src/domain/access.js';
 import { mapCompany, unmapCompany } from '../../src/domain/companies.js';
-import { issueKeyPair, revokeKeyPair, rotateKeyPair } from '../../src/domain/key-pairs.js';
+import { issueKeyPair, revokeKeyPair, revokeTokens, rotateKeyPair } from '../../src/domain/key-pairs.js';
 import { createPartner, setPartnerStatus } from '../../src/domain/partners.js';
 import type { TokenClaims } from '../../src/domain/tokens.js';
 import { backendAvailable, BACKENDS } from '../support/backends.js';
 import { ALICE, expectAppError, uniqueName, useMigratedDatabase } from './fixtures.js';
 
 function claimsFor(partnerId: string, keyPairId: string | null): TokenClaims {
-  return { partnerId, keyPairId, test: keyPairId === null, jti: 'test-jti', exp: Math.floor(Date.now() / 1000) + 900 };
+  return { partnerId, keyPairId, test: keyPairId === null, jti: 'test-jti', exp: Math.floor(Date.now() / 1000) + 900, issuedAtMs: Date.now() };
 }
 
 describe.each(BACKENDS)('AccessState on %s', (provider) => {
@@ -64,6 +64,21 @@ describe.each(BACKENDS)('AccessState on %s', (provider) => {
       const access = new AccessState(ctx.db);
       await expectAppError(access.authorize(leaked.claims, 'co-1'), 'unauthorized');
       await access.authorize(claimsFor(leaked.partner.id, rotated.keyPairId), 'co-1');
+    });
+
+    it('revoke-tokens: refuses tokens issued before the brake to the millisecond, test tokens included, and sees it on refresh', async () => {
+      const { partner, claims } = await provisioned();
+      const access = new AccessState(ctx.db);
+      const test = claimsFor(partner.id, null);
+      await access.authorize({ ...claims, issuedAtMs: Date.now() - 5 }, 'co-1');
+      await access.authorize(test, 'co-1');
+      const { tokensRevokedBefore: brake } = await revokeTokens(operator, ALICE, partner.id);
+      await access.refresh();
+      await expectAppError(access.authorize({ ...claims, issuedAtMs: brake - 1 }, 'co-1'), 'unauthorized');
+      await expectAppError(access.authorize({ ...test, issuedAtMs: brake - 1 }, 'co-1'), 'unauthorized');
+      // The same second, one millisecond later: a token re-exchanged right after the command is accepted.
+      await access.authorize({ ...claims, issuedAtMs: brake }, 'co-1');
+      await access.authorize({ ...test, issuedAtMs: brake + 1 }, 'co-1');
     });
 
     it('lets tokens of a superseded pair live out their lifetime', async () => {

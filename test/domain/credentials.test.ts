@@ -40,6 +40,26 @@ describe.each(BACKENDS)('CredentialExchange on %s', (provider) => {
       expect(row.lastUsedAt).toBeInstanceOf(Date);
     });
 
+    it('notes last_refused_at for a superseded pair or a wrong secret: the first at once, later ones at most once a minute', async () => {
+      const issued = await partnerWithKeys();
+      const exchange = new CredentialExchange(ctx.db, keys);
+      const wrong = `${issued.secretKey.slice(0, -1)}${issued.secretKey.endsWith('x') ? 'y' : 'x'}`;
+      await expectAppError(exchange.exchange(issued.accessKey, wrong), 'invalid_credentials');
+      expect(exchange.bookkeeping.pending).toBe(1);
+      expect(await exchange.bookkeeping.flush()).toBe(true);
+      const first = (await keyPairById(ctx.db.sql, issued.keyPairId))!.lastRefusedAt;
+      expect(first).toBeInstanceOf(Date);
+      // Within the minute: nothing more to write.
+      await rotateKeyPair(ctx.db, ALICE, issued.partner.id);
+      await expectAppError(exchange.exchange(issued.accessKey, issued.secretKey), 'invalid_credentials');
+      expect(exchange.bookkeeping.pending).toBe(0);
+      // Another process (no memory of the first write) sees the stored time and writes nothing either.
+      const other = new CredentialExchange(ctx.db, keys);
+      await expectAppError(other.exchange(issued.accessKey, issued.secretKey), 'invalid_credentials');
+      expect(other.bookkeeping.pending).toBe(0);
+      expect((await keyPairById(ctx.db.sql, issued.keyPairId))!.lastRefusedAt).toEqual(first);
+    });
+
     it('isKnownGood: only the secret argon2 verified for that access key, in this process', async () => {
       const exchange = new CredentialExchange(ctx.db, keys);
       const issued = await partnerWithKeys();

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { resolveDatabase } from '../../src/config.js';
 import type { Database } from '../../src/db/client.js';
 import { issueKeyPair, revokeKeyPair, rotateKeyPair } from '../../src/domain/key-pairs.js';
-import { ACCESS_KEY_PATTERN, SECRET_KEY_PATTERN } from '../../src/domain/identifiers.js';
+import { ACCESS_KEY_FORMAT as ACCESS_KEY_PATTERN, SECRET_KEY_FORMAT as SECRET_KEY_PATTERN } from '../../src/domain/identifiers.js';
 import { createPartner } from '../../src/domain/partners.js';
 import { backendAvailable, BACKENDS } from '../support/backends.js';
 import { hintFor } from '../../src/cli/hints.js';
@@ -90,8 +90,9 @@ describe.each(BACKENDS)('key pairs on %s', (provider) => {
         const b = await issueKeyPair(ctx.db, ALICE, (await newPartner()).id);
         expect(a.accessKey).not.toBe(b.accessKey);
         expect(a.secretKey).not.toBe(b.secretKey);
-        // 43 base62 characters carry 43 * log2(62) ≈ 256.03 bits.
-        expect(a.secretKey.length - 'pctl_sk_'.length).toBe(43);
+        // pctl_sk_ + the pair's id (not secret) + 43 base62 characters (43 * log2(62) ≈ 256.03 bits) + a 6-character checksum.
+        expect(a.secretKey.slice('pctl_sk_'.length, 'pctl_sk_'.length + 26)).toBe(a.keyPairId.slice('kp_'.length));
+        expect(a.secretKey.slice('pctl_sk_'.length + 26, -6)).toHaveLength(43);
       });
 
       it('refuses with active_key_pair_exists while a pair is active, writing nothing', async () => {
@@ -187,13 +188,13 @@ describe.each(BACKENDS)('key pairs on %s', (provider) => {
         expect(pairs.every((pair) => pair.status === 'revoked' && pair.revokedAt instanceof Date)).toBe(true);
       });
 
-      it('says no_active_key_pair when nothing is active, writing nothing', async () => {
+      it('is a re-run (changed: false) when nothing is left to revoke, writing nothing', async () => {
         const partner = await newPartner();
-        await expectAppError(revokeKeyPair(ctx.db, ALICE, partner.id), 'no_active_key_pair');
+        expect((await revokeKeyPair(ctx.db, ALICE, partner.id)).changed).toBe(false);
         await issueKeyPair(ctx.db, ALICE, partner.id);
-        await revokeKeyPair(ctx.db, ALICE, partner.id);
+        expect((await revokeKeyPair(ctx.db, ALICE, partner.id)).changed).toBe(true);
         const [revision, events] = [await revisionOf(ctx.db), await auditCount(ctx.db, partner.id)];
-        await expectAppError(revokeKeyPair(ctx.db, ALICE, partner.id), 'no_active_key_pair');
+        expect(await revokeKeyPair(ctx.db, ALICE, partner.id)).toMatchObject({ changed: false, revokedKeyPairIds: [] });
         expect(await revisionOf(ctx.db)).toBe(revision);
         expect(await auditCount(ctx.db, partner.id)).toBe(events);
       });

@@ -40,7 +40,7 @@ describe('access changes announced over LISTEN/NOTIFY (postgresql)', () => {
       const { partner } = await createPartner(operator, ALICE, { name: uniqueName() });
       const issued = await issueKeyPair(operator, ALICE, partner.id);
       await mapCompany(operator, ALICE, partner.id, company);
-      const claims: TokenClaims = { partnerId: partner.id, keyPairId: issued.keyPairId, test: false, jti: 'j', exp: Math.floor(Date.now() / 1000) + 900 };
+      const claims: TokenClaims = { partnerId: partner.id, keyPairId: issued.keyPairId, test: false, jti: 'j', exp: Math.floor(Date.now() / 1000) + 900, issuedAtMs: Date.now() };
       return { partner, claims };
     }
     const allowed = async (claims: TokenClaims, company: string) =>

@@ -102,11 +102,13 @@ describe('mintToken and TokenVerifier', () => {
     const payload = decodeJwt(minted.accessToken);
     expect(payload).toMatchObject({ iss: TOKEN_ISSUER, aud: TOKEN_AUDIENCE, sub: SUBJECT.partnerId, kp: SUBJECT.keyPairId });
     expect(payload.exp! - payload.iat!).toBe(900);
-    expect(payload.jti).toMatch(/^[0-9a-f-]{36}$/);
+    // Traceable: <partner>.<key pair>.<issued at, ms>.<random hex>.
+    expect(payload.jti).toMatch(new RegExp(`^${SUBJECT.partnerId}\\.${SUBJECT.keyPairId}\\.\\d{13}\\.[0-9a-f]{16}$`));
     expect(payload.test).toBeUndefined();
 
     const claims = await verifier().verify(minted.accessToken);
-    expect(claims).toEqual({ ...SUBJECT, test: false, jti: payload.jti, exp: payload.exp });
+    expect(claims).toEqual({ ...SUBJECT, test: false, jti: payload.jti, exp: payload.exp, issuedAtMs: Number(String(payload.jti).split('.')[2]) });
+    expect(Math.floor(claims.issuedAtMs / 1000)).toBe(payload.iat);
   });
 
   it('marks a test token and names no key pair', async () => {

@@ -1,7 +1,10 @@
 import { issueKeyPair, revokeKeyPair, rotateKeyPair, type IssuedKeyPair } from '../../domain/key-pairs.js';
 import { openSigningKeys } from '../../domain/signing-key-guard.js';
 import { mintTestToken } from '../../domain/test-tokens.js';
-import type { Output } from '../output.js';
+import { AppError } from '../../errors.js';
+import { KEY_PAIR_ID_PATTERN } from '../../domain/identifiers.js';
+import { parseDuration } from '../../domain/validation.js';
+import { iso, type Output } from '../output.js';
 import { confirmDestructive } from '../prompts.js';
 import type { Session } from '../session.js';
 import { resolvePartnerArgument } from './partners.js';
@@ -28,62 +31,109 @@ function newPairJson(issued: IssuedKeyPair) {
     key_pair_id: issued.keyPairId,
     access_key: issued.accessKey,
     secret_key: issued.secretKey,
+    expires_at: iso(issued.expiresAt),
   };
 }
 
-export async function runIssueKeys(session: Session, out: Output, partnerArgument: string | undefined): Promise<void> {
+function expiryOption(value: string | undefined): { expiresInMs?: number } {
+  return value === undefined ? {} : { expiresInMs: parseDuration(value, '--expires-in') };
+}
+
+export async function runIssueKeys(
+  session: Session,
+  out: Output,
+  partnerArgument: string | undefined,
+  options: { expiresIn?: string } = {},
+): Promise<void> {
+  const expiry = expiryOption(options.expiresIn);
   const reference = await resolvePartnerArgument(session, partnerArgument);
   const db = await session.db();
-  const issued = await issueKeyPair(db, session.who, reference);
+  const issued = await issueKeyPair(db, session.who, reference, expiry);
   if (out.json) {
     out.emitJson(newPairJson(issued));
     return;
   }
-  await showNewSecret(out, 'Issued a new key pair.', issued);
+  await showNewSecret(out, 'Issued a new key pair.', issued, issued.expiresAt ? [['expires', iso(issued.expiresAt)!]] : []);
 }
 
 export async function runRotateKeys(
   session: Session,
   out: Output,
   partnerArgument: string | undefined,
-  options: { revokeIssuedTokens?: boolean },
+  options: { revokeIssuedTokens?: boolean; expiresIn?: string },
 ): Promise<void> {
+  const expiry = expiryOption(options.expiresIn);
   const reference = await resolvePartnerArgument(session, partnerArgument);
   if (options.revokeIssuedTokens) {
     await confirmDestructive(
       session,
-      `Rotate the keys of '${reference}' and refuse every token the old pair minted, at once`,
+      `Rotate the keys of '${reference}', revoke its active and superseded pairs and refuse every token it holds (test tokens too), at once`,
     );
   }
   const db = await session.db();
   const pauseInsideMs = session.config.testPauseInRotationMs;
   const onPaused = () => out.note('partnerctl: test hook: paused inside the rotation transaction');
-  const rotated = await rotateKeyPair(db, session.who, reference, { ...options, pauseInsideMs, onPaused });
+  const rotated = await rotateKeyPair(db, session.who, reference, {
+    revokeIssuedTokens: options.revokeIssuedTokens === true,
+    ...expiry,
+    pauseInsideMs,
+    onPaused,
+  });
   if (out.json) {
     out.emitJson({
       ...newPairJson(rotated),
       superseded_key_pair_id: rotated.supersededKeyPairId,
       revoked_issued_tokens: rotated.revokedIssuedTokens,
+      revoked_key_pair_ids: rotated.revokedKeyPairIds,
+      tokens_revoked_before: rotated.tokensRevokedBefore === null ? null : new Date(rotated.tokensRevokedBefore).toISOString(),
+      changed: true,
     });
     return;
   }
   const fate = rotated.revokedIssuedTokens
-    ? 'revoked: it mints nothing and its tokens are refused now'
+    ? `revoked with ${rotated.revokedKeyPairIds.length - 1} superseded pair(s): they mint nothing and every token issued before now is refused (test tokens too)`
     : 'superseded: it mints nothing; tokens it already minted live out their 15 minutes';
-  await showNewSecret(out, 'Rotated the key pair.', rotated, [['old key pair', `${rotated.supersededKeyPairId} (${fate})`]]);
+  await showNewSecret(out, 'Rotated the key pair.', rotated, [
+    ['old key pair', `${rotated.supersededKeyPairId} (${fate})`],
+    ...(rotated.expiresAt ? ([['expires', iso(rotated.expiresAt)!]] as [string, string][]) : []),
+  ]);
 }
 
-export async function runRevokeKeys(session: Session, out: Output, partnerArgument: string | undefined): Promise<void> {
+export async function runRevokeKeys(
+  session: Session,
+  out: Output,
+  partnerArgument: string | undefined,
+  options: { keyPair?: string } = {},
+): Promise<void> {
   const reference = await resolvePartnerArgument(session, partnerArgument);
-  await confirmDestructive(session, `Revoke every key pair of '${reference}' and refuse their tokens at once`);
+  if (options.keyPair !== undefined && !KEY_PAIR_ID_PATTERN.test(options.keyPair)) {
+    throw new AppError('invalid_argument', `--key-pair must be a key-pair id (kp_…), got '${options.keyPair.slice(0, 40)}'`);
+  }
+  await confirmDestructive(
+    session,
+    options.keyPair
+      ? `Revoke key pair ${options.keyPair} of '${reference}' and refuse its tokens at once`
+      : `Revoke every key pair of '${reference}' and refuse its tokens (test tokens too) at once`,
+  );
   const db = await session.db();
-  const { partner, revokedKeyPairIds } = await revokeKeyPair(db, session.who, reference);
+  const result = await revokeKeyPair(db, session.who, reference, options.keyPair ? { keyPairId: options.keyPair } : {});
+  const { partner, revokedKeyPairIds, changed } = result;
   if (out.json) {
-    out.emitJson({ partner_id: partner.id, revoked_key_pair_ids: revokedKeyPairIds });
+    out.emitJson({
+      partner_id: partner.id,
+      revoked_key_pair_ids: revokedKeyPairIds,
+      tokens_revoked_before: result.tokensRevokedBefore === null ? null : new Date(result.tokensRevokedBefore).toISOString(),
+      changed,
+    });
+    return;
+  }
+  if (!changed) {
+    out.line(`Nothing left to revoke for ${partner.name} (${partner.id}); nothing changed.`);
     return;
   }
   out.line(`Revoked ${revokedKeyPairIds.length} key pair(s) of ${partner.name} (${partner.id}); their tokens are refused now.`);
-  out.line(`Partner ${partner.name} has no active key pair: 'partnerctl issue-keys ${partner.id}' issues a new one.`);
+  if (result.tokensRevokedBefore !== null) out.line('Its outstanding test tokens are refused too.');
+  if (!options.keyPair) out.line(`Partner ${partner.name} has no active key pair: 'partnerctl issue-keys ${partner.id}' issues a new one.`);
 }
 
 export async function runMintTestToken(

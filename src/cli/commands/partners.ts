@@ -141,6 +141,8 @@ export async function runShowPartner(session: Session, out: Output, partnerArgum
         superseded_at: iso(pair.supersededAt),
         revoked_at: iso(pair.revokedAt),
         last_used_at: iso(pair.lastUsedAt),
+        expires_at: iso(pair.expiresAt),
+        last_refused_at: iso(pair.lastRefusedAt),
       })),
       company_count: companyCount,
       companies: companies.map((company) => ({ company_id: company.companyId, created_at: iso(company.createdAt) })),

@@ -10,6 +10,8 @@ export interface KeyPairRow {
   supersededAt: Date | null;
   revokedAt: Date | null;
   lastUsedAt: Date | null;
+  expiresAt: Date | null;
+  lastRefusedAt: Date | null;
 }
 
 type Raw = {
@@ -21,9 +23,11 @@ type Raw = {
   superseded_at: unknown;
   revoked_at: unknown;
   last_used_at: unknown;
+  expires_at: unknown;
+  last_refused_at: unknown;
 };
 
-const COLUMNS = 'id, partner_id, access_key, status, created_at, superseded_at, revoked_at, last_used_at';
+const COLUMNS = 'id, partner_id, access_key, status, created_at, superseded_at, revoked_at, last_used_at, expires_at, last_refused_at';
 
 function fromRaw(row: Raw): KeyPairRow {
   return {
@@ -35,23 +39,36 @@ function fromRaw(row: Raw): KeyPairRow {
     supersededAt: toDate(row.superseded_at),
     revokedAt: toDate(row.revoked_at),
     lastUsedAt: toDate(row.last_used_at),
+    expiresAt: toDate(row.expires_at),
+    lastRefusedAt: toDate(row.last_refused_at),
   };
 }
 
 export async function insertKeyPair(
   tx: SqlTx,
-  pair: { id: string; partnerId: string; accessKey: string; secretHash: string },
+  pair: { id: string; partnerId: string; accessKey: string; secretHash: string; expiresAt?: Date | null },
   now: Date,
 ): Promise<void> {
   await tx.run(
-    "INSERT INTO key_pairs (id, partner_id, access_key, secret_hash, status, created_at) VALUES ($1, $2, $3, $4, 'active', $5)",
-    [pair.id, pair.partnerId, pair.accessKey, pair.secretHash, now],
+    "INSERT INTO key_pairs (id, partner_id, access_key, secret_hash, status, created_at, expires_at) VALUES ($1, $2, $3, $4, 'active', $5, $6)",
+    [pair.id, pair.partnerId, pair.accessKey, pair.secretHash, now, pair.expiresAt ?? null],
   );
 }
 
 export async function activeKeyPair(q: Queryable, partnerId: string): Promise<KeyPairRow | null> {
   const [row] = await q.query<Raw>(`SELECT ${COLUMNS} FROM key_pairs WHERE partner_id = $1 AND status = 'active'`, [partnerId]);
   return row ? fromRaw(row) : null;
+}
+
+export async function keyPairByAccessKey(q: Queryable, accessKey: string): Promise<KeyPairRow | null> {
+  const [row] = await q.query<Raw>(`SELECT ${COLUMNS} FROM key_pairs WHERE access_key = $1`, [accessKey]);
+  return row ? fromRaw(row) : null;
+}
+
+/** The stored hash, for `lookup` to confirm a secret (never leaves the domain). */
+export async function secretHashOf(q: Queryable, id: string): Promise<string | null> {
+  const [row] = await q.query<{ secret_hash: string }>('SELECT secret_hash FROM key_pairs WHERE id = $1', [id]);
+  return row?.secret_hash ?? null;
 }
 
 export async function keyPairById(q: Queryable, id: string): Promise<KeyPairRow | null> {
@@ -65,13 +82,28 @@ export interface ExchangeRow {
   secretHash: string;
   status: string;
   lastUsedAt: Date | null;
+  lastRefusedAt: Date | null;
+  expiresAt: Date | null;
   partnerId: string;
   partnerStatus: string;
+  /** The partner's brake (ms): tokens issued before it are refused. */
+  tokensRevokedBefore: number | null;
 }
 
 export async function keyPairForExchange(q: Queryable, accessKey: string): Promise<ExchangeRow | null> {
-  const [row] = await q.query<{ id: string; secret_hash: string; status: string; last_used_at: unknown; partner_id: string; partner_status: string }>(
-    `SELECT k.id, k.secret_hash, k.status, k.last_used_at, p.id AS partner_id, p.status AS partner_status
+  const [row] = await q.query<{
+    id: string;
+    secret_hash: string;
+    status: string;
+    last_used_at: unknown;
+    last_refused_at: unknown;
+    expires_at: unknown;
+    partner_id: string;
+    partner_status: string;
+    tokens_revoked_before: unknown;
+  }>(
+    `SELECT k.id, k.secret_hash, k.status, k.last_used_at, k.last_refused_at, k.expires_at, p.id AS partner_id, p.status AS partner_status,
+       p.tokens_revoked_before
      FROM key_pairs k JOIN partners p ON p.id = k.partner_id WHERE k.access_key = $1`,
     [accessKey],
   );
@@ -81,8 +113,11 @@ export async function keyPairForExchange(q: Queryable, accessKey: string): Promi
         secretHash: row.secret_hash,
         status: row.status,
         lastUsedAt: toDate(row.last_used_at),
+        lastRefusedAt: toDate(row.last_refused_at),
+        expiresAt: toDate(row.expires_at),
         partnerId: row.partner_id,
         partnerStatus: row.partner_status,
+        tokensRevokedBefore: row.tokens_revoked_before == null ? null : Number(row.tokens_revoked_before),
       }
     : null;
 }
@@ -110,4 +145,56 @@ export async function revokeKeyPairs(tx: SqlTx, ids: readonly string[], now: Dat
 /** Bookkeeping outside any unit of work: when a pair last minted a token. */
 export async function touchLastUsed(q: Queryable, id: string, at: Date): Promise<void> {
   await q.query('UPDATE key_pairs SET last_used_at = $1 WHERE id = $2', [at, id]);
+}
+
+/** Bookkeeping outside any unit of work: when a refused pair (superseded, revoked, expired, wrong secret) was last tried. */
+export async function touchLastRefused(q: Queryable, id: string, at: Date): Promise<void> {
+  await q.query('UPDATE key_pairs SET last_refused_at = $1 WHERE id = $2 AND (last_refused_at IS NULL OR last_refused_at < $3)', [at, id, at]);
+}
+
+export interface KeyPairListRow extends KeyPairRow {
+  partnerName: string;
+}
+
+/**
+ * Key pairs across partners, oldest first (ids sort by creation); the cursor is the last id of the previous
+ * page. `status` 'expired' means an active or superseded pair past its expiry; 'active' and 'superseded'
+ * exclude those.
+ */
+export async function keyPairPage(
+  q: Queryable,
+  options: {
+    partnerId?: string;
+    status?: 'active' | 'superseded' | 'revoked' | 'expired';
+    createdBefore?: Date;
+    expiringBefore?: Date;
+    unusedSince?: Date;
+    now: Date;
+    cursor?: string;
+    limit: number;
+  },
+): Promise<KeyPairListRow[]> {
+  const conditions: string[] = [];
+  const params: unknown[] = [];
+  const p = (value: unknown) => `$${params.push(value)}`;
+  if (options.partnerId) conditions.push(`k.partner_id = ${p(options.partnerId)}`);
+  if (options.status === 'revoked') conditions.push("k.status = 'revoked'");
+  else if (options.status === 'expired') conditions.push(`k.status <> 'revoked' AND k.expires_at IS NOT NULL AND k.expires_at <= ${p(options.now)}`);
+  else if (options.status) conditions.push(`k.status = ${p(options.status)} AND (k.expires_at IS NULL OR k.expires_at > ${p(options.now)})`);
+  if (options.createdBefore) conditions.push(`k.created_at < ${p(options.createdBefore)}`);
+  if (options.expiringBefore) {
+    conditions.push(`k.status = 'active' AND k.expires_at IS NOT NULL AND k.expires_at > ${p(options.now)} AND k.expires_at <= ${p(options.expiringBefore)}`);
+  }
+  if (options.unusedSince) {
+    conditions.push(`k.status <> 'revoked' AND COALESCE(k.last_used_at, k.created_at) < ${p(options.unusedSince)}`);
+  }
+  if (options.cursor) conditions.push(`k.id > ${p(options.cursor)}`);
+  const rows = await q.query<Raw & { partner_name: string }>(
+    `SELECT ${COLUMNS.split(', ').map((column) => `k.${column}`).join(', ')}, p.name AS partner_name
+     FROM key_pairs k JOIN partners p ON p.id = k.partner_id
+     ${conditions.length ? `WHERE ${conditions.join(' AND ')}` : ''}
+     ORDER BY k.id LIMIT ${p(options.limit)}`,
+    params,
+  );
+  return rows.map((row) => ({ ...fromRaw(row), partnerName: row.partner_name }));
 }

@@ -79,3 +79,17 @@ export async function partnerPage(
   );
   return rows.map((row) => ({ ...fromRaw(row), companyCount: Number(row.company_count), activeAccessKey: row.active_access_key }));
 }
+
+/** What the gate needs about a partner: its status and the instant (ms) before which its tokens are refused. */
+export async function partnerGateRow(q: Queryable, id: string): Promise<{ status: string; tokensRevokedBefore: number | null } | null> {
+  const [row] = await q.query<{ status: string; tokens_revoked_before: unknown }>(
+    'SELECT status, tokens_revoked_before FROM partners WHERE id = $1',
+    [id],
+  );
+  if (!row) return null;
+  return { status: row.status, tokensRevokedBefore: row.tokens_revoked_before == null ? null : Number(row.tokens_revoked_before) };
+}
+
+export async function setTokensRevokedBefore(tx: SqlTx, id: string, ms: number): Promise<void> {
+  await tx.run('UPDATE partners SET tokens_revoked_before = $1 WHERE id = $2', [ms, id]);
+}

@@ -84,7 +84,8 @@ export function registerTokenRoutes(app: FastifyInstance, deps: AppDeps): void {
 
   app.post(TOKEN_PATH, { bodyLimit: TOKEN_BODY_LIMIT_BYTES, onRequest, preHandler }, async (request, reply) => {
     const { accessKey, secretKey } = parseTokenRequest(request.body, request.rawBody);
-    const minted = await exchange.exchange(accessKey, secretKey);
+    request.exchangeKeyPairId = null;
+    const minted = await exchange.exchange(accessKey, secretKey, (keyPairId) => (request.exchangeKeyPairId = keyPairId));
     request.partnerId = minted.claims.partnerId;
     reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
     return { access_token: minted.accessToken, token_type: 'Bearer', expires_in: minted.expiresIn };

@@ -1,0 +1,201 @@
+import { EXIT, isAppError } from '../../errors.js';
+import { listKeyPairs, revokeTokens, type KeyPairStatusFilter } from '../../domain/key-pairs.js';
+import { lookup, type LookupResult } from '../../domain/lookup.js';
+import { openSigningKeys } from '../../domain/signing-key-guard.js';
+import { parseDuration } from '../../domain/validation.js';
+import { iso, type Output } from '../output.js';
+import { askSecret, confirmDestructive, requireValue } from '../prompts.js';
+import type { Session } from '../session.js';
+import { parseLimit, resolvePartnerArgument } from './partners.js';
+
+function lookupJson(result: LookupResult) {
+  const { partner, pair, token } = result;
+  return {
+    kind: result.kind,
+    partner_id: partner?.id ?? null,
+    partner_name: partner?.name ?? null,
+    partner_status: partner?.status ?? null,
+    key_pair_id: pair?.id ?? null,
+    status: result.status,
+    access_key: pair?.accessKey ?? null,
+    key_pair_status: pair ? (result.kind === 'token' || result.kind === 'token_id' ? pair.status : result.status) : null,
+    created_at: iso(pair?.createdAt),
+    superseded_at: iso(pair?.supersededAt),
+    revoked_at: iso(pair?.revokedAt),
+    expires_at: iso(pair?.expiresAt),
+    last_used_at: iso(pair?.lastUsedAt),
+    last_refused_at: iso(pair?.lastRefusedAt),
+    genuine: result.genuine,
+    accepted: result.accepted,
+    accepted_until: iso(result.acceptedUntil),
+    token: token
+      ? {
+          jti: token.jti,
+          kid: token.kid,
+          test: token.test,
+          issued_at: iso(token.issuedAt),
+          expires_at: iso(token.expiresAt),
+          traceable: token.traceable,
+          claims: token.claims,
+        }
+      : null,
+    note: result.note,
+    contain: result.contain,
+  };
+}
+
+export async function runLookup(session: Session, out: Output, value: string | undefined): Promise<void> {
+  const text = await requireValue(session, value, '<value> (an access key, secret key, key-pair id, token or token id)', () =>
+    askSecret(session, 'Leaked value (access key, secret key, key-pair id, token or token id; not echoed)'),
+  );
+  // '-' reads the value from stdin, so a secret need not go into the shell's history.
+  const looked = text === '-' ? await readAll(session.terminal.in) : text;
+  const db = await session.db();
+  // Without the signing-key file here the value is still traced; only a token's signature cannot be checked.
+  const openKeys = async () => {
+    try {
+      return await openSigningKeys(db, session.signingKeyFile);
+    } catch (error) {
+      if (isAppError(error) && error.code === 'signing_key_unavailable') {
+        out.note(`partnerctl: note: ${error.message}; a token's signature is not checked (genuine: null)`);
+        return null;
+      }
+      throw error;
+    }
+  };
+  const result = await lookup(db, looked, openKeys);
+  if (out.json) {
+    out.emitJson(lookupJson(result));
+    return;
+  }
+  const chalk = await out.chalk();
+  const { partner, pair, token } = result;
+  const what = { access_key: 'an access key', secret_key: 'a secret key', key_pair_id: 'a key-pair id', token: 'a token', token_id: 'a token id' }[
+    result.kind
+  ];
+  out.line(`${chalk.bold(what)} of ${partner ? `${chalk.bold(partner.name)} (${partner.id}, ${partner.status})` : 'no known partner'}`);
+  const rows: [string, string | null][] = [
+    ['status', result.status],
+    ['genuine', result.genuine === null ? 'cannot tell from this value' : result.genuine ? 'yes' : 'NO'],
+    ['accepted now', result.accepted ? `yes${result.acceptedUntil ? `, until ${iso(result.acceptedUntil)}` : ''}` : 'no'],
+  ];
+  if (pair) {
+    rows.push(
+      ['key pair', `${pair.id} (${pair.status})`],
+      ['access key', pair.accessKey],
+      ['created', iso(pair.createdAt)],
+      ['superseded', iso(pair.supersededAt)],
+      ['revoked', iso(pair.revokedAt)],
+      ['expires', iso(pair.expiresAt)],
+      ['last used', iso(pair.lastUsedAt)],
+      ['last refused', iso(pair.lastRefusedAt)],
+    );
+  }
+  if (token) {
+    rows.push(
+      ['token id', token.jti],
+      ['test token', token.test ? 'yes' : 'no'],
+      ['issued', iso(token.issuedAt)],
+      ['expires', iso(token.expiresAt)],
+    );
+  }
+  out.line(await out.fields(rows));
+  out.line();
+  out.line(result.note);
+  if (result.contain) out.line(`Contain: ${chalk.bold(result.contain)}`);
+}
+
+export async function runRevokeTokens(session: Session, out: Output, partnerArgument: string | undefined): Promise<void> {
+  const reference = await resolvePartnerArgument(session, partnerArgument);
+  await confirmDestructive(
+    session,
+    `Refuse every token of '${reference}' issued before now (test tokens too); its keys stay valid and its client re-exchanges them`,
+  );
+  const db = await session.db();
+  const { partner, tokensRevokedBefore, changed } = await revokeTokens(db, session.who, reference);
+  if (out.json) {
+    out.emitJson({ partner_id: partner.id, tokens_revoked_before: new Date(tokensRevokedBefore).toISOString(), changed });
+    return;
+  }
+  out.line(
+    changed
+      ? `Every token of ${partner.name} (${partner.id}) issued before ${new Date(tokensRevokedBefore).toISOString()} is refused now; its keys still work.`
+      : `No token of ${partner.name} (${partner.id}) issued since ${new Date(tokensRevokedBefore).toISOString()} can still be live; nothing changed.`,
+  );
+}
+
+export async function runListKeys(
+  session: Session,
+  out: Output,
+  options: {
+    partner?: string;
+    status?: string;
+    olderThan?: string;
+    expiringWithin?: string;
+    unusedFor?: string;
+    failIfAny?: boolean;
+    limit?: string;
+    cursor?: string;
+  },
+): Promise<number> {
+  const limit = parseLimit(options.limit, 50);
+  const filters = {
+    ...(options.partner !== undefined ? { partner: options.partner } : {}),
+    ...(options.status !== undefined ? { status: options.status as KeyPairStatusFilter } : {}),
+    ...(options.olderThan !== undefined ? { olderThanMs: parseDuration(options.olderThan, '--older-than') } : {}),
+    ...(options.expiringWithin !== undefined ? { expiringWithinMs: parseDuration(options.expiringWithin, '--expiring-within') } : {}),
+    ...(options.unusedFor !== undefined ? { unusedForMs: parseDuration(options.unusedFor, '--unused-for') } : {}),
+    ...(options.cursor !== undefined ? { cursor: options.cursor } : {}),
+  };
+  const db = await session.db();
+  const page = await listKeyPairs(db, { ...filters, limit });
+  const code = options.failIfAny && page.keys.length > 0 ? EXIT.error : EXIT.ok;
+  if (out.json) {
+    out.emitJson({
+      keys: page.keys.map((pair) => ({
+        key_pair_id: pair.id,
+        partner_id: pair.partnerId,
+        partner_name: pair.partnerName,
+        access_key: pair.accessKey,
+        status: pair.effectiveStatus,
+        created_at: iso(pair.createdAt),
+        superseded_at: iso(pair.supersededAt),
+        revoked_at: iso(pair.revokedAt),
+        expires_at: iso(pair.expiresAt),
+        last_used_at: iso(pair.lastUsedAt),
+        last_refused_at: iso(pair.lastRefusedAt),
+      })),
+      next_cursor: page.nextCursor,
+    });
+    return code;
+  }
+  if (page.keys.length === 0) out.line(options.cursor ? 'No more key pairs.' : 'No key pairs match.');
+  else {
+    out.line(
+      await out.table(
+        ['KEY PAIR', 'PARTNER', 'ACCESS KEY', 'STATUS', 'CREATED', 'EXPIRES', 'LAST USED', 'LAST REFUSED'],
+        page.keys.map((pair) => [
+          pair.id,
+          `${pair.partnerName} (${pair.partnerId})`,
+          pair.accessKey,
+          pair.effectiveStatus,
+          iso(pair.createdAt),
+          iso(pair.expiresAt),
+          iso(pair.lastUsedAt),
+          iso(pair.lastRefusedAt),
+        ]),
+      ),
+    );
+  }
+  if (page.nextCursor) out.line(`More: --cursor ${page.nextCursor}`);
+  return code;
+}
+
+async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
+  let text = '';
+  for await (const chunk of stream) {
+    text += typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8');
+    if (text.length > 64 * 1024) break;
+  }
+  return text.trim();
+}
