@@ -70,8 +70,9 @@ describe.each(BACKENDS)('leaked credentials on %s: lookup and containment agains
       backend = await createBackend(provider);
       if (provider === 'postgresql') await (await openMigrated(backend)).close();
       upstream = await startUpstream();
-      // The first command creates the SQLite file (and the key file) before the server opens it.
-      await cli('list-partners');
+      // A first command that writes creates the SQLite file before the server opens it (a read-only one
+      // refuses a missing file).
+      await cli('create-partner', '--name', 'leak-setup');
       server = await serve({
         ...backend.env,
         PUBLIC_API_UPSTREAM_URL: upstream.url,
