@@ -1,6 +1,21 @@
-// A small table renderer for people and pipes: on a terminal the table fits its width (80 columns when
-// unknown), long cells cut with '…'; through a pipe or into a file, plain aligned columns with every value
-// whole and no rules, for grep, awk and cut. Full values are always in --json.
+// Tables for people and pipes, drawn by cli-table3. What this module adds is the fitting: on a terminal the
+// table fits its width (80 columns when unknown), optional columns dropped and long cells cut with '…' (keys
+// in the middle, where both ends identify them); through a pipe or into a file, plain aligned columns with
+// every value whole and no rules, for grep, awk and cut. Full values are always in --json.
+import { createRequire } from 'node:module';
+import type TableConstructor from 'cli-table3';
+
+const load = createRequire(import.meta.url);
+// Loaded on first use: most commands never draw a table.
+let cliTable: { Table: typeof TableConstructor; strlen: (text: string) => number } | undefined;
+function tables() {
+  cliTable ??= {
+    Table: load('cli-table3') as typeof TableConstructor,
+    // cli-table3's own measure: colour escapes take no room, wide (CJK) characters take two.
+    strlen: (load('cli-table3/src/utils.js') as { strlen: (text: string) => number }).strlen,
+  };
+  return cliTable;
+}
 
 export interface Column {
   title: string;
@@ -23,16 +38,15 @@ export interface TableOptions {
 }
 
 const GAP = 2;
-// Colour escapes take no room on screen.
-const ANSI = /\u001b\[[0-9;]*m/g;
 
 export function visibleLength(text: string): number {
-  return [...text.replace(ANSI, '')].length;
+  return tables().strlen(text);
 }
 
 export function cut(text: string, width: number, how: 'end' | 'middle' = 'end'): string {
   if (visibleLength(text) <= width) return text;
-  const chars = [...text.replace(ANSI, '')];
+  // The cells cut here are ids, names and times, not coloured text.
+  const chars = [...text];
   if (width <= 1) return chars.slice(0, width).join('');
   if (how === 'middle') {
     const head = Math.ceil((width - 1) / 2);
@@ -40,11 +54,6 @@ export function cut(text: string, width: number, how: 'end' | 'middle' = 'end'):
     return `${chars.slice(0, head).join('')}…${tail > 0 ? chars.slice(-tail).join('') : ''}`;
   }
   return `${chars.slice(0, width - 1).join('')}…`;
-}
-
-function pad(text: string, width: number, align: 'left' | 'right' = 'left'): string {
-  const room = Math.max(0, width - visibleLength(text));
-  return align === 'right' ? ' '.repeat(room) + text : text + ' '.repeat(room);
 }
 
 export function renderTable(columnsIn: readonly (Column | string)[], rowsIn: readonly (readonly (string | number | null)[])[], options: TableOptions): string {
@@ -76,26 +85,23 @@ export function renderTable(columnsIn: readonly (Column | string)[], rowsIn: rea
     }
   }
   const header = options.header ?? ((text: string) => text);
-  const lines: string[] = [];
-  const line = (cells: string[]) =>
-    cells
-      .map((cell, i) => {
-        const column = columns[i]!;
-        const shown = cut(cell, widths[i]!, column.truncate);
-        return i === cells.length - 1 && column.align !== 'right' ? shown : pad(shown, widths[i]!, column.align);
-      })
-      .join(' '.repeat(GAP))
-      .trimEnd();
-  lines.push(
-    columns
-      .map((column, i) => {
-        const title = cut(column.title, widths[i]!);
-        return header(i === columns.length - 1 ? title : pad(title, widths[i]!, column.align));
-      })
-      .join(' '.repeat(GAP))
-      .trimEnd(),
-  );
-  if (options.tty) lines.push(widths.map((width) => '─'.repeat(width)).join(' '.repeat(GAP)));
-  for (const row of rows) lines.push(line(row));
+  const { Table } = tables();
+  const none = { top: '', 'top-mid': '', 'top-left': '', 'top-right': '', bottom: '', 'bottom-mid': '', 'bottom-left': '', 'bottom-right': '', left: '', 'left-mid': '', mid: '', 'mid-mid': '', right: '', 'right-mid': '', middle: '' };
+  const table = new Table({
+    head: columns.map((column, i) => header(cut(column.title, widths[i]!))),
+    // Each column its width plus the gap to the next (padding, so right-aligned cells keep it too).
+    colWidths: widths.map((width) => width + GAP),
+    colAligns: columns.map((column) => column.align ?? 'left'),
+    chars: none,
+    style: { head: [], border: [], compact: true, 'padding-left': 0, 'padding-right': GAP },
+    wordWrap: false,
+  });
+  for (const row of rows) table.push(row.map((cell, i) => cut(cell, widths[i]!, columns[i]!.truncate)));
+  const lines = table
+    .toString()
+    .split('\n')
+    .map((line) => line.trimEnd());
+  // On a terminal, a rule under the header, column by column (no gap after the last).
+  if (options.tty) lines.splice(1, 0, widths.map((width) => '─'.repeat(width)).join(' '.repeat(GAP)));
   return lines.join('\n');
 }
