@@ -1,23 +1,11 @@
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createBackend, type TestBackend } from '../support/backends.js';
-import { BIN, runCli } from '../support/cli.js';
+import { BIN, runCli, runShell } from '../support/cli.js';
 
 /** Runs a shell pipeline and returns what its last stage printed. */
-function shell(script: string, env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('bash', ['-o', 'pipefail', '-c', script], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk) => (stderr += chunk));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
 
 describe('output through a pipe', () => {
   let backend: TestBackend;
@@ -47,13 +35,13 @@ describe('output through a pipe', () => {
     ['a table', 'audit --limit 1000'],
   ])('delivers every byte of a large output (%s) to a slow reader, then exits 0', async (_what, args) => {
     const file = join(backend.dir, `out-${args.length}.txt`);
-    const whole = await shell(`${cli} ${args} > ${file}`, backend.env);
+    const whole = await runShell(`${cli} ${args} > ${file}`, backend.env);
     expect(whole.code, whole.stderr).toBe(0);
     const expected = readFileSync(file, 'utf8');
     expect(Buffer.byteLength(expected)).toBeGreaterThan(300 * 1024);
 
     // The reader starts late and reads slowly: the CLI finishes long before the pipe is drained.
-    const slow = await shell(`${cli} ${args} | (sleep 1; while IFS= read -r line; do printf '%s\\n' "$line"; done)`, backend.env);
+    const slow = await runShell(`${cli} ${args} | (sleep 1; while IFS= read -r line; do printf '%s\\n' "$line"; done)`, backend.env);
     expect(slow.code, slow.stderr).toBe(0);
     expect(slow.stdout.length).toBe(expected.length);
     expect(slow.stdout).toBe(expected);
@@ -61,7 +49,7 @@ describe('output through a pipe', () => {
   });
 
   it('stops quietly, exit 0, when the reader goes away early (| head)', async () => {
-    const result = await shell(`${cli} audit --limit 1000 --json | head -c 100 > /dev/null`, backend.env);
+    const result = await runShell(`${cli} audit --limit 1000 --json | head -c 100 > /dev/null`, backend.env);
     expect(result.code).toBe(0);
     expect(result.stderr).toBe('');
   });

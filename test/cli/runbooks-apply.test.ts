@@ -1,21 +1,8 @@
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, backendAvailable, createBackend, type TestBackend } from '../support/backends.js';
-import { BIN, runCli } from '../support/cli.js';
-
-function shell(script: string, env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('bash', ['-o', 'pipefail', '-c', script], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk) => (stderr += chunk));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+import { BIN, runCli, runShell } from '../support/cli.js';
 
 describe.each(BACKENDS)('apply -f and export on %s', (provider) => {
   describe.skipIf(!backendAvailable(provider))('', () => {
@@ -137,10 +124,10 @@ partners:
     it('round-trips: export | apply -f - --dry-run shows no change (YAML and JSON, awkward ids and names)', async () => {
       await cli('create-partner', '--name', 'Odd: "quoted" #name');
       await cli('map-company', 'Odd: "quoted" #name', '--company', 'true', '--company', '12', '--company', 'a:b', '--company', '#x', '--company', "it's");
-      const yaml = await shell(`${bin()} export | ${bin()} apply -f - --dry-run --json`, backend.env);
+      const yaml = await runShell(`${bin()} export | ${bin()} apply -f - --dry-run --json`, backend.env);
       expect(yaml.code, yaml.stderr).toBe(0);
       expect(JSON.parse(yaml.stdout)).toMatchObject({ applied: false, plan: { changes: 0 } });
-      const json = await shell(`${bin()} export --json | ${bin()} apply -f - --dry-run --prune --json`, backend.env);
+      const json = await runShell(`${bin()} export --json | ${bin()} apply -f - --dry-run --prune --json`, backend.env);
       expect(JSON.parse(json.stdout)).toMatchObject({ applied: false, plan: { changes: 0 } });
       const one = (await cli('export', '--partner', 'Beta Rates', '--json')).json();
       expect(one).toEqual({ partners: [{ name: 'Beta Rates', status: 'active', companies: ['007', 'company-2'] }] });

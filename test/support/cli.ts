@@ -61,3 +61,16 @@ export function runBinary(args: string[], env: NodeJS.ProcessEnv, options: CliOp
     child.stdin.end(options.input ?? '');
   });
 }
+
+/** Runs a bash script (`set -o pipefail`), for pipelines of the real binary: `${BIN} export | ${BIN} apply -f -`. */
+export function runShell(script: string, env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('bash', ['-o', 'pipefail', '-c', script], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk) => (stdout += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk) => (stderr += chunk));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
