@@ -79,6 +79,8 @@ export class Metrics {
       registers,
     });
     this.tokens = TOKEN_OUTCOMES.map((outcome) => tokens.labels(outcome));
+    // Every outcome shows from the start, at 0.
+    for (const child of this.tokens) child.inc(0);
     this.partnerRequests = options.perPartner
       ? new Counter({
           name: 'partnerctl_partner_requests_total',
