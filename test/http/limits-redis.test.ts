@@ -1,0 +1,250 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { parseRate, effectiveLimits } from '../../src/domain/limits.js';
+import { policyOf, RedisLimiter } from '../../src/http/limits.js';
+import { SharedRedis } from '../../src/http/redis.js';
+import { backendAvailable, createBackend, type TestBackend } from '../support/backends.js';
+import { runCli } from '../support/cli.js';
+import { serve, type Served } from '../support/serve.js';
+import { bearer, startUpstream, type TestUpstream } from './support.js';
+
+const redisUrl = inject('redisUrl');
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
+  const started = Date.now();
+  while (Date.now() - started < timeoutMs) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    await sleep(50);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as { port: number }).port;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** A redis-server of this test's own on a loopback port (never the shared one on 6379). */
+async function startOwnRedis(port: number): Promise<ChildProcess> {
+  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+  await until('redis-server to answer', async () => {
+    const client = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    client.on('error', () => {});
+    try {
+      await client.connect();
+      return (await client.ping()) === 'PONG' ? true : undefined;
+    } catch {
+      return undefined;
+    } finally {
+      client.disconnect();
+    }
+  });
+  return child;
+}
+
+async function stopOwnRedis(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGKILL');
+  await exited;
+}
+
+function tokenFrom(server: Served, keys: { access_key: string; secret_key: string }): Promise<string> {
+  return fetch(`${server.url}/public/v1/auth/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ access_key: keys.access_key, secret_key: keys.secret_key }),
+  }).then(async (response) => {
+    expect(response.status).toBe(200);
+    return ((await response.json()) as { access_token: string }).access_token;
+  });
+}
+
+describe.skipIf(!redisUrl)('the limiter in Redis', () => {
+  it('two clients share one bucket: the burst once, then refusals with the wait', async () => {
+    const clock = { now: () => Date.now() };
+    const a = new SharedRedis(redisUrl!, undefined, clock);
+    const b = new SharedRedis(redisUrl!, undefined, clock);
+    try {
+      // Commands fail at once while not connected (no offline queue): wait for both connections.
+      await until('both connections', async () => (a.available && b.available ? true : undefined));
+      const key = `test:${process.pid}:${Math.random().toString(36).slice(2)}`;
+      const policy = policyOf(effectiveLimits({ rate: parseRate('10/m'), burst: 3, dailyQuota: null }, { rate: null, burst: null })!);
+      const [la, lb] = [new RedisLimiter(a, 'partnerctl:test:'), new RedisLimiter(b, 'partnerctl:test:')];
+      const verdicts = [await la.take(key, policy), await lb.take(key, policy), await la.take(key, policy), await lb.take(key, policy)];
+      expect(verdicts.map((v) => v.allowed)).toEqual([true, true, true, false]);
+      expect(verdicts.map((v) => v.remaining)).toEqual([2, 1, 0, 0]);
+      expect(verdicts[3]).toMatchObject({ reason: 'rate', limit: 3 });
+      expect(verdicts[3]!.retryAfterSeconds).toBeGreaterThanOrEqual(5);
+      expect(verdicts[3]!.retryAfterSeconds).toBeLessThanOrEqual(6);
+      await a.client.del(`partnerctl:test:${key}`);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+});
+
+describe.skipIf(!redisUrl || !backendAvailable('postgresql'))('two serve instances on one PostgreSQL database and one Redis', () => {
+  let backend: TestBackend;
+  let upstream: TestUpstream;
+  let instances: Served[] = [];
+
+  beforeAll(async () => {
+    backend = await createBackend('postgresql');
+    const migrated = await runCli(['db', 'migrate'], backend.env);
+    expect(migrated.code, migrated.stderr).toBe(0);
+    upstream = await startUpstream();
+    const env = { ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url, REDIS_URL: redisUrl!, LOG_LEVEL: 'warn' };
+    instances = await Promise.all([serve(env), serve(env)]);
+  });
+  afterAll(async () => {
+    for (const instance of instances) instance.child.kill('SIGTERM');
+    await Promise.all(instances.map((instance) => instance.exited));
+    await upstream?.close();
+    await backend?.dispose();
+  });
+
+  it('a partner sending 3x its rate for 10 s over both gets rate x 10 s + burst at most (within 5 %), 80 % of rate x 10 s at least', async () => {
+    const cli = async (...args: string[]) => {
+      const result = await runCli(['--json', '--yes', ...args], backend.env);
+      expect(result.code, result.stderr).toBe(0);
+      return result.json<any>();
+    };
+    const rate = 20;
+    const burst = 20;
+    await cli('create-partner', '--name', 'Eager');
+    const keys = await cli('issue-keys', 'Eager');
+    await cli('map-company', 'Eager', '--company', 'acme');
+    await cli('set-limits', 'Eager', '--rate', `${rate}/s`, '--burst', String(burst));
+    const tokens = await Promise.all(instances.map((instance) => tokenFrom(instance, keys)));
+    for (const instance of instances) {
+      const ready = (await (await fetch(`${instance.url}/readyz`)).json()) as Record<string, unknown>;
+      expect(ready).toMatchObject({ status: 'ok', redis: 'ok' });
+    }
+
+    // 3x the rate for 10 s, evenly spaced, alternating between the instances; each request is sent on
+    // schedule without waiting for the previous answers.
+    const seconds = 10;
+    const total = 3 * rate * seconds;
+    const spacingMs = 1000 / (3 * rate);
+    const started = performance.now();
+    const answers: Promise<number>[] = [];
+    for (let i = 0; i < total; i++) {
+      const wait = started + i * spacingMs - performance.now();
+      if (wait > 0) await sleep(wait);
+      const which = i % 2;
+      answers.push(
+        fetch(`${instances[which]!.url}/public/v1/prices?company_id=acme`, { headers: bearer(tokens[which]!) }).then(async (response) => {
+          await response.arrayBuffer();
+          return response.status;
+        }),
+      );
+    }
+    const statuses = await Promise.all(answers);
+    const elapsed = (performance.now() - started) / 1000;
+    const accepted = statuses.filter((status) => status === 200).length;
+    const refused = statuses.filter((status) => status === 429).length;
+    console.log(`accuracy: ${accepted} accepted, ${refused} refused of ${total} in ${elapsed.toFixed(2)} s (rate ${rate}/s, burst ${burst})`);
+    expect(accepted + refused).toBe(total);
+    expect(accepted).toBeLessThanOrEqual((rate * seconds + burst) * 1.05);
+    expect(accepted).toBeGreaterThanOrEqual(0.8 * rate * seconds);
+  }, 60_000);
+});
+
+describe.skipIf(!redisUrl)('Redis down and back (a redis-server of the test\'s own)', () => {
+  let backend: TestBackend;
+  let upstream: TestUpstream;
+  let redisPort: number;
+  let redis: ChildProcess | undefined;
+  let server: Served | undefined;
+
+  beforeAll(async () => {
+    backend = await createBackend('sqlite');
+    upstream = await startUpstream();
+    redisPort = await freePort();
+    redis = await startOwnRedis(redisPort);
+  });
+  afterAll(async () => {
+    if (server) {
+      server.child.kill('SIGTERM');
+      await server.exited;
+    }
+    if (redis) await stopOwnRedis(redis);
+    await upstream?.close();
+    await backend?.dispose();
+  });
+
+  it('keeps serving on per-instance counters, stays ready with "redis":"unavailable", says so in the metrics and the log, and shares counters again once Redis is back', async () => {
+    const cli = async (...args: string[]) => {
+      const result = await runCli(['--json', '--yes', ...args], backend.env);
+      expect(result.code, result.stderr).toBe(0);
+      return result.json<any>();
+    };
+    const partner = await cli('create-partner', '--name', 'Steady');
+    const keys = await cli('issue-keys', 'Steady');
+    await cli('map-company', 'Steady', '--company', 'acme');
+    await cli('set-limits', 'Steady', '--rate', '100/m', '--burst', '50');
+    const redisAt = `redis://127.0.0.1:${redisPort}`;
+    server = await serve({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url, REDIS_URL: redisAt }, ['--metrics-port', '0']);
+    const metricsUrl = await until('the metrics line', async () => /metrics on (http:\/\/\S+)\n/.exec(server!.stderr())?.[1]);
+    const token = await tokenFrom(server, keys);
+    const get = () => fetch(`${server!.url}/public/v1/prices?company_id=acme`, { headers: bearer(token) });
+    const ready = async () => {
+      const response = await fetch(`${server!.url}/readyz`);
+      return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+    };
+    const metric = async (name: string) => {
+      const text = await (await fetch(metricsUrl)).text();
+      const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+      return line === undefined ? undefined : Number(line.slice(name.length + 1));
+    };
+    const bucketKey = `partnerctl:limit:${partner.partner_id}`;
+    const own = new Redis(redisPort, '127.0.0.1', { maxRetriesPerRequest: 0, lazyConnect: true });
+    own.on('error', () => {});
+    try {
+      expect(await ready()).toEqual({ status: 200, body: { status: 'ok', database: 'sqlite', redis: 'ok' } });
+      expect((await get()).headers.get('ratelimit-remaining')).toBe('49');
+      await own.connect();
+      // The counter is in Redis.
+      expect(await own.exists(bucketKey)).toBe(1);
+      expect(await metric('partnerctl_redis_up')).toBe(1);
+      own.disconnect();
+
+      await stopOwnRedis(redis!);
+      redis = undefined;
+      await until('the server to notice', async () => ((await ready()).body.redis === 'unavailable' ? true : undefined));
+      // Served on this instance's own counters (fail open), still with its headers; ready all along.
+      for (let i = 0; i < 3; i++) {
+        const response = await get();
+        expect(response.status).toBe(200);
+        expect(response.headers.get('ratelimit-limit')).toBe('50');
+      }
+      expect(await ready()).toEqual({ status: 200, body: { status: 'ok', database: 'sqlite', redis: 'unavailable' } });
+      expect(await metric('partnerctl_redis_up')).toBe(0);
+      expect(await metric('partnerctl_redis_fallbacks_total')).toBeGreaterThan(0);
+      expect(await metric('partnerctl_http_requests_total{route_class="data",status_class="2xx"}')).toBe(4);
+      // Said once, not once per request.
+      await until('the outage in the log', async () => (server!.stdout().includes('redis unavailable') ? true : undefined));
+      expect(server.stdout().match(/redis unavailable/g)).toHaveLength(1);
+
+      // Back on the same port: shared counters again, without a restart.
+      redis = await startOwnRedis(redisPort);
+      await until('the server to reconnect', async () => ((await ready()).body.redis === 'ok' ? true : undefined));
+      expect(await metric('partnerctl_redis_up')).toBe(1);
+      expect((await get()).status).toBe(200);
+      await own.connect();
+      expect(await own.exists(bucketKey)).toBe(1);
+      await until('the reconnection in the log', async () => (server!.stdout().includes('redis available again') ? true : undefined));
+    } finally {
+      own.disconnect();
+    }
+  }, 60_000);
+});
