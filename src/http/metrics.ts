@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import { currentRevision } from '../db/repositories/revision.js';
 import type { Database } from '../db/client.js';
 import type { AccessState } from '../domain/access.js';
@@ -20,8 +20,54 @@ const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 const DATABASE_PROBE_TIMEOUT_MS = 1_000;
 const MAX_PARTNER_SERIES = 10_000;
 
-type Inc = { inc(value?: number): void };
-type Observe = { observe(value: number): void };
+/** One series' value as the registry formats it. */
+interface Sample {
+  metricName?: string;
+  labels?: Record<string, string | number>;
+  value: number;
+}
+
+/**
+ * A metric the registry reads only when scraped, from plain numbers the request path adds to: prom-client's
+ * own counters and histograms hash their labels on every increment, which a request should not pay for.
+ */
+function rawMetric(registry: Registry, name: string, help: string, type: 'counter' | 'histogram', samples: () => Sample[]): void {
+  const metric = {
+    name,
+    help,
+    type,
+    aggregator: 'sum',
+    get: async () => ({ name, help, type, aggregator: 'sum', values: samples() }),
+    reset: () => {},
+  };
+  registry.registerMetric(metric as unknown as Parameters<Registry['registerMetric']>[0]);
+}
+
+/** Bucket counts (not cumulative; the last one is +Inf), sum and count. */
+class RawHistogram {
+  readonly counts = new Float64Array(LATENCY_BUCKETS.length + 1);
+  sum = 0;
+  count = 0;
+
+  observe(value: number): void {
+    let i = 0;
+    while (i < LATENCY_BUCKETS.length && value > LATENCY_BUCKETS[i]!) i++;
+    this.counts[i]!++;
+    this.sum += value;
+    this.count++;
+  }
+
+  samples(name: string, labels: Record<string, string>): Sample[] {
+    const out: Sample[] = [];
+    let cumulative = 0;
+    for (let i = 0; i <= LATENCY_BUCKETS.length; i++) {
+      cumulative += this.counts[i]!;
+      out.push({ metricName: `${name}_bucket`, labels: { le: i < LATENCY_BUCKETS.length ? LATENCY_BUCKETS[i]! : '+Inf', ...labels }, value: cumulative });
+    }
+    out.push({ metricName: `${name}_sum`, labels, value: this.sum }, { metricName: `${name}_count`, labels, value: this.count });
+    return out;
+  }
+}
 
 /** What the gauges read when scraped: nothing on the request path. */
 export interface MetricsSources {
@@ -37,58 +83,53 @@ const statusIndex = (status: number): number => Math.min(4, Math.max(0, Math.flo
 
 /**
  * The server's Prometheus metrics, in a registry of its own (several servers may share a process in tests).
- * Every label combination a request can hit is resolved once here, so a request costs one counter increment
- * and one histogram observation (two for data requests: the engine's time too).
+ * A request adds to plain numbers (an array slot, a histogram's bucket) at indices known up front; the
+ * registry turns them into series only when scraped.
  */
 export class Metrics {
   readonly registry = new Registry();
-  private readonly requests: Inc[][];
-  private readonly latency: Observe[];
-  private readonly engine: Observe;
-  private readonly tokens: Inc[];
-  private readonly partnerRequests: Counter<'partner_id' | 'status_class'> | null;
-  private readonly partnerChildren = new Map<string, Inc[]>();
+  /** [route class x 5 + status class] */
+  private readonly requests = new Float64Array(ROUTE_CLASSES.length * STATUS_CLASSES.length);
+  private readonly latency = ROUTE_CLASSES.map(() => new RawHistogram());
+  private readonly engine = new RawHistogram();
+  private readonly tokens = new Float64Array(TOKEN_OUTCOMES.length);
+  private readonly partners: Map<string, Float64Array> | null;
 
   constructor(sources: MetricsSources, options: { perPartner: boolean; defaults?: boolean }) {
     const registers = [this.registry];
-    const requests = new Counter({
-      name: 'partnerctl_http_requests_total',
-      help: 'Requests answered by the public API, by route class (token, data, other) and status class',
-      labelNames: ['route_class', 'status_class'] as const,
-      registers,
+    this.partners = options.perPartner ? new Map() : null;
+    rawMetric(this.registry, 'partnerctl_http_requests_total', 'Requests answered by the public API, by route class (token, data, other) and status class', 'counter', () => {
+      const out: Sample[] = [];
+      ROUTE_CLASSES.forEach((route, r) =>
+        STATUS_CLASSES.forEach((status, c) => out.push({ labels: { route_class: route, status_class: status }, value: this.requests[r * STATUS_CLASSES.length + c]! })),
+      );
+      return out;
     });
-    this.requests = ROUTE_CLASSES.map((route) => STATUS_CLASSES.map((status) => requests.labels(route, status)));
-    const latency = new Histogram({
-      name: 'partnerctl_http_request_duration_seconds',
-      help: 'Time from the request received to the answer sent, by route class (the gateway total)',
-      labelNames: ['route_class'] as const,
-      buckets: LATENCY_BUCKETS,
-      registers,
-    });
-    this.latency = ROUTE_CLASSES.map((route) => latency.labels(route));
-    this.engine = new Histogram({
-      name: 'partnerctl_engine_duration_seconds',
-      help: "Time the recommendation engine took to answer a forwarded data request",
-      buckets: LATENCY_BUCKETS,
-      registers,
-    });
-    const tokens = new Counter({
-      name: 'partnerctl_token_exchanges_total',
-      help: 'Token exchanges by outcome: issued, refused (bad, revoked or expired credentials, bad requests), rate_limited',
-      labelNames: ['outcome'] as const,
-      registers,
-    });
-    this.tokens = TOKEN_OUTCOMES.map((outcome) => tokens.labels(outcome));
-    // Every outcome shows from the start, at 0.
-    for (const child of this.tokens) child.inc(0);
-    this.partnerRequests = options.perPartner
-      ? new Counter({
-          name: 'partnerctl_partner_requests_total',
-          help: 'Data requests by partner and status class (PUBLIC_API_METRICS_PER_PARTNER=1)',
-          labelNames: ['partner_id', 'status_class'] as const,
-          registers,
-        })
-      : null;
+    rawMetric(this.registry, 'partnerctl_http_request_duration_seconds', 'Time from the request received to the answer sent, by route class (the gateway total)', 'histogram', () =>
+      ROUTE_CLASSES.flatMap((route, r) => this.latency[r]!.samples('partnerctl_http_request_duration_seconds', { route_class: route })),
+    );
+    rawMetric(this.registry, 'partnerctl_engine_duration_seconds', 'Time the recommendation engine took to answer a forwarded data request', 'histogram', () =>
+      this.engine.samples('partnerctl_engine_duration_seconds', {}),
+    );
+    rawMetric(
+      this.registry,
+      'partnerctl_token_exchanges_total',
+      'Token exchanges by outcome: issued, refused (bad, revoked or expired credentials, bad requests), rate_limited',
+      'counter',
+      () => TOKEN_OUTCOMES.map((outcome, i) => ({ labels: { outcome }, value: this.tokens[i]! })),
+    );
+    if (this.partners) {
+      const partners = this.partners;
+      rawMetric(this.registry, 'partnerctl_partner_requests_total', 'Data requests by partner and status class (PUBLIC_API_METRICS_PER_PARTNER=1)', 'counter', () => {
+        const out: Sample[] = [];
+        for (const [partnerId, counts] of partners) {
+          STATUS_CLASSES.forEach((status, c) => {
+            if (counts[c]! > 0) out.push({ labels: { partner_id: partnerId, status_class: status }, value: counts[c]! });
+          });
+        }
+        return out;
+      });
+    }
 
     const { access, verifier, limits, redis, usage, db } = sources;
     new Counter({
@@ -181,29 +222,24 @@ export class Metrics {
     const status = reply.statusCode;
     const statusClass = statusIndex(status);
     const route = url === TOKEN_ROUTE ? 0 : url !== undefined && DATA_ROUTES.has(url) ? 1 : 2;
-    this.requests[route]![statusClass]!.inc();
+    this.requests[route * STATUS_CLASSES.length + statusClass]!++;
     this.latency[route]!.observe(reply.elapsedTime / 1000);
     if (route === 0 && request.method === 'POST' && status < 500) {
-      this.tokens[status === 200 ? 0 : status === 429 ? 2 : 1]!.inc();
-    } else if (route === 1 && this.partnerRequests !== null && request.claims !== null) {
-      this.partner(request.claims.partnerId)[statusClass]!.inc();
+      this.tokens[status === 200 ? 0 : status === 429 ? 2 : 1]!++;
+    } else if (route === 1 && this.partners !== null && request.claims !== null) {
+      let counts = this.partners.get(request.claims.partnerId);
+      if (counts === undefined) {
+        if (this.partners.size >= MAX_PARTNER_SERIES) this.partners.clear();
+        counts = new Float64Array(STATUS_CLASSES.length);
+        this.partners.set(request.claims.partnerId, counts);
+      }
+      counts[statusClass]!++;
     }
   }
 
   /** The engine answered after `ms`. */
   engineAnswered(ms: number): void {
     this.engine.observe(ms / 1000);
-  }
-
-  private partner(partnerId: string): Inc[] {
-    let children = this.partnerChildren.get(partnerId);
-    if (children === undefined) {
-      if (this.partnerChildren.size >= MAX_PARTNER_SERIES) this.partnerChildren.clear();
-      const counter = this.partnerRequests!;
-      children = STATUS_CLASSES.map((status) => counter.labels(partnerId, status));
-      this.partnerChildren.set(partnerId, children);
-    }
-    return children;
   }
 }
 
