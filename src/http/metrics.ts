@@ -15,7 +15,22 @@ const ROUTE_CLASSES = ['token', 'data', 'other'] as const;
 const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const;
 const TOKEN_OUTCOMES = ['issued', 'refused', 'rate_limited'] as const;
 const TOKEN_ROUTE = `${BASE_PATH}/auth/token`;
-const DATA_ROUTES = new Set([BASE_PATH, `${BASE_PATH}/*`]);
+const OPENAPI_ROUTE = `${BASE_PATH}/openapi.json`;
+
+/** `url` (with its query) is exactly `path`. */
+const isPath = (url: string, path: string): boolean => url.startsWith(path) && (url.length === path.length || url.charCodeAt(path.length) === 63); // '?'
+
+/**
+ * 0 token, 1 data, 2 other, from the request's URL as the router saw it (request.routeOptions builds a whole
+ * object on each read): under the base path, anything but the token and document routes is a data request.
+ */
+function routeClassOf(url: string): number {
+  if (!url.startsWith(BASE_PATH)) return 2;
+  if (isPath(url, TOKEN_ROUTE)) return 0;
+  if (isPath(url, OPENAPI_ROUTE)) return 2;
+  const next = url.charCodeAt(BASE_PATH.length);
+  return url.length === BASE_PATH.length || next === 47 || next === 63 ? 1 : 2; // '/', '?'
+}
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 const DATABASE_PROBE_TIMEOUT_MS = 1_000;
 const MAX_PARTNER_SERIES = 10_000;
@@ -218,10 +233,9 @@ export class Metrics {
 
   /** One answered request (onResponse). */
   response(request: FastifyRequest, reply: FastifyReply): void {
-    const url = request.routeOptions.url;
     const status = reply.statusCode;
     const statusClass = statusIndex(status);
-    const route = url === TOKEN_ROUTE ? 0 : url !== undefined && DATA_ROUTES.has(url) ? 1 : 2;
+    const route = routeClassOf(request.raw.url ?? '');
     this.requests[route * STATUS_CLASSES.length + statusClass]!++;
     this.latency[route]!.observe(reply.elapsedTime / 1000);
     if (route === 0 && request.method === 'POST' && status < 500) {
