@@ -248,3 +248,44 @@ describe.skipIf(!redisUrl)('Redis down and back (a redis-server of the test\'s o
     }
   }, 60_000);
 });
+
+describe.skipIf(!redisUrl)("the token endpoint's throttles shared by two instances (a redis-server of the test's own)", () => {
+  let backend: TestBackend;
+  let redis: ChildProcess | undefined;
+  let instances: Served[] = [];
+
+  beforeAll(async () => {
+    backend = await createBackend('sqlite');
+    const port = await freePort();
+    redis = await startOwnRedis(port);
+    const created = await runCli(['--json', 'create-partner', '--name', 'Throttled'], backend.env);
+    expect(created.code, created.stderr).toBe(0);
+    const env = { ...backend.env, REDIS_URL: `redis://127.0.0.1:${port}`, PUBLIC_API_TOKEN_RATE_LIMIT_PER_IP: '3', PUBLIC_API_TOKEN_RATE_LIMIT_PER_KEY: '0' };
+    instances = await Promise.all([serve(env), serve(env)]);
+  });
+  afterAll(async () => {
+    for (const instance of instances) instance.child.kill('SIGTERM');
+    await Promise.all(instances.map((instance) => instance.exited));
+    if (redis) await stopOwnRedis(redis);
+    await backend?.dispose();
+  });
+
+  it('counts one address once for the cluster: the fourth exchange is refused, whichever instance gets it', async () => {
+    for (const instance of instances) {
+      await until('redis on both', async () => (((await (await fetch(`${instance.url}/readyz`)).json()) as { redis?: string }).redis === 'ok' ? true : undefined));
+    }
+    const attempt = (instance: Served) =>
+      fetch(`${instance.url}/public/v1/auth/token`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ access_key: 'pk_unknown', secret_key: 'nope' }),
+      });
+    const [a, b] = instances as [Served, Served];
+    const statuses = [(await attempt(a)).status, (await attempt(b)).status, (await attempt(a)).status];
+    expect(statuses.every((status) => status !== 429)).toBe(true);
+    const refused = await attempt(b);
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect((await attempt(a)).status).toBe(429);
+  });
+});
