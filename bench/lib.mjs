@@ -71,17 +71,30 @@ export function cliEnv(databaseFile, extra = {}) {
  * address hammering a few keys). The request log stays at its default (info, one JSON line per request)
  * and goes to /dev/null, so its cost is included as in production.
  */
-export async function startServe({ databaseFile, upstream, cpuProfileDir }) {
+export async function startServe({ databaseFile, upstream, cpuProfileDir, env = {}, args = [] }) {
   const nodeArgs = cpuProfileDir ? ['--cpu-prof', `--cpu-prof-dir=${cpuProfileDir}`] : [];
-  const child = spawn(process.execPath, [...nodeArgs, CLI, 'serve', '--port', '0', '--host', '127.0.0.1', '--upstream', upstream], {
+  const child = spawn(process.execPath, [...nodeArgs, CLI, 'serve', '--port', '0', '--host', '127.0.0.1', '--upstream', upstream, ...args], {
     stdio: ['ignore', 'ignore', 'pipe'],
     env: cliEnv(databaseFile, {
       PUBLIC_API_TOKEN_RATE_LIMIT_PER_KEY: '0',
       PUBLIC_API_TOKEN_RATE_LIMIT_PER_IP: '0',
+      ...env,
     }),
   });
-  const url = await firstLine(child.stderr, (line) => /listening on (http:\/\/\S+)/.exec(line)?.[1], 60_000, 'partnerctl serve');
-  return { url, pid: child.pid, stop: () => stopChild(child) };
+  // With a metrics port, the line naming its URL follows the listening one.
+  const withMetrics = Boolean(env.PUBLIC_API_METRICS_PORT) || args.includes('--metrics-port');
+  let url;
+  const metricsUrl = await firstLine(
+    child.stderr,
+    (line) => {
+      url ??= /listening on (http:\/\/\S+)/.exec(line)?.[1];
+      if (!withMetrics) return url;
+      return url && /metrics on (http:\/\/\S+)/.exec(line)?.[1];
+    },
+    60_000,
+    'partnerctl serve',
+  );
+  return { url, metricsUrl: withMetrics ? metricsUrl : null, pid: child.pid, stop: () => stopChild(child) };
 }
 
 /** One autocannon run; throws when any request failed, so a broken setup never passes for a fast one. */

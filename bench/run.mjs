@@ -4,7 +4,8 @@
 // Environment: BENCH_DURATION (seconds per load phase, default 5), BENCH_CONNECTIONS (default 16),
 // BENCH_SCALE (fraction of the 100,000-partner / 1,000,000-mapping database, default 1),
 // BENCH_CPU_PROF=<dir> (run both servers under `node --cpu-prof`), BENCH_KEEP=1 (keep the databases),
-// BENCH_ONLY=cost,gate,in-process,exchange,cold,cli (a subset of the phases, while profiling).
+// BENCH_ONLY=cost,limits,gate,in-process,exchange,cold,cli (a subset of the phases, while profiling).
+// The limits phase uses the Redis at BENCH_REDIS_URL (default redis://127.0.0.1:6379); without it, its Redis row is skipped.
 // The cost phase needs wrk (apt-get install wrk); without it the phase is skipped with a note.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
@@ -43,7 +44,7 @@ const config = {
 };
 config.bigPartners = Math.round(100_000 * config.scale);
 
-const PHASES = ['cost', 'gate', 'in-process', 'exchange', 'cold', 'cli'];
+const PHASES = ['cost', 'limits', 'gate', 'in-process', 'exchange', 'cold', 'cli'];
 const only = env.BENCH_ONLY ? new Set(env.BENCH_ONLY.split(',')) : new Set(PHASES);
 const TOKEN_PATH = '/public/v1/auth/token';
 const DATA_PATH = '/public/v1/recommendations';
@@ -137,6 +138,86 @@ async function costPhase(target, upstream, minimalProxy) {
     out[label] = { ...best, cpu_us_per_request: Math.min(...results.map((r) => r.cpu_us_per_request)), rounds: results };
   }
   return out;
+}
+
+/**
+ * Issue 14: the gated, forwarded request of the cost phase (wrk, one token, one company) through four serve
+ * processes on the same database, in A B C D / D C B A order: no limits and no usage or metrics (the
+ * baseline), a per-partner limit counted in memory, the same limit counted in Redis, and usage counting with
+ * metrics on (and a scrape per second, as Prometheus would). The limit is far above what wrk sends, so every
+ * request is accepted and all of it is the limit's bookkeeping. Kept per variant: the lowest CPU per request.
+ */
+async function limitsPhase(target, upstream, cpuProfileDir) {
+  const redisUrl = env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
+  const redisUp = await redisAnswers(redisUrl);
+  if (!redisUp) log(`limits phase: Redis at ${redisUrl} does not answer; the Redis variant is skipped`);
+  const off = { PUBLIC_API_USAGE: '0', REDIS_URL: '', PUBLIC_API_DEFAULT_RATE_LIMIT: '', PUBLIC_API_METRICS_PORT: '' };
+  const limit = { PUBLIC_API_DEFAULT_RATE_LIMIT: '1000000/s' };
+  const variants = [
+    { label: 'no_limits', env: off },
+    { label: 'limit_memory', env: { ...off, ...limit } },
+    ...(redisUp ? [{ label: 'limit_redis', env: { ...off, ...limit, REDIS_URL: redisUrl } }] : []),
+    { label: 'usage_metrics', env: { ...off, PUBLIC_API_USAGE: '1', PUBLIC_API_METRICS_PORT: '0' } },
+  ];
+  const servers = [];
+  try {
+    for (const variant of variants) {
+      const server = await startServe({ databaseFile: target.file, upstream: upstream.url, cpuProfileDir, env: variant.env });
+      servers.push(server);
+      variant.server = server;
+    }
+    const partner = target.seed.partner(target.next());
+    const company = partner.companies[0];
+    const common = { threads: config.wrkThreads, connections: config.wrkConnections };
+    const specs = [];
+    for (const variant of variants) {
+      const { access_token: token } = await postJson(variant.server.url + TOKEN_PATH, { access_key: partner.accessKey, secret_key: partner.secretKey });
+      specs.push({
+        label: variant.label,
+        url: `${variant.server.url}${DATA_PATH}?company_id=${company}`,
+        pid: variant.server.pid,
+        headers: { authorization: `Bearer ${token}`, accept: 'application/json' },
+        metricsUrl: variant.server.metricsUrl,
+      });
+    }
+    const rounds = {};
+    for (let round_ = 0; round_ < config.wrkRounds; round_++) {
+      for (const spec of round_ % 2 === 0 ? specs : [...specs].reverse()) {
+        // A scrape a second while metrics are on: what Prometheus costs the server too.
+        const scraper = spec.metricsUrl ? setInterval(() => void fetch(spec.metricsUrl).then((r) => r.arrayBuffer()).catch(() => {}), 1_000) : undefined;
+        try {
+          await wrk({ ...spec, ...common, seconds: 2, label: `${spec.label} (warm-up)` });
+          const result = await wrk({ ...spec, ...common, seconds: config.wrkSeconds });
+          log(`wrk ${spec.label}: ${result.rps} req/s, p50 ${result.p50_ms} ms, p99 ${result.p99_ms} ms, ${result.cpu_us_per_request} µs CPU/request`);
+          (rounds[spec.label] ??= []).push(result);
+        } finally {
+          clearInterval(scraper);
+        }
+      }
+    }
+    const out = {};
+    for (const [label, results] of Object.entries(rounds)) {
+      const best = results.reduce((a, b) => (b.rps > a.rps ? b : a));
+      out[label] = { ...best, cpu_us_per_request: Math.min(...results.map((r) => r.cpu_us_per_request)), rounds: results };
+    }
+    return out;
+  } finally {
+    for (const server of servers) await server.stop().catch(() => {});
+  }
+}
+
+async function redisAnswers(url) {
+  const { Redis } = await import('ioredis');
+  const client = new Redis(url, { lazyConnect: true, connectTimeout: 2_000, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    return (await client.ping()) === 'PONG';
+  } catch {
+    return false;
+  } finally {
+    client.disconnect();
+  }
 }
 
 async function inProcessGate(target, { cached }) {
@@ -300,6 +381,19 @@ function buildRows(r) {
     add('serve throughput (wrk, 1 token)', costOf(k.serve), `minimal proxy ${costOf(k.minimal_proxy)}`, rpsRatio, '>= 0.75x', rpsRatio >= 0.75);
     add('(reference) engine directly (wrk)', costOf(k.engine_direct), '', null, '', undefined);
   }
+  const lim = r.limits;
+  if (lim) {
+    const base = lim.no_limits;
+    const row = (label, measure, target, max) => {
+      const x = lim[label];
+      if (!x) return;
+      const ratio = x.cpu_us_per_request / base.cpu_us_per_request;
+      add(measure, `${x.cpu_us_per_request} µs CPU/req, ${x.rps} req/s`, `no limits ${base.cpu_us_per_request} µs, ${base.rps} req/s`, ratio, target, ratio <= max);
+    };
+    row('limit_memory', 'gated request, per-partner limit in memory (wrk)', '<= 1.1x', 1.1);
+    row('limit_redis', 'gated request, per-partner limit in Redis (wrk)', '<= 1.5x', 1.5);
+    row('usage_metrics', 'gated request, usage counting + metrics on (wrk)', '<= 1.1x', 1.1);
+  }
   const g = r.gate_http;
   if (g) {
     for (const db of ['small', 'big']) {
@@ -384,6 +478,15 @@ try {
     } else {
       log(`cost per forwarded request (wrk -t${config.wrkThreads} -c${config.wrkConnections} -d${config.wrkSeconds}s)`);
       results.cost = await costPhase(small, upstream, minimalProxy);
+    }
+  }
+
+  if (only.has('limits')) {
+    if (!wrkAvailable()) {
+      log('limits phase skipped: wrk is not installed (apt-get install wrk)');
+    } else {
+      log(`limits: the forwarded request with a limit in memory, in Redis, with usage and metrics (wrk -t${config.wrkThreads} -c${config.wrkConnections} -d${config.wrkSeconds}s)`);
+      results.limits = await limitsPhase(small, upstream, cpuProfileDir);
     }
   }
 

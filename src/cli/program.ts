@@ -313,6 +313,26 @@ Re-applying the same document changes nothing (exit 0, "changes": 0). Example:
     );
 
   program
+    .command('usage')
+    .description('data requests counted by the servers, per partner (and company, hour or UTC day); heaviest first')
+    .argument(partner, 'only this partner')
+    .option('--since <time|duration>', 'hours from this ISO time, or this long ago (2h, 7d); default 24h')
+    .option('--by <company|hour|day>', 'one row per partner and company, hour or UTC day (default: per partner)')
+    .option('--limit <n>', 'how many rows, 1-1000', '50')
+    .addHelpText(
+      'after',
+      '\nrequests = accepted + client_errors + server_errors; a 429 counts in client_errors and rate_limited.\n' +
+        'Servers write their counts at least every 10 s: the newest seconds may not show yet.\n\n' +
+        'Example: which partners hit the engines hardest this week, and which company?\n  partnerctl usage --since 7d --by company',
+    )
+    .action((reference: string | undefined, _options, command: Command) =>
+      run(command, async (session, out) => {
+        const { runUsage } = await import('./commands/usage.js');
+        await runUsage(session, out, reference, command.opts());
+      }),
+    );
+
+  program
     .command('mint-test-token')
     .description("mint a token for trying the API as a partner (no key pair needed; prints just the token without --json)")
     .argument(partner, partnerHelp)
@@ -379,13 +399,22 @@ Re-applying the same document changes nothing (exit 0, "changes": 0). Example:
     .option('--host <host>', 'address to listen on (env HOST, default 127.0.0.1)')
     .option('--port <port>', 'port to listen on (env PORT, default 8080; 0 picks a free one)')
     .option('--upstream <url>', 'recommendation engine base URL (env PUBLIC_API_UPSTREAM_URL)')
+    .option('--metrics-port <port>', 'serve GET /metrics (Prometheus) on this port, never the public one (env PUBLIC_API_METRICS_PORT; default off)')
+    .option('--metrics-host <host>', 'address of the metrics listener (env PUBLIC_API_METRICS_HOST, default 127.0.0.1)')
     .addHelpText('after', '\nSee the README section "Running the server" for every environment variable.')
     .action((_options, command: Command) =>
       run(command, async (session) => {
         const { runServer } = await import('../http/server.js');
-        const options = command.opts<{ host?: string; port?: string; upstream?: string }>();
+        const options = command.opts<{ host?: string; port?: string; upstream?: string; metricsPort?: string; metricsHost?: string }>();
         const port = options.port === undefined ? undefined : parsePort(options.port);
-        await runServer({ databaseUrl: session.options.databaseUrl, host: options.host, port, upstream: options.upstream });
+        await runServer({
+          databaseUrl: session.options.databaseUrl,
+          host: options.host,
+          port,
+          upstream: options.upstream,
+          ...(options.metricsPort !== undefined ? { metricsPort: options.metricsPort } : {}),
+          ...(options.metricsHost !== undefined ? { metricsHost: options.metricsHost } : {}),
+        });
       }),
     );
 

@@ -34,6 +34,9 @@ export class AccessState {
   private listenerStarting: Promise<void> | undefined;
   private stopped = false;
   private confirmedAt = 0;
+  /** Verdicts answered from memory and read from the database: for the metrics. */
+  cacheHits = 0;
+  cacheMisses = 0;
   private timer: NodeJS.Timeout | undefined;
   private inflight: Promise<void> | undefined;
   private readonly partners = new Map<string, PartnerVerdict>();
@@ -53,6 +56,11 @@ export class AccessState {
       onListenerLost?: (error: unknown) => void;
     } = {},
   ) {}
+
+  /** When the revision was last confirmed (epoch ms; 0 before the first). */
+  get confirmedAtMs(): number {
+    return this.confirmedAt;
+  }
 
   /** The last revision read (null before the first); other caches of the server file their entries under it. */
   get revisionSeen(): number | null {
@@ -142,7 +150,11 @@ export class AccessState {
   private async cached<T>(cache: Map<string, T>, key: string, load: () => Promise<T>): Promise<T> {
     await this.fresh();
     const known = cache.get(key);
-    if (known !== undefined) return known;
+    if (known !== undefined) {
+      this.cacheHits++;
+      return known;
+    }
+    this.cacheMisses++;
     const epochBefore = this.epoch;
     let value: T;
     try {

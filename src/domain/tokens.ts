@@ -81,6 +81,9 @@ function refused(reason: string): AppError {
  */
 export class TokenVerifier {
   private readonly verified = new Map<string, TokenClaims>();
+  /** Tokens whose verdict was remembered, and tokens whose signature was checked: for the metrics. */
+  cacheHits = 0;
+  cacheMisses = 0;
 
   constructor(
     private readonly keys: SigningKeys,
@@ -96,9 +99,13 @@ export class TokenVerifier {
     const nowSeconds = Date.now() / 1000;
     const cached = this.verified.get(token);
     if (cached) {
-      if (cached.exp > nowSeconds) return cached;
+      if (cached.exp > nowSeconds) {
+        this.cacheHits++;
+        return cached;
+      }
       this.verified.delete(token);
     }
+    this.cacheMisses++;
     const claims = await this.verifyUncached(token, nowSeconds);
     if (this.verified.size >= this.maxCached) this.evictExpired(nowSeconds);
     if (this.verified.size < this.maxCached) this.verified.set(token, claims);

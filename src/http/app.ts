@@ -11,6 +11,7 @@ import { installExpectHandling, requestHeadProblem } from './edges.js';
 import { describeError, envelope, loggableChain, sendError } from './errors.js';
 import { redactKeyMaterial } from './gate.js';
 import { failoverStore } from './limits.js';
+import { responseObserver } from './metrics.js';
 import { registerDataRoutes } from './routes/data.js';
 import { registerHealthRoutes } from './routes/health.js';
 import { registerOpenApiRoute } from './routes/openapi.js';
@@ -128,6 +129,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.decorateRequest('rawBody', null);
   app.decorateRequest('bodyBytes', null);
   app.decorateRequest('serverFailure', null);
+  app.decorateRequest('engineMs', 0);
 
   // Only JSON is accepted, and only as UTF-8 (RFC 8259): a body that is not valid UTF-8 is refused, since the
   // gate and an engine could read different members out of it. The bytes are kept as received so data
@@ -183,6 +185,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         logger.warn({ request_id: request.id, status: reply.statusCode, err, causes }, 'request failed: a dependency is unavailable');
       }
       requestLine?.(request, reply);
+      done();
+    });
+  }
+
+  // Metrics and usage counts, once the answer is finished (nothing is written on the request path).
+  const observe = responseObserver(deps.metrics ?? null, deps.usage ?? null);
+  if (observe) {
+    app.addHook('onResponse', (request, reply, done) => {
+      observe(request, reply);
       done();
     });
   }

@@ -28,6 +28,14 @@ export interface ServerConfig {
   readonly defaultBurst: number | null;
   /** Counters shared by every instance through this Redis (REDIS_URL); null: counters in memory. */
   readonly redisUrl: string | null;
+  /** Count data requests per partner × company × hour into usage_hours (PUBLIC_API_USAGE, default on). */
+  readonly usage: boolean;
+  /** The metrics listener's port (--metrics-port / PUBLIC_API_METRICS_PORT); null: no metrics. */
+  readonly metricsPort: number | null;
+  /** Its address (--metrics-host / PUBLIC_API_METRICS_HOST), loopback by default. */
+  readonly metricsHost: string;
+  /** Series per partner too (PUBLIC_API_METRICS_PER_PARTNER=1); off by default for cardinality. */
+  readonly metricsPerPartner: boolean;
 }
 
 export const SERVER_DEFAULTS = {
@@ -40,6 +48,7 @@ export const SERVER_DEFAULTS = {
   rateLimitWindowMs: 60_000,
   bodyLimitBytes: 1_048_576,
   logLevel: 'info',
+  metricsHost: '127.0.0.1',
 } as const;
 
 export const TOKEN_BODY_LIMIT_BYTES = 16 * 1024;
@@ -50,6 +59,8 @@ export interface ServerOptions {
   host?: string;
   port?: number | string;
   upstream?: string;
+  metricsPort?: number | string;
+  metricsHost?: string;
 }
 
 /**
@@ -62,6 +73,14 @@ export function parseServerConfig(options: ServerOptions, env: Environment): Ser
     if (flag !== undefined) return String(flag);
     const value = env[name];
     return value === undefined || value.trim() === '' ? undefined : value.trim();
+  };
+  const onOff = (raw: string | undefined, label: string, fallback: boolean): boolean => {
+    if (raw === undefined) return fallback;
+    const value = raw.toLowerCase();
+    if (['1', 'on', 'true', 'yes'].includes(value)) return true;
+    if (['0', 'off', 'false', 'no'].includes(value)) return false;
+    problems.push(`${label} must be 1 or 0 (on or off), got '${raw.slice(0, 40)}'`);
+    return fallback;
   };
   const wholeNumber = (raw: string | undefined, label: string, fallback: number, min: number, max: number): number => {
     if (raw === undefined) return fallback;
@@ -162,7 +181,19 @@ export function parseServerConfig(options: ServerOptions, env: Environment): Ser
     defaultRate: null,
     defaultBurst: wholeNumber(pick(undefined, 'PUBLIC_API_DEFAULT_BURST'), 'PUBLIC_API_DEFAULT_BURST', 0, 1, 1_000_000_000) || null,
     redisUrl: pick(undefined, 'REDIS_URL') ?? null,
+    usage: onOff(pick(undefined, 'PUBLIC_API_USAGE'), 'PUBLIC_API_USAGE', true),
+    metricsPort: null,
+    metricsHost: pick(options.metricsHost, 'PUBLIC_API_METRICS_HOST') ?? SERVER_DEFAULTS.metricsHost,
+    metricsPerPartner: onOff(pick(undefined, 'PUBLIC_API_METRICS_PER_PARTNER'), 'PUBLIC_API_METRICS_PER_PARTNER', false),
   };
+  const metricsPortRaw = pick(options.metricsPort, 'PUBLIC_API_METRICS_PORT');
+  if (metricsPortRaw !== undefined) {
+    config.metricsPort = wholeNumber(metricsPortRaw, '--metrics-port / PUBLIC_API_METRICS_PORT', 0, 0, 65_535);
+    if (config.metricsPort !== 0 && config.metricsPort === port && config.metricsHost === host) {
+      problems.push('--metrics-port / PUBLIC_API_METRICS_PORT must differ from --port / PORT: metrics are never served on the public port');
+    }
+  }
+  if (!/^[A-Za-z0-9.:[\]-]+$/.test(config.metricsHost)) problems.push(`--metrics-host / PUBLIC_API_METRICS_HOST is not a host name or address: '${config.metricsHost}'`);
   const defaultRateRaw = pick(undefined, 'PUBLIC_API_DEFAULT_RATE_LIMIT');
   if (defaultRateRaw !== undefined) {
     try {

@@ -7,6 +7,8 @@ import type { ServerConfig } from './config.js';
 import type { DataLimits } from './limits.js';
 import type { SharedRedis } from './redis.js';
 import type { Forwarder } from './forwarder.js';
+import type { Metrics } from './metrics.js';
+import type { UsageCounter } from '../domain/usage.js';
 
 export interface AppDeps {
   db: Database;
@@ -22,6 +24,10 @@ export interface AppDeps {
   logger?: Logger;
   /** How data requests reach the engine; default an undici pool to the configured upstream. */
   forwarder?: Forwarder;
+  /** Data requests counted per partner × company × hour; none: not counted. */
+  usage?: UsageCounter | null;
+  /** Prometheus metrics (served by their own listener); none: not kept. */
+  metrics?: Metrics | null;
 }
 
 declare module 'fastify' {
@@ -40,5 +46,7 @@ declare module 'fastify' {
     bodyBytes: Buffer | null;
     /** The error behind a 5xx answer other than internal_error (database, engine, signing keys): for the log. */
     serverFailure: unknown;
+    /** A forwarded data request: milliseconds the engine took to answer (0 until it has). */
+    engineMs: number;
   }
 }

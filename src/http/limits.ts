@@ -204,15 +204,21 @@ export class DataLimits {
     this.shared = redis ? new RedisLimiter(redis) : null;
   }
 
-  /** The partner's policy; null: no limit applies. Call after the gate's authenticate (the revision is fresh). */
-  async policy(partnerId: string): Promise<Policy | null> {
+  /** The partner's policy as known under the current revision; undefined: not known yet (see policy()). */
+  private known(partnerId: string): Policy | null | undefined {
     const revision = this.access.revisionSeen;
     if (revision !== this.revision) {
       this.policies.clear();
       this.revision = revision;
     }
-    const known = this.policies.get(partnerId);
+    return this.policies.get(partnerId);
+  }
+
+  /** The partner's policy; null: no limit applies. Call after the gate's authenticate (the revision is fresh). */
+  async policy(partnerId: string): Promise<Policy | null> {
+    const known = this.known(partnerId);
     if (known !== undefined) return known;
+    const revision = this.access.revisionSeen;
     let limits;
     try {
       limits = effectiveLimits(await partnerLimits(this.db.sql, partnerId), this.defaults);
@@ -227,19 +233,31 @@ export class DataLimits {
     return policy;
   }
 
-  /** Takes one request from the partner's allowance: sets the RateLimit-* headers; over the limit, 429. */
-  async enforce(partnerId: string, reply: FastifyReply): Promise<void> {
-    const policy = await this.policy(partnerId);
-    if (!policy) return;
-    let decision: Decision | undefined;
+  /**
+   * Takes one request from the partner's allowance: sets the RateLimit-* headers; over the limit, 429 (thrown,
+   * or the promise rejects). Without Redis and with the policy known, all of it happens synchronously.
+   */
+  enforce(partnerId: string, reply: FastifyReply): Promise<void> | void {
+    const known = this.known(partnerId);
+    if (known === undefined) return this.policy(partnerId).then((policy) => (policy ? this.apply(partnerId, policy, reply) : undefined));
+    if (known === null) return;
+    return this.apply(partnerId, known, reply);
+  }
+
+  private apply(partnerId: string, policy: Policy, reply: FastifyReply): Promise<void> | void {
     if (this.shared && this.redis!.available) {
-      try {
-        decision = await this.shared.take(partnerId, policy);
-      } catch (error) {
-        this.redis!.failed(error);
-      }
+      return this.shared.take(partnerId, policy).then(
+        (decision) => this.answer(decision, policy, reply),
+        (error: unknown) => {
+          this.redis!.failed(error);
+          this.answer(this.memory.take(partnerId, policy), policy, reply);
+        },
+      );
     }
-    decision ??= this.memory.take(partnerId, policy);
+    this.answer(this.memory.take(partnerId, policy), policy, reply);
+  }
+
+  private answer(decision: Decision, policy: Policy, reply: FastifyReply): void {
     reply.header('ratelimit-limit', String(decision.limit));
     reply.header('ratelimit-remaining', String(decision.remaining));
     reply.header('ratelimit-reset', String(decision.resetSeconds));

@@ -6,6 +6,7 @@ import type { Database } from '../db/client.js';
 import { AppError } from '../errors.js';
 import { buildApp } from './app.js';
 import { parseServerConfig, type ServerConfig } from './config.js';
+import { startMetricsListener } from './metrics.js';
 import { createServices } from './services.js';
 
 const REQUEST_LOG_BATCH_BYTES = 12_288;
@@ -16,6 +17,8 @@ export interface ServeOptions {
   host?: string;
   port?: number;
   upstream?: string;
+  metricsPort?: number | string;
+  metricsHost?: string;
 }
 
 export interface StartOptions extends ServeOptions {
@@ -26,6 +29,8 @@ export interface StartOptions extends ServeOptions {
 
 export interface RunningServer {
   readonly url: string;
+  /** The metrics listener's URL (GET /metrics), when a metrics port is configured. */
+  readonly metricsUrl: string | null;
   readonly app: FastifyInstance;
   readonly config: ServerConfig;
   readonly db: Database;
@@ -56,7 +61,9 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   const services = await createServices({ server: config, database, signingKeyFile: resolveSigningKeyFile(database, env) }, { logger });
   const { db } = services;
   let app: FastifyInstance | undefined;
+  let metricsListener: { url: string; close(): Promise<void> } | undefined;
   const release = async (): Promise<void> => {
+    await metricsListener?.close();
     await services.close();
     if (destination) {
       try {
@@ -80,6 +87,17 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
         cause: error,
       });
     }
+    if (services.metrics && config.metricsPort !== null) {
+      try {
+        metricsListener = await startMetricsListener(services.metrics, config.metricsHost, config.metricsPort);
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException).code;
+        throw new AppError('invalid_argument', `the metrics address ${config.metricsHost}:${config.metricsPort} cannot be used (${code ?? (error as Error).message})`, {
+          hint: 'choose another --metrics-port / PUBLIC_API_METRICS_PORT or --metrics-host',
+          cause: error,
+        });
+      }
+    }
   } catch (error) {
     await app?.close().catch(() => {});
     await release();
@@ -89,6 +107,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   let closing: Promise<void> | undefined;
   return {
     url: urlOf(running.server.address() as AddressInfo),
+    metricsUrl: metricsListener?.url ?? null,
     app: running,
     config,
     db,
@@ -118,6 +137,7 @@ export async function runServer(options: ServeOptions): Promise<void> {
   const { provider, url } = server.db.config;
   const where = provider === 'sqlite' ? url : redactUrl(url);
   process.stderr.write(`partnerctl serve: listening on ${server.url} (${provider} ${where})\n`);
+  if (server.metricsUrl) process.stderr.write(`partnerctl serve: metrics on ${server.metricsUrl}/metrics\n`);
 
   const signals: NodeJS.Signals[] = ['SIGTERM', 'SIGINT'];
   let received = 0;

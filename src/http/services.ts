@@ -13,6 +13,8 @@ import type { ServerConfig } from './config.js';
 import { loggableChain } from './errors.js';
 import { DataLimits } from './limits.js';
 import { SharedRedis } from './redis.js';
+import { Metrics } from './metrics.js';
+import { UsageCounter } from '../domain/usage.js';
 
 /** Wall-clock milliseconds; injected so counters and windows can be driven by tests. */
 export interface Clock {
@@ -34,6 +36,10 @@ export interface ServicesOptions {
   db?: Database;
   /** Verified tokens remembered by the verifier (0: verify every signature again). */
   verifierCacheSize?: number;
+  /** Keep metrics even without a metrics port (tests); default: only with config.server.metricsPort. */
+  metrics?: boolean;
+  /** How often usage counts are written (default 10 s). */
+  usageFlushMs?: number;
 }
 
 /**
@@ -56,6 +62,10 @@ export interface Services {
   readonly redis: SharedRedis | null;
   /** Per-partner limits of data requests. */
   readonly limits: DataLimits;
+  /** Data requests per partner × company × hour, written every 10 s; null with PUBLIC_API_USAGE=0. */
+  readonly usage: UsageCounter | null;
+  /** Prometheus metrics; null unless a metrics port is configured. */
+  readonly metrics: Metrics | null;
   /** Stops the background work (revision poll, key-file poll, ...) and closes what the services own. Safe to call twice. */
   close(): Promise<void>;
 }
@@ -101,12 +111,23 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
   });
   const redis = config.server.redisUrl ? new SharedRedis(config.server.redisUrl, logger, clock) : null;
   const limits = new DataLimits(db, access, { rate: config.server.defaultRate, burst: config.server.defaultBurst }, clock, redis);
+  const usage = config.server.usage
+    ? new UsageCounter(db, clock, {
+        ...(options.usageFlushMs !== undefined ? { intervalMs: options.usageFlushMs } : {}),
+        onFailure: (error, failures) => {
+          if (failures === 1 || failures % 20 === 0) {
+            logger?.warn({ err: loggableChain(error), failures }, 'usage counts not written (database busy or unavailable); kept for the next attempt');
+          }
+        },
+      })
+    : null;
   const stoppers: Array<() => void | Promise<void>> = [];
   let closing: Promise<void> | undefined;
   const close = (): Promise<void> => {
     closing ??= (async () => {
       for (const stop of stoppers.reverse()) await Promise.resolve(stop()).catch(() => {});
       access.stop();
+      await usage?.stop().catch(() => false);
       await bookkeeping.stop().catch(() => false);
       await redis?.close();
       if (ownsDb) await db.close().catch(() => {});
@@ -131,9 +152,14 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
     keyWatch.start();
     stoppers.push(() => keyWatch.stop());
     await exchange.warmUp();
+    usage?.start();
   } catch (error) {
     await close();
     throw error;
   }
-  return { config, clock, logger, db, keys, access, verifier, exchange, bookkeeping, redis, limits, close };
+  const metrics =
+    config.server.metricsPort !== null || options.metrics
+      ? new Metrics({ db, access, verifier, limits, redis, usage }, { perPartner: config.server.metricsPerPartner })
+      : null;
+  return { config, clock, logger, db, keys, access, verifier, exchange, bookkeeping, redis, limits, usage, metrics, close };
 }

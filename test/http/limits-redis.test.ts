@@ -1,263 +1,224 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { BACKENDS, backendAvailable, createBackend, type TestBackend } from '../support/backends.js';
-import { runBinary } from '../support/cli.js';
+import { parseRate, effectiveLimits } from '../../src/domain/limits.js';
+import { policyOf, RedisLimiter } from '../../src/http/limits.js';
+import { SharedRedis } from '../../src/http/redis.js';
+import { backendAvailable, createBackend, type TestBackend } from '../support/backends.js';
+import { runCli } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
-import { startUpstream, type TestUpstream } from './support.js';
+import { bearer, startUpstream, type TestUpstream } from './support.js';
 
-const REDIS_URL = inject('redisUrl');
+const redisUrl = inject('redisUrl');
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-type Keys = { access_key: string; secret_key: string };
-
-async function cliIn(env: NodeJS.ProcessEnv, ...args: string[]): Promise<any> {
-  const result = await runBinary(['--json', '--yes', ...args], env);
-  expect(result.code, result.stderr).toBe(0);
-  return result.json<any>();
+async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
+  const started = Date.now();
+  while (Date.now() - started < timeoutMs) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    await sleep(50);
+  }
+  throw new Error(`timed out waiting for ${what}`);
 }
-
-async function tokenFrom(server: Served, keys: Keys): Promise<string> {
-  const response = await fetch(`${server.url}/public/v1/auth/token`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ access_key: keys.access_key, secret_key: keys.secret_key }),
-  });
-  expect(response.status).toBe(200);
-  return ((await response.json()) as { access_token: string }).access_token;
-}
-
-async function get(server: Served, token: string): Promise<Response> {
-  const response = await fetch(`${server.url}/public/v1/prices?company_id=acme`, { headers: { authorization: `Bearer ${token}` } });
-  await response.arrayBuffer();
-  return response;
-}
-
-/** A partner with keys, mapped to acme, with its own limits when given. */
-async function partnerWith(env: NodeJS.ProcessEnv, name: string, limits: string[] = []): Promise<{ id: string; keys: Keys }> {
-  const created = await cliIn(env, 'create-partner', '--name', name);
-  const keys = (await cliIn(env, 'issue-keys', name)) as Keys;
-  await cliIn(env, 'map-company', name, '--company', 'acme');
-  const id = (created.partner_id ?? created.id) as string;
-  if (limits.length > 0) await cliIn(env, 'set-limits', name, ...limits);
-  return { id, keys };
-}
-
-describe.each(BACKENDS)('limits shared through Redis by two serve instances on one database (%s)', (provider) => {
-  describe.skipIf(!backendAvailable(provider) || !REDIS_URL)('', () => {
-    let backend: TestBackend;
-    let upstream: TestUpstream;
-    let instances: [Served, Served];
-    let env: NodeJS.ProcessEnv;
-
-    beforeAll(async () => {
-      backend = await createBackend(provider);
-      await cliIn(backend.env, 'db', 'migrate');
-      upstream = await startUpstream();
-      env = { ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url, REDIS_URL: REDIS_URL!, PUBLIC_API_DEFAULT_RATE_LIMIT: '4/s', PUBLIC_API_DEFAULT_BURST: '6' };
-      instances = (await Promise.all([serve(env), serve(env)])) as [Served, Served];
-    }, 60_000);
-
-    afterAll(async () => {
-      for (const instance of instances ?? []) instance.child.kill('SIGTERM');
-      await Promise.all((instances ?? []).map((instance) => instance.exited));
-      await upstream?.close();
-      await backend?.dispose();
-    });
-
-    it('both report Redis in their readiness', async () => {
-      for (const instance of instances) {
-        const response = await fetch(`${instance.url}/readyz`);
-        expect(response.status).toBe(200);
-        expect(await response.json()).toMatchObject({ status: 'ok', redis: 'ok' });
-      }
-    });
-
-    it('keeps the accuracy promise: 3x the rate for 10 s over both instances', async () => {
-      const rate = 20;
-      const burst = 20;
-      const { keys } = await partnerWith(env, `Runaway-${provider}`, ['--rate', `${rate}/s`, '--burst', String(burst)]);
-      const tokens = [await tokenFrom(instances[0], keys), await tokenFrom(instances[1], keys)];
-      // The change must have reached both instances before the run starts.
-      await sleep(1_300);
-      for (const [i, instance] of instances.entries()) expect((await get(instance, tokens[i]!)).headers.get('ratelimit-limit')).toBe(String(burst));
-      await sleep(1_100); // the bucket is whole again
-
-      const seconds = 10;
-      const total = 3 * rate * seconds;
-      const spacingMs = 1000 / (3 * rate);
-      const started = performance.now();
-      const answers: Promise<number>[] = [];
-      for (let i = 0; i < total; i++) {
-        const due = started + i * spacingMs;
-        const wait = due - performance.now();
-        if (wait > 0) await sleep(wait);
-        answers.push(get(instances[i % 2]!, tokens[i % 2]!).then((response) => response.status));
-      }
-      const statuses = await Promise.all(answers);
-      const accepted = statuses.filter((status) => status === 200).length;
-      const refused = statuses.filter((status) => status === 429).length;
-      expect(accepted + refused).toBe(total);
-      expect(accepted).toBeLessThanOrEqual((rate * seconds + burst) * 1.05);
-      expect(accepted).toBeGreaterThanOrEqual(0.8 * rate * seconds);
-    }, 60_000);
-
-    it('applies the server defaults to a partner without its own limits, once for both instances', async () => {
-      const { keys } = await partnerWith(env, `Defaults-${provider}`);
-      const tokens = [await tokenFrom(instances[0], keys), await tokenFrom(instances[1], keys)];
-      const answers: Response[] = [];
-      for (let i = 0; i < 12; i++) answers.push(await get(instances[i % 2]!, tokens[i % 2]!));
-      expect(answers[0]!.headers.get('ratelimit-limit')).toBe('6');
-      const accepted = answers.filter((a) => a.status === 200).length;
-      // Per-instance counters would accept 6 on each; shared ones 6 (plus what the rate refills meanwhile).
-      expect(accepted).toBeGreaterThanOrEqual(6);
-      expect(accepted).toBeLessThanOrEqual(8);
-      const refused = answers.find((a) => a.status === 429)!;
-      expect(refused.headers.get('retry-after')).toMatch(/^\d+$/);
-      expect(refused.headers.get('ratelimit-remaining')).toBe('0');
-    });
-
-    it("a partner's own limits override the defaults on both instances, and --clear brings the defaults back", async () => {
-      const { keys } = await partnerWith(env, `Own-${provider}`, ['--rate', '100/m', '--burst', '2']);
-      const tokens = [await tokenFrom(instances[0], keys), await tokenFrom(instances[1], keys)];
-      await sleep(1_300);
-      const statuses: number[] = [];
-      for (let i = 0; i < 4; i++) {
-        const response = await get(instances[i % 2]!, tokens[i % 2]!);
-        expect(response.headers.get('ratelimit-limit')).toBe('2');
-        statuses.push(response.status);
-      }
-      expect(statuses).toEqual([200, 200, 429, 429]);
-      await cliIn(env, 'set-limits', `Own-${provider}`, '--clear');
-      await sleep(1_300);
-      for (const [i, instance] of instances.entries()) expect((await get(instance, tokens[i]!)).headers.get('ratelimit-limit')).toBe('6');
-    });
-  });
-});
 
 async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const port = (server.address() as { port: number }).port;
-      server.close(() => resolve(port));
-    });
-  });
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as { port: number }).port;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
 }
 
-/** A Redis of this test alone, on its own loopback port: killed and restarted at will. */
-async function startRedis(port: number): Promise<ChildProcess> {
-  const child = spawn('redis-server', ['--bind', '127.0.0.1', '--port', String(port), '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
-  const client = new Redis(`redis://127.0.0.1:${port}`, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-  client.on('error', () => {});
-  for (let attempt = 0; attempt < 50; attempt++) {
+/** A redis-server of this test's own on a loopback port (never the shared one on 6379). */
+async function startOwnRedis(port: number): Promise<ChildProcess> {
+  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+  await until('redis-server to answer', async () => {
+    const client = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    client.on('error', () => {});
     try {
       await client.connect();
-      if ((await client.ping()) === 'PONG') {
-        client.disconnect();
-        return child;
-      }
+      return (await client.ping()) === 'PONG' ? true : undefined;
     } catch {
-      await sleep(100);
+      return undefined;
+    } finally {
+      client.disconnect();
     }
-  }
-  client.disconnect();
-  child.kill('SIGKILL');
-  throw new Error(`redis-server did not start on port ${port}`);
+  });
+  return child;
 }
 
-async function stopRedis(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
+async function stopOwnRedis(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
   const exited = new Promise((resolve) => child.once('exit', resolve));
   child.kill('SIGKILL');
   await exited;
 }
 
-describe('Redis down and back (a Redis of the test alone, SQLite)', () => {
-  describe.skipIf(!backendAvailable('sqlite') || !REDIS_URL)('', () => {
-    let backend: TestBackend;
-    let upstream: TestUpstream;
-    let server: Served;
-    let redis: ChildProcess | undefined;
-    let port: number;
-    let env: NodeJS.ProcessEnv;
+function tokenFrom(server: Served, keys: { access_key: string; secret_key: string }): Promise<string> {
+  return fetch(`${server.url}/public/v1/auth/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ access_key: keys.access_key, secret_key: keys.secret_key }),
+  }).then(async (response) => {
+    expect(response.status).toBe(200);
+    return ((await response.json()) as { access_token: string }).access_token;
+  });
+}
 
-    beforeAll(async () => {
-      port = await freePort();
-      redis = await startRedis(port);
-      backend = await createBackend('sqlite');
-      await cliIn(backend.env, 'db', 'migrate');
-      upstream = await startUpstream();
-      env = { ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url, REDIS_URL: `redis://127.0.0.1:${port}` };
-      server = await serve(env);
-    }, 60_000);
+describe.skipIf(!redisUrl)('the limiter in Redis', () => {
+  it('two clients share one bucket: the burst once, then refusals with the wait', async () => {
+    const clock = { now: () => Date.now() };
+    const a = new SharedRedis(redisUrl!, undefined, clock);
+    const b = new SharedRedis(redisUrl!, undefined, clock);
+    try {
+      // Commands fail at once while not connected (no offline queue): wait for both connections.
+      await until('both connections', async () => (a.available && b.available ? true : undefined));
+      const key = `test:${process.pid}:${Math.random().toString(36).slice(2)}`;
+      const policy = policyOf(effectiveLimits({ rate: parseRate('10/m'), burst: 3, dailyQuota: null }, { rate: null, burst: null })!);
+      const [la, lb] = [new RedisLimiter(a, 'partnerctl:test:'), new RedisLimiter(b, 'partnerctl:test:')];
+      const verdicts = [await la.take(key, policy), await lb.take(key, policy), await la.take(key, policy), await lb.take(key, policy)];
+      expect(verdicts.map((v) => v.allowed)).toEqual([true, true, true, false]);
+      expect(verdicts.map((v) => v.remaining)).toEqual([2, 1, 0, 0]);
+      expect(verdicts[3]).toMatchObject({ reason: 'rate', limit: 3 });
+      expect(verdicts[3]!.retryAfterSeconds).toBeGreaterThanOrEqual(5);
+      expect(verdicts[3]!.retryAfterSeconds).toBeLessThanOrEqual(6);
+      await a.client.del(`partnerctl:test:${key}`);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+});
 
-    afterAll(async () => {
-      server?.child.kill('SIGTERM');
-      await server?.exited;
-      if (redis) await stopRedis(redis);
-      await upstream?.close();
-      await backend?.dispose();
-    });
+describe.skipIf(!redisUrl)('Redis down and back (a redis-server of the test\'s own)', () => {
+  let backend: TestBackend;
+  let upstream: TestUpstream;
+  let redisPort: number;
+  let redis: ChildProcess | undefined;
+  let server: Served | undefined;
 
-    const readiness = async () => {
-      const response = await fetch(`${server.url}/readyz`);
-      return { status: response.status, body: (await response.json()) as { redis?: string } };
+  beforeAll(async () => {
+    backend = await createBackend('sqlite');
+    upstream = await startUpstream();
+    redisPort = await freePort();
+    redis = await startOwnRedis(redisPort);
+  });
+  afterAll(async () => {
+    if (server) {
+      server.child.kill('SIGTERM');
+      await server.exited;
+    }
+    if (redis) await stopOwnRedis(redis);
+    await upstream?.close();
+    await backend?.dispose();
+  });
+
+  it('keeps serving on per-instance counters, stays ready with "redis":"unavailable", says so in the metrics and the log, and shares counters again once Redis is back', async () => {
+    const cli = async (...args: string[]) => {
+      const result = await runCli(['--json', '--yes', ...args], backend.env);
+      expect(result.code, result.stderr).toBe(0);
+      return result.json<any>();
     };
-    const bucketKeys = async (partnerId: string) => {
-      const client = new Redis(`redis://127.0.0.1:${port}`, { maxRetriesPerRequest: 0 });
-      try {
-        return await client.keys(`partnerctl:limit:${partnerId}*`);
-      } finally {
-        client.disconnect();
-      }
+    const partner = await cli('create-partner', '--name', 'Steady');
+    const keys = await cli('issue-keys', 'Steady');
+    await cli('map-company', 'Steady', '--company', 'acme');
+    await cli('set-limits', 'Steady', '--rate', '100/m', '--burst', '50');
+    const redisAt = `redis://127.0.0.1:${redisPort}`;
+    server = await serve({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url, REDIS_URL: redisAt }, ['--metrics-port', '0']);
+    const metricsUrl = await until('the metrics line', async () => /metrics on (http:\/\/\S+)\n/.exec(server!.stderr())?.[1]);
+    const token = await tokenFrom(server, keys);
+    const get = () => fetch(`${server!.url}/public/v1/prices?company_id=acme`, { headers: bearer(token) });
+    const ready = async () => {
+      const response = await fetch(`${server!.url}/readyz`);
+      return { status: response.status, body: (await response.json()) as Record<string, unknown> };
     };
-    const outageLines = () => (server.stdout() + server.stderr()).split('\n').filter((line) => line.includes('redis unavailable')).length;
+    const metric = async (name: string) => {
+      const text = await (await fetch(metricsUrl)).text();
+      const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+      return line === undefined ? undefined : Number(line.slice(name.length + 1));
+    };
+    const bucketKey = `partnerctl:limit:${partner.partner_id}`;
+    const own = new Redis(redisPort, '127.0.0.1', { maxRetriesPerRequest: 0, lazyConnect: true });
+    own.on('error', () => {});
+    try {
+      expect(await ready()).toEqual({ status: 200, body: { status: 'ok', database: 'sqlite', redis: 'ok' } });
+      expect((await get()).headers.get('ratelimit-remaining')).toBe('49');
+      await own.connect();
+      // The counter is in Redis.
+      expect(await own.exists(bucketKey)).toBe(1);
+      expect(await metric('partnerctl_redis_up')).toBe(1);
+      own.disconnect();
 
-    it('serves on per-instance counters while Redis is down, says so once, stays ready, and goes back to Redis by itself', async () => {
-      const { id, keys } = await partnerWith(env, 'Flaky', ['--rate', '10/s', '--burst', '3']);
-      await sleep(1_300);
-      const token = await tokenFrom(server, keys);
-      expect(await readiness()).toEqual({ status: 200, body: expect.objectContaining({ status: 'ok', redis: 'ok' }) });
-      expect((await get(server, token)).status).toBe(200);
-      expect(await bucketKeys(id)).toContain(`partnerctl:limit:${id}`);
-
-      await stopRedis(redis!);
+      await stopOwnRedis(redis!);
       redis = undefined;
-      await sleep(300);
-      // Fail open: the limit still holds, on this instance's own counters.
-      const statuses: number[] = [];
-      for (let i = 0; i < 5; i++) statuses.push((await get(server, token)).status);
-      expect(statuses.slice(0, 3)).toEqual([200, 200, 200]);
-      expect(statuses).toContain(429);
-      // Tokens are still issued (the token endpoint's throttles fall back too).
-      expect(await tokenFrom(server, keys)).toBeTruthy();
-      const ready = await readiness();
-      expect(ready).toEqual({ status: 200, body: expect.objectContaining({ status: 'ok', redis: 'unavailable' }) });
-      // Several seconds of reconnect attempts and requests: still one line (at most one a minute).
-      for (let i = 0; i < 6; i++) {
-        await sleep(500);
-        await get(server, token);
+      await until('the server to notice', async () => ((await ready()).body.redis === 'unavailable' ? true : undefined));
+      // Served on this instance's own counters (fail open), still with its headers; ready all along.
+      for (let i = 0; i < 3; i++) {
+        const response = await get();
+        expect(response.status).toBe(200);
+        expect(response.headers.get('ratelimit-limit')).toBe('50');
       }
-      expect(outageLines()).toBe(1);
+      expect(await ready()).toEqual({ status: 200, body: { status: 'ok', database: 'sqlite', redis: 'unavailable' } });
+      expect(await metric('partnerctl_redis_up')).toBe(0);
+      expect(await metric('partnerctl_redis_fallbacks_total')).toBeGreaterThan(0);
+      expect(await metric('partnerctl_http_requests_total{route_class="data",status_class="2xx"}')).toBe(4);
+      // Said once, not once per request.
+      await until('the outage in the log', async () => (server!.stdout().includes('redis unavailable') ? true : undefined));
+      expect(server.stdout().match(/redis unavailable/g)).toHaveLength(1);
 
-      redis = await startRedis(port);
-      const started = Date.now();
-      let seen: string | undefined;
-      while (Date.now() - started < 10_000) {
-        seen = (await readiness()).body.redis;
-        if (seen === 'ok') break;
-        await sleep(200);
-      }
-      expect(seen).toBe('ok');
-      await sleep(400); // the bucket of the outage refills
-      expect((await get(server, token)).status).toBe(200);
-      // The counters are shared again: the new Redis holds the partner's bucket.
-      expect(await bucketKeys(id)).toContain(`partnerctl:limit:${id}`);
-      expect(server.stdout() + server.stderr()).toMatch(/redis available again/);
-      expect(outageLines()).toBe(1);
-    }, 60_000);
+      // Back on the same port: shared counters again, without a restart.
+      redis = await startOwnRedis(redisPort);
+      await until('the server to reconnect', async () => ((await ready()).body.redis === 'ok' ? true : undefined));
+      expect(await metric('partnerctl_redis_up')).toBe(1);
+      expect((await get()).status).toBe(200);
+      await own.connect();
+      expect(await own.exists(bucketKey)).toBe(1);
+      await until('the reconnection in the log', async () => (server!.stdout().includes('redis available again') ? true : undefined));
+    } finally {
+      own.disconnect();
+    }
+  }, 60_000);
+});
+
+describe.skipIf(!redisUrl)("the token endpoint's throttles shared by two instances (a redis-server of the test's own)", () => {
+  let backend: TestBackend;
+  let redis: ChildProcess | undefined;
+  let instances: Served[] = [];
+
+  beforeAll(async () => {
+    backend = await createBackend('sqlite');
+    const port = await freePort();
+    redis = await startOwnRedis(port);
+    const created = await runCli(['--json', 'create-partner', '--name', 'Throttled'], backend.env);
+    expect(created.code, created.stderr).toBe(0);
+    const env = { ...backend.env, REDIS_URL: `redis://127.0.0.1:${port}`, PUBLIC_API_TOKEN_RATE_LIMIT_PER_IP: '3', PUBLIC_API_TOKEN_RATE_LIMIT_PER_KEY: '0' };
+    instances = await Promise.all([serve(env), serve(env)]);
+  });
+  afterAll(async () => {
+    for (const instance of instances) instance.child.kill('SIGTERM');
+    await Promise.all(instances.map((instance) => instance.exited));
+    if (redis) await stopOwnRedis(redis);
+    await backend?.dispose();
+  });
+
+  it('counts one address once for the cluster: the fourth exchange is refused, whichever instance gets it', async () => {
+    for (const instance of instances) {
+      await until('redis on both', async () => (((await (await fetch(`${instance.url}/readyz`)).json()) as { redis?: string }).redis === 'ok' ? true : undefined));
+    }
+    const attempt = (instance: Served) =>
+      fetch(`${instance.url}/public/v1/auth/token`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ access_key: 'pk_unknown', secret_key: 'nope' }),
+      });
+    const [a, b] = instances as [Served, Served];
+    const statuses = [(await attempt(a)).status, (await attempt(b)).status, (await attempt(a)).status];
+    expect(statuses.every((status) => status !== 429)).toBe(true);
+    const refused = await attempt(b);
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect((await attempt(a)).status).toBe(429);
   });
 });

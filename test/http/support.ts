@@ -11,7 +11,7 @@ import type { SigningKeys } from '../../src/domain/signing-keys.js';
 import type { TokenVerifier } from '../../src/domain/tokens.js';
 import { buildApp } from '../../src/http/app.js';
 import { parseServerConfig } from '../../src/http/config.js';
-import { createServices, type Clock, type Services } from '../../src/http/services.js';
+import { createServices, type ServicesOptions, type Services } from '../../src/http/services.js';
 import type { TestBackend } from '../support/backends.js';
 
 export const who = { actor: 'test' };
@@ -103,7 +103,7 @@ export interface TestApp {
 }
 
 /** The app built in-process over a real database, with env-style settings; nothing listens. */
-export async function buildTestApp(backend: TestBackend, db: Database, env: NodeJS.ProcessEnv = {}, options: { clock?: Clock } = {}): Promise<TestApp> {
+export async function buildTestApp(backend: TestBackend, db: Database, env: NodeJS.ProcessEnv = {}, options: Pick<ServicesOptions, 'clock' | 'metrics' | 'usageFlushMs'> = {}): Promise<TestApp> {
   const config = parseServerConfig({}, env);
   const logLines: Record<string, unknown>[] = [];
   const logText: string[] = [];

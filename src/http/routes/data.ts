@@ -25,6 +25,7 @@ function upstreamFailure(error: Error & { statusCode?: number; code?: string }):
  */
 export function registerDataRoutes(app: FastifyInstance, deps: AppDeps): void {
   const { access, verifier, config, limits, logger } = deps;
+  const metrics = deps.metrics ?? null;
   const upstream = config.upstream;
   const prefix = upstream ? upstream.pathname.replace(/\/+$/, '') : '';
   const corsOn = config.corsOrigins.length > 0;
@@ -54,6 +55,7 @@ export function registerDataRoutes(app: FastifyInstance, deps: AppDeps): void {
     const target = engineTarget(request.raw.url ?? '', prefix);
     const body = request.bodyBytes;
     let engine: EngineResponse;
+    const sent = performance.now();
     try {
       engine = await forwarder.forward({
         method: request.method,
@@ -69,6 +71,9 @@ export function registerDataRoutes(app: FastifyInstance, deps: AppDeps): void {
     } catch (error) {
       return sendError(reply, request, upstreamFailure(error as Error));
     }
+    // The engine's answer arrived: its time, for the usage counts and the metrics.
+    request.engineMs = performance.now() - sent;
+    metrics?.engineAnswered(request.engineMs);
     return answer(request, reply, engine);
   };
 

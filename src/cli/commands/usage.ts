@@ -1,0 +1,76 @@
+import { usageReport } from '../../domain/usage.js';
+import { parseTimeOrDuration } from '../../domain/validation.js';
+import { AppError } from '../../errors.js';
+import { iso, type Output } from '../output.js';
+import type { Session } from '../session.js';
+import { parseLimit } from './partners.js';
+
+const GROUPINGS = ['company', 'hour', 'day'] as const;
+export const USAGE_DEFAULT_SINCE = '24h';
+
+export async function runUsage(
+  session: Session,
+  out: Output,
+  partner: string | undefined,
+  options: { since?: string; by?: string; limit?: string },
+): Promise<void> {
+  const limit = parseLimit(options.limit, 50);
+  const since = parseTimeOrDuration(options.since ?? USAGE_DEFAULT_SINCE, '--since');
+  const by = options.by;
+  if (by !== undefined && !(GROUPINGS as readonly string[]).includes(by)) {
+    throw new AppError('invalid_argument', `--by must be company, hour or day, got '${by.slice(0, 40)}'`);
+  }
+  const db = await session.db();
+  const rows = await usageReport(db, {
+    ...(partner !== undefined ? { partner } : {}),
+    since,
+    ...(by !== undefined ? { by: by as (typeof GROUPINGS)[number] } : {}),
+    limit,
+  });
+  if (out.json) {
+    out.emitJson({
+      rows: rows.map((row) => ({
+        partner_id: row.partnerId,
+        ...(row.companyId !== undefined ? { company_id: row.companyId === '' ? null : row.companyId } : {}),
+        period_start: iso(row.periodStart),
+        requests: row.accepted + row.clientErrors + row.serverErrors,
+        accepted: row.accepted,
+        client_errors: row.clientErrors,
+        server_errors: row.serverErrors,
+        rate_limited: row.rateLimited,
+      })),
+    });
+    return;
+  }
+  if (rows.length === 0) {
+    out.line('No data requests counted in that period.');
+    return;
+  }
+  const period = by === 'hour' ? 'HOUR' : by === 'day' ? 'DAY' : 'FROM';
+  out.line(
+    await out.table(
+      [
+        'PARTNER',
+        ...(by === 'company' ? ['COMPANY'] : []),
+        period,
+        { title: 'REQUESTS', align: 'right' },
+        { title: 'ACCEPTED', align: 'right' },
+        { title: '4XX', align: 'right' },
+        { title: '5XX', align: 'right' },
+        { title: '429', align: 'right' },
+        { title: 'ENGINE S', align: 'right' },
+      ],
+      rows.map((row) => [
+        `${row.partnerName ?? '?'} (${row.partnerId})`,
+        ...(by === 'company' ? [row.companyId === '' ? '(none)' : (row.companyId ?? null)] : []),
+        iso(row.periodStart),
+        row.accepted + row.clientErrors + row.serverErrors,
+        row.accepted,
+        row.clientErrors,
+        row.serverErrors,
+        row.rateLimited,
+        (row.engineMsSum / 1000).toFixed(1),
+      ]),
+    ),
+  );
+}

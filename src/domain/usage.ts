@@ -1,0 +1,178 @@
+import type { Database } from '../db/client.js';
+import { addUsage, usageRows, type UsageDelta, type UsageGrouping, type UsageRow } from '../db/repositories/usage.js';
+import { findPartner } from './partners.js';
+
+const HOUR_MS = 3_600_000;
+export const USAGE_FLUSH_INTERVAL_MS = 10_000;
+const FLUSH_TIMEOUT_MS = 2_000;
+/** Cells kept between flushes at most (partner × company × hour); beyond, new keys are dropped and counted. */
+const MAX_CELLS = 200_000;
+
+interface Cell {
+  accepted: number;
+  clientErrors: number;
+  serverErrors: number;
+  rateLimited: number;
+  engineMs: number;
+}
+
+/** hour -> partner -> company -> counts. Nested maps: a request allocates nothing once its cell exists. */
+type Hours = Map<number, Map<string, Map<string, Cell>>>;
+
+/**
+ * Data requests per partner × company × hour, counted in memory by one instance and added to usage_hours
+ * in one batched upsert at least every 10 s (and on close), never on the request path. The write never
+ * waits for a lock another process holds (see Bookkeeping): when it cannot write, the counts are kept and
+ * merged into the next attempt. A crash loses what was counted since the last flush, 10 s at most.
+ */
+export class UsageCounter {
+  private hours: Hours = new Map();
+  private cells = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private flushing: Promise<boolean> | undefined;
+  private stopped = false;
+  /** Requests not counted because too many cells were pending (a database down for long). */
+  dropped = 0;
+  /** Failed flushes in a row. */
+  failures = 0;
+
+  constructor(
+    private readonly db: Database,
+    private readonly clock: { now(): number },
+    private readonly options: { intervalMs?: number; onFailure?: (error: unknown, failures: number) => void } = {},
+  ) {}
+
+  start(): void {
+    if (this.timer || this.stopped) return;
+    this.timer = setInterval(() => void this.flush(), this.options.intervalMs ?? USAGE_FLUSH_INTERVAL_MS);
+    this.timer.unref();
+  }
+
+  /**
+   * One finished data request of an authenticated partner. `companyId` is '' when the request was answered
+   * before its company was known (a 429, a refused company); `engineMs` the engine's time, 0 without one.
+   */
+  record(partnerId: string, companyId: string, status: number, engineMs: number): void {
+    const hour = Math.floor(this.clock.now() / HOUR_MS);
+    let partners = this.hours.get(hour);
+    if (partners === undefined) {
+      partners = new Map();
+      this.hours.set(hour, partners);
+    }
+    let companies = partners.get(partnerId);
+    if (companies === undefined) {
+      companies = new Map();
+      partners.set(partnerId, companies);
+    }
+    let cell = companies.get(companyId);
+    if (cell === undefined) {
+      if (this.cells >= MAX_CELLS) {
+        this.dropped++;
+        return;
+      }
+      cell = { accepted: 0, clientErrors: 0, serverErrors: 0, rateLimited: 0, engineMs: 0 };
+      companies.set(companyId, cell);
+      this.cells++;
+    }
+    if (status < 400) cell.accepted++;
+    else if (status < 500) {
+      cell.clientErrors++;
+      if (status === 429) cell.rateLimited++;
+    } else cell.serverErrors++;
+    cell.engineMs += engineMs;
+  }
+
+  get pending(): number {
+    return this.cells;
+  }
+
+  /** Writes what is pending in one transaction; resolves whether it was written. Never waits for a lock. */
+  flush(): Promise<boolean> {
+    this.flushing ??= this.writeOnce().finally(() => {
+      this.flushing = undefined;
+    });
+    return this.flushing;
+  }
+
+  /** Stops the timer and writes what is left (one attempt). */
+  async stop(): Promise<boolean> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    this.timer = undefined;
+    await this.flushing;
+    return this.cells === 0 || this.flush();
+  }
+
+  private async writeOnce(): Promise<boolean> {
+    if (this.cells === 0) return true;
+    const batch = this.hours;
+    this.hours = new Map();
+    this.cells = 0;
+    const deltas: UsageDelta[] = [];
+    for (const [hour, partners] of batch) {
+      const periodStart = new Date(hour * HOUR_MS);
+      for (const [partnerId, companies] of partners) {
+        for (const [companyId, cell] of companies) {
+          deltas.push({
+            partnerId,
+            companyId,
+            periodStart,
+            accepted: cell.accepted,
+            clientErrors: cell.clientErrors,
+            serverErrors: cell.serverErrors,
+            rateLimited: cell.rateLimited,
+            engineMsSum: Math.round(cell.engineMs * 1000) / 1000,
+          });
+        }
+      }
+    }
+    try {
+      await this.db.sql.transaction((tx) => addUsage(tx, deltas), { timeoutMs: FLUSH_TIMEOUT_MS, lockWaitMs: 0 });
+      this.failures = 0;
+      return true;
+    } catch (error) {
+      // Merge the batch back into what was counted meanwhile; the next flush tries again.
+      for (const [hour, partners] of batch) {
+        for (const [partnerId, companies] of partners) {
+          for (const [companyId, cell] of companies) this.mergeBack(hour, partnerId, companyId, cell);
+        }
+      }
+      this.failures++;
+      this.options.onFailure?.(error, this.failures);
+      return false;
+    }
+  }
+
+  private mergeBack(hour: number, partnerId: string, companyId: string, cell: Cell): void {
+    let partners = this.hours.get(hour);
+    if (!partners) this.hours.set(hour, (partners = new Map()));
+    let companies = partners.get(partnerId);
+    if (!companies) partners.set(partnerId, (companies = new Map()));
+    const known = companies.get(companyId);
+    if (!known) {
+      companies.set(companyId, cell);
+      this.cells++;
+      return;
+    }
+    known.accepted += cell.accepted;
+    known.clientErrors += cell.clientErrors;
+    known.serverErrors += cell.serverErrors;
+    known.rateLimited += cell.rateLimited;
+    known.engineMs += cell.engineMs;
+  }
+}
+
+export interface UsageReportOptions {
+  /** A partner id or name; all partners when absent. */
+  partner?: string;
+  since: Date;
+  by?: Exclude<UsageGrouping, 'partner'>;
+  limit: number;
+}
+
+/** The usage table summed for the CLI; `since` is rounded down to its hour (hours are the stored unit). */
+export async function usageReport(db: Database, options: UsageReportOptions): Promise<UsageRow[]> {
+  const partnerId = options.partner === undefined ? undefined : (await findPartner(db.sql, options.partner)).id;
+  const since = new Date(Math.floor(options.since.getTime() / HOUR_MS) * HOUR_MS);
+  return usageRows(db.sql, { ...(partnerId !== undefined ? { partnerId } : {}), since, by: options.by ?? 'partner', limit: options.limit });
+}

@@ -1,0 +1,134 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { BACKENDS, backendAvailable, createBackend, type TestBackend } from '../support/backends.js';
+import { runBinary } from '../support/cli.js';
+import { serve, type Served } from '../support/serve.js';
+import { startUpstream, type TestUpstream } from './support.js';
+
+const REDIS_URL = inject('redisUrl');
+
+type Keys = { access_key: string; secret_key: string };
+
+async function cliIn(env: NodeJS.ProcessEnv, ...args: string[]): Promise<any> {
+  const result = await runBinary(['--json', '--yes', ...args], env);
+  expect(result.code, result.stderr).toBe(0);
+  return result.json<any>();
+}
+
+async function tokenFrom(server: Served, keys: Keys): Promise<string> {
+  const response = await fetch(`${server.url}/public/v1/auth/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ access_key: keys.access_key, secret_key: keys.secret_key }),
+  });
+  expect(response.status).toBe(200);
+  return ((await response.json()) as { access_token: string }).access_token;
+}
+
+async function get(server: Served, token: string): Promise<Response> {
+  const response = await fetch(`${server.url}/public/v1/prices?company_id=acme`, { headers: { authorization: `Bearer ${token}` } });
+  await response.arrayBuffer();
+  return response;
+}
+
+/** A partner with keys, mapped to acme, with its own limits when given. */
+async function partnerWith(env: NodeJS.ProcessEnv, name: string, limits: string[] = []): Promise<{ id: string; keys: Keys }> {
+  const created = await cliIn(env, 'create-partner', '--name', name);
+  const keys = (await cliIn(env, 'issue-keys', name)) as Keys;
+  await cliIn(env, 'map-company', name, '--company', 'acme');
+  const id = (created.partner_id ?? created.id) as string;
+  if (limits.length > 0) await cliIn(env, 'set-limits', name, ...limits);
+  return { id, keys };
+}
+
+describe.each(BACKENDS)('limits shared through Redis by two serve instances on one database (%s)', (provider) => {
+  describe.skipIf(!backendAvailable(provider) || !REDIS_URL)('', () => {
+    let backend: TestBackend;
+    let upstream: TestUpstream;
+    let instances: [Served, Served];
+    let env: NodeJS.ProcessEnv;
+
+    beforeAll(async () => {
+      backend = await createBackend(provider);
+      await cliIn(backend.env, 'db', 'migrate');
+      upstream = await startUpstream();
+      env = { ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url, REDIS_URL: REDIS_URL!, PUBLIC_API_DEFAULT_RATE_LIMIT: '4/s', PUBLIC_API_DEFAULT_BURST: '6' };
+      instances = (await Promise.all([serve(env), serve(env)])) as [Served, Served];
+    }, 60_000);
+
+    afterAll(async () => {
+      for (const instance of instances ?? []) instance.child.kill('SIGTERM');
+      await Promise.all((instances ?? []).map((instance) => instance.exited));
+      await upstream?.close();
+      await backend?.dispose();
+    });
+
+    it('both report Redis in their readiness', async () => {
+      for (const instance of instances) {
+        const response = await fetch(`${instance.url}/readyz`);
+        expect(response.status).toBe(200);
+        expect(await response.json()).toMatchObject({ status: 'ok', redis: 'ok' });
+      }
+    });
+
+    it('keeps the accuracy promise: 3x the rate for 10 s over both instances', async () => {
+      const rate = 20;
+      const burst = 20;
+      const { keys } = await partnerWith(env, `Runaway-${provider}`, ['--rate', `${rate}/s`, '--burst', String(burst)]);
+      const tokens = [await tokenFrom(instances[0], keys), await tokenFrom(instances[1], keys)];
+      // The change must have reached both instances before the run starts.
+      await sleep(1_300);
+      for (const [i, instance] of instances.entries()) expect((await get(instance, tokens[i]!)).headers.get('ratelimit-limit')).toBe(String(burst));
+      await sleep(1_100); // the bucket is whole again
+
+      const seconds = 10;
+      const total = 3 * rate * seconds;
+      const spacingMs = 1000 / (3 * rate);
+      const started = performance.now();
+      const answers: Promise<number>[] = [];
+      for (let i = 0; i < total; i++) {
+        const due = started + i * spacingMs;
+        const wait = due - performance.now();
+        if (wait > 0) await sleep(wait);
+        answers.push(get(instances[i % 2]!, tokens[i % 2]!).then((response) => response.status));
+      }
+      const statuses = await Promise.all(answers);
+      const accepted = statuses.filter((status) => status === 200).length;
+      const refused = statuses.filter((status) => status === 429).length;
+      expect(accepted + refused).toBe(total);
+      expect(accepted).toBeLessThanOrEqual((rate * seconds + burst) * 1.05);
+      expect(accepted).toBeGreaterThanOrEqual(0.8 * rate * seconds);
+    }, 60_000);
+
+    it('applies the server defaults to a partner without its own limits, once for both instances', async () => {
+      const { keys } = await partnerWith(env, `Defaults-${provider}`);
+      const tokens = [await tokenFrom(instances[0], keys), await tokenFrom(instances[1], keys)];
+      const answers: Response[] = [];
+      for (let i = 0; i < 12; i++) answers.push(await get(instances[i % 2]!, tokens[i % 2]!));
+      expect(answers[0]!.headers.get('ratelimit-limit')).toBe('6');
+      const accepted = answers.filter((a) => a.status === 200).length;
+      // Per-instance counters would accept 6 on each; shared ones 6 (plus what the rate refills meanwhile).
+      expect(accepted).toBeGreaterThanOrEqual(6);
+      expect(accepted).toBeLessThanOrEqual(8);
+      const refused = answers.find((a) => a.status === 429)!;
+      expect(refused.headers.get('retry-after')).toMatch(/^\d+$/);
+      expect(refused.headers.get('ratelimit-remaining')).toBe('0');
+    });
+
+    it("a partner's own limits override the defaults on both instances, and --clear brings the defaults back", async () => {
+      const { keys } = await partnerWith(env, `Own-${provider}`, ['--rate', '100/m', '--burst', '2']);
+      const tokens = [await tokenFrom(instances[0], keys), await tokenFrom(instances[1], keys)];
+      await sleep(1_300);
+      const statuses: number[] = [];
+      for (let i = 0; i < 4; i++) {
+        const response = await get(instances[i % 2]!, tokens[i % 2]!);
+        expect(response.headers.get('ratelimit-limit')).toBe('2');
+        statuses.push(response.status);
+      }
+      expect(statuses).toEqual([200, 200, 429, 429]);
+      await cliIn(env, 'set-limits', `Own-${provider}`, '--clear');
+      await sleep(1_300);
+      for (const [i, instance] of instances.entries()) expect((await get(instance, tokens[i]!)).headers.get('ratelimit-limit')).toBe('6');
+    });
+  });
+});
