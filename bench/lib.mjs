@@ -69,16 +69,18 @@ export function cliEnv(databaseFile, extra = {}) {
 /**
  * The real `partnerctl serve` as a child process, throttles of the token endpoint off (the benchmark is one
  * address hammering a few keys). The request log stays at its default (info, one JSON line per request)
- * and goes to /dev/null, so its cost is included as in production.
+ * and goes to /dev/null, so its cost is included as in production. `env` (a whole environment) instead of
+ * `databaseFile` for another database (PostgreSQL).
  */
-export async function startServe({ databaseFile, upstream, cpuProfileDir }) {
+export async function startServe({ databaseFile, env, upstream, cpuProfileDir }) {
   const nodeArgs = cpuProfileDir ? ['--cpu-prof', `--cpu-prof-dir=${cpuProfileDir}`] : [];
   const child = spawn(process.execPath, [...nodeArgs, CLI, 'serve', '--port', '0', '--host', '127.0.0.1', '--upstream', upstream], {
     stdio: ['ignore', 'ignore', 'pipe'],
-    env: cliEnv(databaseFile, {
+    env: {
+      ...(env ?? cliEnv(databaseFile)),
       PUBLIC_API_TOKEN_RATE_LIMIT_PER_KEY: '0',
       PUBLIC_API_TOKEN_RATE_LIMIT_PER_IP: '0',
-    }),
+    },
   });
   const url = await firstLine(child.stderr, (line) => /listening on (http:\/\/\S+)/.exec(line)?.[1], 60_000, 'partnerctl serve');
   return { url, pid: child.pid, stop: () => stopChild(child) };
