@@ -1,0 +1,169 @@
+// The data path's fast lane: the usual data request (GET, a plain path under the base path, `company_id`
+// alone in the query, one bearer token, no body, no CORS origin, no rate limit for the partner) is gated
+// and forwarded straight from node:http, without Fastify's request lifecycle. It runs exactly the same
+// checks as the Fastify route (routes/data.ts, gate.ts, edges.ts, forwarding.ts) and answers only a 200 of
+// the engine itself. Anything else, and every refusal, is handed to Fastify untouched, which gates it again
+// and answers it as before; once the engine has been asked, the answer travels with the request
+// (`preForwarded`) so the engine is never asked twice.
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AccessState } from '../domain/access.js';
+import type { TokenClaims, TokenVerifier } from '../domain/tokens.js';
+import { BASE_PATH } from './config.js';
+import { requestHeadProblem } from './edges.js';
+import type { EngineResponse, Forwarder } from './forwarder.js';
+import { engineRequestHeaders, engineResponseHeaders, engineTarget } from './forwarding.js';
+import { bearerTokenOf, urlCarriesKeyMaterial } from './gate.js';
+import type { DataLimits } from './limits.js';
+
+/** What the fast lane learnt before handing a request to Fastify: the engine's answer or failure, the id. */
+export interface PreForwarded {
+  requestId: string;
+  engine?: EngineResponse;
+  error?: unknown;
+}
+
+const PRE_FORWARDED = Symbol('partnerctl.preForwarded');
+
+export function preForwardedOf(request: IncomingMessage): PreForwarded | undefined {
+  return (request as unknown as Record<symbol, PreForwarded | undefined>)[PRE_FORWARDED];
+}
+
+/** One finished request, for the request log (and whatever else counts requests: usage, metrics). */
+export interface FinishedRequest {
+  requestId: string;
+  partnerId: string | null;
+  method: string;
+  url: string;
+  status: number;
+  durationMs: number;
+}
+
+export interface FastLaneDeps {
+  verifier: TokenVerifier;
+  access: AccessState;
+  limits?: DataLimits;
+  forwarder: Forwarder;
+  /** The engine's path prefix (its URL's path without a trailing slash). */
+  prefix: string;
+  corsOn: boolean;
+  /** True once the server is closing: Fastify then answers (with `Connection: close`). */
+  closing: () => boolean;
+  /** Called once per request answered here, after the answer is handed to the socket. */
+  finished: (request: FinishedRequest) => void;
+}
+
+const BASE_PREFIX = `${BASE_PATH}/`;
+// Letters, digits, `_` and `-` in non-empty segments: nothing that the path checks of engineTarget could
+// refuse (no `%`, `.`, `\`), nothing the router could read differently (no `//`, no trailing `/`).
+const PLAIN_PATH = /^\/public\/v1(?:\/[A-Za-z0-9_-]+)+$/;
+// A company_id value that no query parser decodes: no `%`, `+`, `&`, `;`, `#`, `=`, `[`, `]`, visible ASCII.
+const PLAIN_COMPANY = /^[A-Za-z0-9_.:~!$'()*,@-]{1,128}$/;
+// Paths under the base path that are not data routes.
+const OTHER_ROUTES = new Set([`${BASE_PATH}/auth/token`, `${BASE_PATH}/openapi.json`]);
+
+/**
+ * The fast lane as a node:http request listener in front of Fastify's own (`next`). Returns true when it
+ * took the request (answered it, or will hand it to `next` itself).
+ */
+export function createFastLane(deps: FastLaneDeps, next: (request: IncomingMessage, response: ServerResponse) => void) {
+  const { verifier, access, limits, forwarder, prefix, corsOn, closing, finished } = deps;
+
+  const eligible = (request: IncomingMessage): string | null => {
+    if (request.method !== 'GET') return null;
+    const url = request.url!;
+    if (!url.startsWith(BASE_PREFIX)) return null;
+    const queryStart = url.indexOf('?');
+    if (queryStart < 0) return null;
+    const path = url.slice(0, queryStart);
+    const query = url.slice(queryStart + 1);
+    if (!query.startsWith('company_id=') || OTHER_ROUTES.has(path) || !PLAIN_PATH.test(path)) return null;
+    const company = query.slice(11);
+    if (!PLAIN_COMPANY.test(company)) return null;
+    const headers = request.headers;
+    if (
+      headers['content-length'] !== undefined ||
+      headers['transfer-encoding'] !== undefined ||
+      headers.expect !== undefined ||
+      (corsOn && headers.origin !== undefined)
+    ) {
+      return null;
+    }
+    if (requestHeadProblem(request) !== null || urlCarriesKeyMaterial(url)) return null;
+    return company;
+  };
+
+  const lane = async (request: IncomingMessage, response: ServerResponse, company: string, token: string, started: number) => {
+    let claims: TokenClaims;
+    try {
+      claims = await verifier.verify(token);
+      await access.authenticate(claims);
+      if (limits && (await limits.policy(claims.partnerId)) !== null) {
+        next(request, response);
+        return;
+      }
+      await access.authorizeCompany(claims, company);
+    } catch {
+      // A refusal (or a database that cannot say): Fastify answers it, with the same checks.
+      next(request, response);
+      return;
+    }
+    const requestId = randomUUID();
+    let engine: EngineResponse;
+    try {
+      engine = await forwarder.forward({
+        method: 'GET',
+        path: engineTarget(request.url!, prefix),
+        headers: engineRequestHeaders(request.rawHeaders, request.headers.connection, {
+          partnerId: claims.partnerId,
+          companyId: company,
+          requestId,
+          contentLength: null,
+        }),
+        body: null,
+      });
+    } catch (error) {
+      handOver(request, { requestId, error });
+      next(request, response);
+      return;
+    }
+    const type = engine.headers['content-type'];
+    if (engine.status !== 200 || typeof type !== 'string') {
+      handOver(request, { requestId, engine });
+      next(request, response);
+      return;
+    }
+    const headers = engineResponseHeaders(engine.headers, corsOn) as Record<string, string | string[] | number>;
+    headers['x-request-id'] = requestId;
+    headers['content-length'] = engine.body.length;
+    response.writeHead(200, headers);
+    response.end(engine.body);
+    finished({
+      requestId,
+      partnerId: claims.partnerId,
+      method: 'GET',
+      url: request.url!,
+      status: 200,
+      durationMs: performance.now() - started,
+    });
+  };
+
+  return (request: IncomingMessage, response: ServerResponse): void => {
+    const started = performance.now();
+    // A pipelined request behind one still being answered (its response not yet given the socket) goes
+    // through Fastify like its predecessor, so the engine sees them in the order they came.
+    const company = response.socket === null || closing() ? null : eligible(request);
+    const token = company === null ? null : bearerTokenOf(request.rawHeaders);
+    if (company === null || token === null) {
+      next(request, response);
+      return;
+    }
+    lane(request, response, company, token, started).catch(() => {
+      if (!response.headersSent) next(request, response);
+    });
+  };
+}
+
+function handOver(request: IncomingMessage, result: PreForwarded): void {
+  (request as unknown as Record<symbol, PreForwarded>)[PRE_FORWARDED] = result;
+}
