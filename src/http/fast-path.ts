@@ -33,6 +33,8 @@ export function preForwardedOf(request: IncomingMessage): PreForwarded | undefin
 export interface FinishedRequest {
   requestId: string;
   partnerId: string | null;
+  /** The company the request was authorised for. */
+  companyId: string | null;
   method: string;
   url: string;
   status: number;
@@ -68,6 +70,12 @@ const OTHER_ROUTES = new Set([`${BASE_PATH}/auth/token`, `${BASE_PATH}/openapi.j
  */
 export function createFastLane(deps: FastLaneDeps, next: (request: IncomingMessage, response: ServerResponse) => void) {
   const { verifier, access, limits, forwarder, prefix, corsOn, closing, finished } = deps;
+  // Requests passed to Fastify from inside the lane (after a refusal), so a later failure cannot pass them twice.
+  const handedOver = new WeakSet<IncomingMessage>();
+  const toFastify = (request: IncomingMessage, response: ServerResponse): void => {
+    handedOver.add(request);
+    next(request, response);
+  };
 
   const eligible = (request: IncomingMessage): string | null => {
     if (request.method !== 'GET') return null;
@@ -99,13 +107,13 @@ export function createFastLane(deps: FastLaneDeps, next: (request: IncomingMessa
       claims = await verifier.verify(token);
       await access.authenticate(claims);
       if (limits && (await limits.policy(claims.partnerId)) !== null) {
-        next(request, response);
+        toFastify(request, response);
         return;
       }
       await access.authorizeCompany(claims, company);
     } catch {
       // A refusal (or a database that cannot say): Fastify answers it, with the same checks.
-      next(request, response);
+      toFastify(request, response);
       return;
     }
     const requestId = randomUUID();
@@ -124,13 +132,13 @@ export function createFastLane(deps: FastLaneDeps, next: (request: IncomingMessa
       });
     } catch (error) {
       handOver(request, { requestId, error });
-      next(request, response);
+      toFastify(request, response);
       return;
     }
     const type = engine.headers['content-type'];
     if (engine.status !== 200 || typeof type !== 'string') {
       handOver(request, { requestId, engine });
-      next(request, response);
+      toFastify(request, response);
       return;
     }
     const headers = engineResponseHeaders(engine.headers, corsOn) as Record<string, string | string[] | number>;
@@ -141,6 +149,7 @@ export function createFastLane(deps: FastLaneDeps, next: (request: IncomingMessa
     finished({
       requestId,
       partnerId: claims.partnerId,
+      companyId: company,
       method: 'GET',
       url: request.url!,
       status: 200,
@@ -159,7 +168,8 @@ export function createFastLane(deps: FastLaneDeps, next: (request: IncomingMessa
       return;
     }
     lane(request, response, company, token, started).catch(() => {
-      if (!response.headersSent) next(request, response);
+      // Only a failure before the lane answered or handed over; a request is never given to Fastify twice.
+      if (!response.headersSent && preForwardedOf(request) === undefined && !handedOver.has(request)) next(request, response);
     });
   };
 }
