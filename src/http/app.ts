@@ -10,7 +10,7 @@ import type { AppDeps } from './context.js';
 import { installExpectHandling, requestHeadProblem } from './edges.js';
 import { describeError, envelope, loggableChain, sendError } from './errors.js';
 import { redactKeyMaterial } from './gate.js';
-import { preForwardedOf, type FinishedRequest } from './fast-path.js';
+import { preForwardedOf, watchOtherRoutes, type FinishedRequest } from './fast-path.js';
 import { failoverStore } from './limits.js';
 import { registerDataRoutes } from './routes/data.js';
 import { registerHealthRoutes } from './routes/health.js';
@@ -161,6 +161,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
   });
 
+  // Before any route: which paths under the base path are not the data routes' (fast-path.ts).
+  const otherRoute = watchOtherRoutes(app);
+
   app.decorateRequest('claims', null);
   app.decorateRequest('partnerId', null);
   app.decorateRequest('companyId', null);
@@ -272,6 +275,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const finished = (request: FinishedRequest): void => {
     fastLine?.(request);
   };
-  registerDataRoutes(app, deps, finished);
+  registerDataRoutes(app, deps, { finished, otherRoute });
   return app;
 }

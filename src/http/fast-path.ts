@@ -7,6 +7,7 @@
 // (`preForwarded`) so the engine is never asked twice.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { FastifyInstance } from 'fastify';
 import type { AccessState } from '../domain/access.js';
 import type { TokenClaims, TokenVerifier } from '../domain/tokens.js';
 import { BASE_PATH } from './config.js';
@@ -49,6 +50,8 @@ export interface FastLaneDeps {
   /** The engine's path prefix (its URL's path without a trailing slash). */
   prefix: string;
   corsOn: boolean;
+  /** True for a path that another route under the base path may serve (watchOtherRoutes). */
+  otherRoute: (path: string) => boolean;
   /** True once the server is closing: Fastify then answers (with `Connection: close`). */
   closing: () => boolean;
   /** Called once per request answered here, after the answer is handed to the socket. */
@@ -61,15 +64,31 @@ const BASE_PREFIX = `${BASE_PATH}/`;
 const PLAIN_PATH = /^\/public\/v1(?:\/[A-Za-z0-9_-]+)+$/;
 // A company_id value that no query parser decodes: no `%`, `+`, `&`, `;`, `#`, `=`, `[`, `]`, visible ASCII.
 const PLAIN_COMPANY = /^[A-Za-z0-9_.:~!$'()*,@-]{1,128}$/;
-// Paths under the base path that are not data routes.
-const OTHER_ROUTES = new Set([`${BASE_PATH}/auth/token`, `${BASE_PATH}/openapi.json`]);
+
+/**
+ * Every route under the base path other than the data routes (the token endpoint, the OpenAPI document, and
+ * whatever is added later), collected as Fastify registers them: a path one of them could match never takes
+ * the fast lane. Install before any route is registered.
+ */
+export function watchOtherRoutes(app: FastifyInstance): (path: string) => boolean {
+  const exact = new Set<string>();
+  const prefixes: string[] = [];
+  app.addHook('onRoute', (route) => {
+    const url = route.url;
+    if (!url.startsWith(BASE_PATH) || url === BASE_PATH || url === `${BASE_PATH}/*`) return;
+    const dynamic = url.search(/[:*(]/);
+    if (dynamic < 0) exact.add(url);
+    else prefixes.push(url.slice(0, dynamic));
+  });
+  return (path) => exact.has(path) || (prefixes.length > 0 && prefixes.some((prefix) => path.startsWith(prefix)));
+}
 
 /**
  * The fast lane as a node:http request listener in front of Fastify's own (`next`). Returns true when it
  * took the request (answered it, or will hand it to `next` itself).
  */
 export function createFastLane(deps: FastLaneDeps, next: (request: IncomingMessage, response: ServerResponse) => void) {
-  const { verifier, access, limits, forwarder, prefix, corsOn, closing, finished } = deps;
+  const { verifier, access, limits, forwarder, prefix, corsOn, closing, otherRoute, finished } = deps;
   // Requests passed to Fastify from inside the lane (after a refusal), so a later failure cannot pass them twice.
   const handedOver = new WeakSet<IncomingMessage>();
   const toFastify = (request: IncomingMessage, response: ServerResponse): void => {
@@ -85,7 +104,7 @@ export function createFastLane(deps: FastLaneDeps, next: (request: IncomingMessa
     if (queryStart < 0) return null;
     const path = url.slice(0, queryStart);
     const query = url.slice(queryStart + 1);
-    if (!query.startsWith('company_id=') || OTHER_ROUTES.has(path) || !PLAIN_PATH.test(path)) return null;
+    if (!query.startsWith('company_id=') || otherRoute(path) || !PLAIN_PATH.test(path)) return null;
     const company = query.slice(11);
     if (!PLAIN_COMPANY.test(company)) return null;
     const headers = request.headers;

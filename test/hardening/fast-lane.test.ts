@@ -84,6 +84,21 @@ describe('the data path fast lane, against the real server', () => {
     expect(engine.seen).toHaveLength(1);
   });
 
+  it('a path another route serves (the token endpoint, the OpenAPI document) never takes the lane', async () => {
+    const host = new URL(served.url).host;
+    for (const [path, status] of [
+      ['/public/v1/auth/token', 405],
+      ['/public/v1/openapi.json', 200],
+    ] as const) {
+      const response = await rawHttp(
+        served.url,
+        [`GET ${path}?company_id=acme HTTP/1.1`, `Host: ${host}`, `Authorization: Bearer ${token}`, 'Connection: close'].join('\r\n') + '\r\n\r\n',
+      );
+      expect(response.status, `${path}: ${response.body}`).toBe(status);
+    }
+    expect(engine.seen).toEqual([]);
+  });
+
   it('a refused request on the usual path gets the ordinary refusal and reaches no engine', async () => {
     await cliOk(backend, 'unmap-company', partner.partnerId, '--company', 'acme', '--yes');
     // Within the staleness bound.

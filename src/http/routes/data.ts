@@ -25,7 +25,11 @@ function upstreamFailure(error: Error & { statusCode?: number; code?: string }):
  * Every path under the base path other than the token and document routes: gate, then forward. The gate
  * runs before the body is read (token, partner and key-pair status), then again after it (company).
  */
-export function registerDataRoutes(app: FastifyInstance, deps: AppDeps, finished?: (request: FinishedRequest) => void): void {
+export function registerDataRoutes(
+  app: FastifyInstance,
+  deps: AppDeps,
+  lane?: { finished: (request: FinishedRequest) => void; otherRoute: (path: string) => boolean },
+): void {
   const { access, verifier, config, limits, logger } = deps;
   const upstream = config.upstream;
   const prefix = upstream ? upstream.pathname.replace(/\/+$/, '') : '';
@@ -99,7 +103,7 @@ export function registerDataRoutes(app: FastifyInstance, deps: AppDeps, finished
   methodNotAllowed(app, `${BASE_PATH}/*`, DATA_METHODS);
 
   // The usual data request skips Fastify's lifecycle (fast-path.ts); everything else reaches the routes above.
-  if (forwarder && finished) {
+  if (forwarder && lane) {
     const [fastify] = app.server.listeners('request') as ((request: IncomingMessage, response: ServerResponse) => void)[];
     if (fastify) {
       let closing = false;
@@ -108,7 +112,7 @@ export function registerDataRoutes(app: FastifyInstance, deps: AppDeps, finished
         done();
       });
       app.server.removeListener('request', fastify);
-      app.server.on('request', createFastLane({ verifier, access, limits, forwarder, prefix, corsOn, closing: () => closing, finished }, fastify));
+      app.server.on('request', createFastLane({ verifier, access, limits, forwarder, prefix, corsOn, closing: () => closing, ...lane }, fastify));
     }
   }
 }
