@@ -92,6 +92,12 @@ export class TokenVerifier {
     this.verified.clear();
   }
 
+  /** The claims of a token verified before and not yet expired, without waiting; undefined otherwise (call verify). */
+  verifiedNow(token: string): TokenClaims | undefined {
+    const cached = this.verified.get(token);
+    return cached !== undefined && cached.exp > Date.now() / 1000 ? cached : undefined;
+  }
+
   async verify(token: string): Promise<TokenClaims> {
     const nowSeconds = Date.now() / 1000;
     const cached = this.verified.get(token);

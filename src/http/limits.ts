@@ -227,6 +227,11 @@ export class DataLimits {
     return policy;
   }
 
+  /** The partner's policy when it is known under the current revision, without waiting; undefined: call policy. */
+  knownPolicy(partnerId: string): Policy | null | undefined {
+    return this.access.revisionSeen === this.revision ? this.policies.get(partnerId) : undefined;
+  }
+
   /** Takes one request from the partner's allowance: sets the RateLimit-* headers; over the limit, 429. */
   async enforce(partnerId: string, reply: FastifyReply): Promise<void> {
     const policy = await this.policy(partnerId);
