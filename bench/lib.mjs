@@ -69,17 +69,19 @@ export function cliEnv(databaseFile, extra = {}) {
 /**
  * The real `partnerctl serve` as a child process, throttles of the token endpoint off (the benchmark is one
  * address hammering a few keys). The request log stays at its default (info, one JSON line per request)
- * and goes to /dev/null, so its cost is included as in production.
+ * and goes to /dev/null, so its cost is included as in production. `baseEnv` (a whole environment) instead
+ * of `databaseFile` for another database (PostgreSQL); `env` and `args` add to it.
  */
-export async function startServe({ databaseFile, upstream, cpuProfileDir, env = {}, args = [] }) {
+export async function startServe({ databaseFile, baseEnv, upstream, cpuProfileDir, env = {}, args = [] }) {
   const nodeArgs = cpuProfileDir ? ['--cpu-prof', `--cpu-prof-dir=${cpuProfileDir}`] : [];
   const child = spawn(process.execPath, [...nodeArgs, CLI, 'serve', '--port', '0', '--host', '127.0.0.1', '--upstream', upstream, ...args], {
     stdio: ['ignore', 'ignore', 'pipe'],
-    env: cliEnv(databaseFile, {
+    env: {
+      ...(baseEnv ?? cliEnv(databaseFile)),
       PUBLIC_API_TOKEN_RATE_LIMIT_PER_KEY: '0',
       PUBLIC_API_TOKEN_RATE_LIMIT_PER_IP: '0',
       ...env,
-    }),
+    },
   });
   // With a metrics port, the line naming its URL follows the listening one.
   const withMetrics = Boolean(env.PUBLIC_API_METRICS_PORT) || args.includes('--metrics-port');

@@ -4,8 +4,10 @@
 // Environment: BENCH_DURATION (seconds per load phase, default 5), BENCH_CONNECTIONS (default 16),
 // BENCH_SCALE (fraction of the 100,000-partner / 1,000,000-mapping database, default 1),
 // BENCH_CPU_PROF=<dir> (run both servers under `node --cpu-prof`), BENCH_KEEP=1 (keep the databases),
-// BENCH_ONLY=cost,limits,gate,in-process,exchange,cold,cli (a subset of the phases, while profiling).
+// BENCH_ONLY=cost,limits,gate,in-process,exchange,cold,cli,propagation (a subset of the phases, while profiling).
 // The limits phase uses the Redis at BENCH_REDIS_URL (default redis://127.0.0.1:6379); without it, its Redis row is skipped.
+// BENCH_POSTGRES_URL (the PostgreSQL server of the propagation phase, default postgresql://postgres@127.0.0.1:5432/postgres;
+// a fresh database is created on it and dropped after), BENCH_PROPAGATION_TRIALS (default 21).
 // The cost phase needs wrk (apt-get install wrk); without it the phase is skipped with a note.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
@@ -17,6 +19,7 @@ import { CLI, ROOT, cliEnv, load, median, postJson, round, startHelper, startSer
 import { seedDatabase } from './seed.mjs';
 import { wrk, wrkAvailable } from './wrk.mjs';
 import { runbookCommands, runbookRows, runbookScale } from './runbooks.mjs';
+import { propagation } from './propagation.mjs';
 
 const env = process.env;
 const config = {
@@ -44,7 +47,7 @@ const config = {
 };
 config.bigPartners = Math.round(100_000 * config.scale);
 
-const PHASES = ['cost', 'limits', 'gate', 'in-process', 'exchange', 'cold', 'cli'];
+const PHASES = ['cost', 'limits', 'gate', 'in-process', 'exchange', 'cold', 'cli', 'propagation'];
 const only = env.BENCH_ONLY ? new Set(env.BENCH_ONLY.split(',')) : new Set(PHASES);
 const TOKEN_PATH = '/public/v1/auth/token';
 const DATA_PATH = '/public/v1/recommendations';
@@ -440,6 +443,21 @@ function buildRows(r) {
     add(`list-partners page at ${l.deep_page_offset}, big db`, `${l.big_deep_page} ms`, `small db ${l.small_first_page} ms`, l.big_deep_page / l.small_first_page, '<= 1.10', l.big_deep_page / l.small_first_page <= 1.1);
   }
   runbookRows(r, add);
+  const p = r.propagation;
+  if (p) {
+    for (const [backend, limit] of [['sqlite', 1000], ['postgresql', 100]]) {
+      const x = p[backend];
+      if (!x) continue;
+      add(
+        `revocation propagation, ${backend} (${x.instances} instance${x.instances > 1 ? 's' : ''}, ${x.trials} trials)`,
+        `median ${x.median_ms} / worst ${x.worst_ms} ms`,
+        `staleness bound 1000 ms`,
+        x.worst_ms / 1000,
+        `worst <= ${limit} ms`,
+        x.worst_ms <= limit,
+      );
+    }
+  }
   return rows;
 }
 
@@ -452,7 +470,9 @@ const loadAtStart = loadavg().map((x) => round(x, 2));
 try {
   log(`work folder ${work}; ${JSON.stringify(config)}`);
   const targets = {};
-  for (const [name, partners] of [['small', config.smallPartners], ['big', config.bigPartners]]) {
+  // The propagation phase provisions its own databases; the others share the seeded small and big files.
+  const seeded = [...only].some((phase) => phase !== 'propagation');
+  for (const [name, partners] of seeded ? [['small', config.smallPartners], ['big', config.bigPartners]] : []) {
     mkdirSync(join(work, name));
     const file = join(work, name, 'partnerctl.db');
     const seed = await seedDatabase({ file, partners, mappingsPerPartner: config.mappingsPerPartner, log });
@@ -554,7 +574,19 @@ try {
     }
     results.refusal_timing = timing;
   }
-  for (const target of [small, big]) await target.serve.stop();
+  for (const target of Object.values(targets)) await target.serve.stop();
+
+  if (only.has('propagation')) {
+    log('revocation propagation: CLI command exit -> first refused request (SQLite one instance, PostgreSQL two)');
+    results.propagation = await propagation({
+      work: join(work, 'propagation'),
+      upstream,
+      adminUrl: env.BENCH_POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres',
+      trials: Number(env.BENCH_PROPAGATION_TRIALS ?? 21),
+      log,
+      cpuProfileDir,
+    });
+  }
 
   if (only.has('cli')) {
     log('CLI start-up and list pages');

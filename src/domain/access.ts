@@ -223,6 +223,24 @@ export class AccessState {
   }
 
   /**
+   * The gate's verdict from the caches alone, without waiting: true when the last confirmed revision is
+   * within the staleness bound and the partner, the pair and the mapping are all cached and accept; undefined
+   * when anything would need the database or would be refused (call authenticate / authorizeCompany, which
+   * give the refusal). The same rules as those two.
+   */
+  admitsNow(claims: TokenClaims, companyId: string): true | undefined {
+    if (Date.now() - this.confirmedAt > this.stalenessBoundMs) return undefined;
+    const partner = this.partners.get(claims.partnerId);
+    if (partner === undefined || !partner.active) return undefined;
+    if (partner.tokensRevokedBefore !== null && claims.issuedAtMs < partner.tokensRevokedBefore) return undefined;
+    if (claims.keyPairId !== null && this.keyPairs.get(`${claims.partnerId}\u0000${claims.keyPairId}`) !== true) return undefined;
+    if (!isValidCompanyId(companyId) || this.mappings.get(`${claims.partnerId}\u0000${companyId}`) !== true) return undefined;
+    // One hit per cached verdict consulted, as authenticate and authorizeCompany count them.
+    this.cacheHits += claims.keyPairId !== null ? 3 : 2;
+    return true;
+  }
+
+  /**
    * The whole gate behind a verified token: the partner must be active, the minting pair not revoked, and
    * the company mapped (`authenticate`, then `authorizeCompany`).
    */

@@ -95,16 +95,19 @@ export class TokenVerifier {
     this.verified.clear();
   }
 
-  async verify(token: string): Promise<TokenClaims> {
-    const nowSeconds = Date.now() / 1000;
+  /** The claims of a token verified before and not yet expired, without waiting; undefined otherwise (call verify). */
+  verifiedNow(token: string): TokenClaims | undefined {
     const cached = this.verified.get(token);
-    if (cached) {
-      if (cached.exp > nowSeconds) {
-        this.cacheHits++;
-        return cached;
-      }
-      this.verified.delete(token);
-    }
+    if (cached === undefined || cached.exp <= Date.now() / 1000) return undefined;
+    this.cacheHits++;
+    return cached;
+  }
+
+  async verify(token: string): Promise<TokenClaims> {
+    const known = this.verifiedNow(token);
+    if (known !== undefined) return known;
+    const nowSeconds = Date.now() / 1000;
+    this.verified.delete(token);
     this.cacheMisses++;
     const claims = await this.verifyUncached(token, nowSeconds);
     if (this.verified.size >= this.maxCached) this.evictExpired(nowSeconds);

@@ -10,6 +10,7 @@ import type { AppDeps } from './context.js';
 import { installExpectHandling, requestHeadProblem } from './edges.js';
 import { describeError, envelope, loggableChain, sendError } from './errors.js';
 import { redactKeyMaterial } from './gate.js';
+import { preForwardedOf, watchOtherRoutes, type FinishedRequest } from './fast-path.js';
 import { failoverStore } from './limits.js';
 import { responseObserver } from './metrics.js';
 import { registerDataRoutes } from './routes/data.js';
@@ -70,13 +71,51 @@ function requestLineWriter(logger: Logger): ((request: FastifyRequest, reply: Fa
   const stream = (logger as unknown as Record<symbol, { write(line: string): unknown }>)[pino.symbols.streamSym];
   if (!stream) return (request, reply) => logger.info(requestFields(request, reply));
   return (request, reply) => {
-    const partner = request.partnerId === null ? '' : `,"partner_id":${JSON.stringify(request.partnerId)}`;
     const exchange = request.exchangeKeyPairId === undefined ? '' : exchangeFields(request);
-    stream.write(
-      `{"level":30,"time":"${new Date().toISOString()}","request_id":${JSON.stringify(request.id)}${partner}${exchange},"method":${JSON.stringify(request.method)},` +
-        `"path":${JSON.stringify(pathOf(request))},"status":${reply.statusCode},"duration_ms":${Math.round(reply.elapsedTime * 100) / 100}}\n`,
-    );
+    stream.write(requestLine(request.id, request.partnerId, exchange, request.method, pathOf(request), reply.statusCode, reply.elapsedTime));
   };
+}
+
+/** The same line for a request the fast lane answered (fast-path.ts). */
+function fastLineWriter(logger: Logger): ((request: FinishedRequest) => void) | undefined {
+  if (!logger.isLevelEnabled('info')) return undefined;
+  const stream = (logger as unknown as Record<symbol, { write(line: string): unknown }>)[pino.symbols.streamSym];
+  const pathOfUrl = (url: string) => {
+    const queryStart = url.indexOf('?');
+    return redactKeyMaterial(queryStart < 0 ? url : url.slice(0, queryStart)).slice(0, LOGGED_PATH_MAX);
+  };
+  if (!stream) {
+    return (request) =>
+      logger.info({
+        request_id: request.requestId,
+        partner_id: request.partnerId ?? undefined,
+        method: request.method,
+        path: pathOfUrl(request.url),
+        status: request.status,
+        duration_ms: Math.round(request.durationMs * 100) / 100,
+      });
+  }
+  return (request) => stream.write(requestLine(request.requestId, request.partnerId, '', request.method, pathOfUrl(request.url), request.status, request.durationMs));
+}
+
+// The log's ISO time, made once per millisecond rather than once per line.
+let lastStampMs = 0;
+let lastStamp = '';
+function isoNow(): string {
+  const now = Date.now();
+  if (now !== lastStampMs) {
+    lastStampMs = now;
+    lastStamp = new Date(now).toISOString();
+  }
+  return lastStamp;
+}
+
+function requestLine(id: string, partnerId: string | null, exchange: string, method: string, path: string, status: number, elapsedMs: number): string {
+  const partner = partnerId === null ? '' : `,"partner_id":${JSON.stringify(partnerId)}`;
+  return (
+    `{"level":30,"time":"${isoNow()}","request_id":${JSON.stringify(id)}${partner}${exchange},"method":${JSON.stringify(method)},` +
+    `"path":${JSON.stringify(path)},"status":${status},"duration_ms":${Math.round(elapsedMs * 100) / 100}}\n`
+  );
 }
 
 const USER_AGENT_LOGGED_MAX = 120;
@@ -105,7 +144,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config, logger } = deps;
   const app = Fastify({
     logger: false,
-    genReqId: () => randomUUID(),
+    // A request the fast lane handed over keeps the id the engine already saw.
+    genReqId: (raw) => preForwardedOf(raw)?.requestId ?? randomUUID(),
     requestIdHeader: false,
     bodyLimit: config.bodyLimitBytes,
     // New requests arriving while closing are served like any other; the listener is already closed.
@@ -121,6 +161,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       sendError(reply, request, error);
     },
   });
+
+  // Before any route: which paths under the base path are not the data routes' (fast-path.ts).
+  const otherRoute = watchOtherRoutes(app);
 
   app.decorateRequest('claims', null);
   app.decorateRequest('partnerId', null);
@@ -189,11 +232,21 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     });
   }
 
-  // Metrics and usage counts, once the answer is finished (nothing is written on the request path).
+  // Metrics and usage counts, once the answer is finished (nothing is written on the request path); the fast
+  // lane's answers are counted by `finished` below.
   const observe = responseObserver(deps.metrics ?? null, deps.usage ?? null);
   if (observe) {
     app.addHook('onResponse', (request, reply, done) => {
-      observe(request, reply);
+      observe({
+        requestId: request.id,
+        partnerId: request.claims?.partnerId ?? null,
+        companyId: request.companyId ?? null,
+        method: request.method,
+        url: request.raw.url ?? '',
+        status: reply.statusCode,
+        durationMs: reply.elapsedTime,
+        engineMs: request.engineMs,
+      });
       done();
     });
   }
@@ -237,6 +290,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   registerHealthRoutes(app, deps);
   registerOpenApiRoute(app);
   registerTokenRoutes(app, deps);
-  registerDataRoutes(app, deps);
+  // Requests the fast lane answers never reach Fastify's hooks: this is their onResponse (the request log,
+  // metrics and usage counts, as the onResponse hooks above do for the others).
+  const fastLine = logger ? fastLineWriter(logger) : undefined;
+  const finished = (request: FinishedRequest): void => {
+    fastLine?.(request);
+    observe?.(request);
+  };
+  registerDataRoutes(app, deps, { finished, otherRoute });
   return app;
 }

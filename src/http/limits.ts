@@ -204,8 +204,8 @@ export class DataLimits {
     this.shared = redis ? new RedisLimiter(redis) : null;
   }
 
-  /** The partner's policy as known under the current revision; undefined: not known yet (see policy()). */
-  private known(partnerId: string): Policy | null | undefined {
+  /** The partner's policy as known under the current revision, without waiting; undefined: not known yet (see policy()). */
+  knownPolicy(partnerId: string): Policy | null | undefined {
     const revision = this.access.revisionSeen;
     if (revision !== this.revision) {
       this.policies.clear();
@@ -216,7 +216,7 @@ export class DataLimits {
 
   /** The partner's policy; null: no limit applies. Call after the gate's authenticate (the revision is fresh). */
   async policy(partnerId: string): Promise<Policy | null> {
-    const known = this.known(partnerId);
+    const known = this.knownPolicy(partnerId);
     if (known !== undefined) return known;
     const revision = this.access.revisionSeen;
     let limits;
@@ -238,7 +238,7 @@ export class DataLimits {
    * or the promise rejects). Without Redis and with the policy known, all of it happens synchronously.
    */
   enforce(partnerId: string, reply: FastifyReply): Promise<void> | void {
-    const known = this.known(partnerId);
+    const known = this.knownPolicy(partnerId);
     if (known === undefined) return this.policy(partnerId).then((policy) => (policy ? this.apply(partnerId, policy, reply) : undefined));
     if (known === null) return;
     return this.apply(partnerId, known, reply);

@@ -1,6 +1,5 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { FastifyReply, FastifyRequest } from 'fastify';
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import { currentRevision } from '../db/repositories/revision.js';
 import type { Database } from '../db/client.js';
@@ -8,6 +7,7 @@ import type { AccessState } from '../domain/access.js';
 import type { TokenVerifier } from '../domain/tokens.js';
 import type { UsageCounter } from '../domain/usage.js';
 import { BASE_PATH } from './config.js';
+import type { FinishedRequest } from './fast-path.js';
 import type { DataLimits } from './limits.js';
 import type { SharedRedis } from './redis.js';
 
@@ -232,28 +232,25 @@ export class Metrics {
   }
 
   /** One answered request (onResponse). */
-  response(request: FastifyRequest, reply: FastifyReply): void {
-    const status = reply.statusCode;
+  /** One finished answer, whichever way it was served (Fastify or the fast lane). */
+  response(answered: FinishedRequest): void {
+    const status = answered.status;
     const statusClass = statusIndex(status);
-    const route = routeClassOf(request.raw.url ?? '');
+    const route = routeClassOf(answered.url);
     this.requests[route * STATUS_CLASSES.length + statusClass]!++;
-    this.latency[route]!.observe(reply.elapsedTime / 1000);
-    if (route === 0 && request.method === 'POST' && status < 500) {
+    this.latency[route]!.observe(answered.durationMs / 1000);
+    if (answered.engineMs > 0) this.engine.observe(answered.engineMs / 1000);
+    if (route === 0 && answered.method === 'POST' && status < 500) {
       this.tokens[status === 200 ? 0 : status === 429 ? 2 : 1]!++;
-    } else if (route === 1 && this.partners !== null && request.claims !== null) {
-      let counts = this.partners.get(request.claims.partnerId);
+    } else if (route === 1 && this.partners !== null && answered.partnerId !== null) {
+      let counts = this.partners.get(answered.partnerId);
       if (counts === undefined) {
         if (this.partners.size >= MAX_PARTNER_SERIES) this.partners.clear();
         counts = new Float64Array(STATUS_CLASSES.length);
-        this.partners.set(request.claims.partnerId, counts);
+        this.partners.set(answered.partnerId, counts);
       }
       counts[statusClass]!++;
     }
-  }
-
-  /** The engine answered after `ms`. */
-  engineAnswered(ms: number): void {
-    this.engine.observe(ms / 1000);
   }
 }
 
@@ -277,16 +274,15 @@ async function probeDatabase(db: Database): Promise<boolean> {
 }
 
 /**
- * Called when a request's answer is finished (onResponse): the metrics and the usage counts. Usage counts
- * only data requests of an authenticated partner (its token verified), whatever their answer.
+ * Called once per finished answer (Fastify's onResponse, or the fast lane's `finished`): the metrics and the
+ * usage counts. Usage counts only data requests of an authenticated partner (its token verified), whatever
+ * their answer.
  */
-export function responseObserver(metrics: Metrics | null, usage: UsageCounter | null): ((request: FastifyRequest, reply: FastifyReply) => void) | undefined {
+export function responseObserver(metrics: Metrics | null, usage: UsageCounter | null): ((answered: FinishedRequest) => void) | undefined {
   if (!metrics && !usage) return undefined;
-  return (request, reply) => {
-    metrics?.response(request, reply);
-    if (usage !== null && request.claims !== null) {
-      usage.record(request.claims.partnerId, request.companyId ?? '', reply.statusCode, request.engineMs);
-    }
+  return (answered) => {
+    metrics?.response(answered);
+    if (usage !== null && answered.partnerId !== null) usage.record(answered.partnerId, answered.companyId ?? '', answered.status, answered.engineMs);
   };
 }
 

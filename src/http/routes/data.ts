@@ -1,8 +1,10 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
 import { AppError } from '../../errors.js';
 import { BASE_PATH } from '../config.js';
 import type { AppDeps } from '../context.js';
 import { sendError } from '../errors.js';
+import { createFastLane, preForwardedOf, type FinishedRequest } from '../fast-path.js';
 import { createForwarder, type EngineResponse, type Forwarder } from '../forwarder.js';
 import { engineErrorEnvelope, engineRequestHeaders, engineResponseHeaders, engineTarget } from '../forwarding.js';
 import { authenticate, companyOf } from '../gate.js';
@@ -23,9 +25,12 @@ function upstreamFailure(error: Error & { statusCode?: number; code?: string }):
  * Every path under the base path other than the token and document routes: gate, then forward. The gate
  * runs before the body is read (token, partner and key-pair status), then again after it (company).
  */
-export function registerDataRoutes(app: FastifyInstance, deps: AppDeps): void {
+export function registerDataRoutes(
+  app: FastifyInstance,
+  deps: AppDeps,
+  lane?: { finished: (request: FinishedRequest) => void; otherRoute: (path: string) => boolean },
+): void {
   const { access, verifier, config, limits, logger } = deps;
-  const metrics = deps.metrics ?? null;
   const upstream = config.upstream;
   const prefix = upstream ? upstream.pathname.replace(/\/+$/, '') : '';
   const corsOn = config.corsOrigins.length > 0;
@@ -55,6 +60,15 @@ export function registerDataRoutes(app: FastifyInstance, deps: AppDeps): void {
     const target = engineTarget(request.raw.url ?? '', prefix);
     const body = request.bodyBytes;
     let engine: EngineResponse;
+    // The fast lane asked the engine already and handed the answer over (fast-path.ts).
+    const pre = preForwardedOf(request.raw);
+    if (pre) {
+      if (pre.engine) {
+        request.engineMs = pre.engineMs;
+        return answer(request, reply, pre.engine);
+      }
+      return sendError(reply, request, upstreamFailure(pre.error as Error));
+    }
     const sent = performance.now();
     try {
       engine = await forwarder.forward({
@@ -73,7 +87,6 @@ export function registerDataRoutes(app: FastifyInstance, deps: AppDeps): void {
     }
     // The engine's answer arrived: its time, for the usage counts and the metrics.
     request.engineMs = performance.now() - sent;
-    metrics?.engineAnswered(request.engineMs);
     return answer(request, reply, engine);
   };
 
@@ -94,4 +107,18 @@ export function registerDataRoutes(app: FastifyInstance, deps: AppDeps): void {
   app.route({ method: DATA_METHODS, url: `${BASE_PATH}/*`, ...options, handler });
   methodNotAllowed(app, BASE_PATH, DATA_METHODS);
   methodNotAllowed(app, `${BASE_PATH}/*`, DATA_METHODS);
+
+  // The usual data request skips Fastify's lifecycle (fast-path.ts); everything else reaches the routes above.
+  if (forwarder && lane) {
+    const [fastify] = app.server.listeners('request') as ((request: IncomingMessage, response: ServerResponse) => void)[];
+    if (fastify) {
+      let closing = false;
+      app.addHook('preClose', (done) => {
+        closing = true;
+        done();
+      });
+      app.server.removeListener('request', fastify);
+      app.server.on('request', createFastLane({ verifier, access, limits, forwarder, prefix, corsOn, closing: () => closing, ...lane }, fastify));
+    }
+  }
 }
