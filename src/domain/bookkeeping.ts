@@ -1,10 +1,10 @@
 import type { Database } from '../db/client.js';
 import { touchLastRefused, touchLastUsed } from '../db/repositories/key-pairs.js';
 import { recordSigningKeys } from '../db/repositories/signing-keys.js';
+import { DeferredWrites, type OnWriteFailure } from './deferred-writes.js';
 
 const RETRY_MIN_MS = 250;
 const RETRY_MAX_MS = 5_000;
-const FLUSH_TIMEOUT_MS = 2_000;
 
 /**
  * The server's own writes that no answer depends on (when a pair last minted a token or was last refused,
@@ -13,21 +13,19 @@ const FLUSH_TIMEOUT_MS = 2_000;
  * that wait would sleep the event loop and freeze every request. When the lock is busy, or the database
  * does not answer, the batch is kept (newest value per row) and retried with a growing delay.
  */
-export class Bookkeeping {
+export class Bookkeeping extends DeferredWrites {
   private readonly lastUsed = new Map<string, Date>();
   private readonly lastRefused = new Map<string, Date>();
   private readonly signingKeys = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
-  private flushing: Promise<boolean> | undefined;
   private delayMs = RETRY_MIN_MS;
-  private stopped = false;
-  /** Failed attempts in a row (for tests and the log). */
-  failures = 0;
 
   constructor(
-    private readonly db: Database,
-    private readonly options: { maxPending?: number; onFailure?: (error: unknown, failures: number) => void } = {},
-  ) {}
+    db: Database,
+    private readonly options: { maxPending?: number; onFailure?: OnWriteFailure } = {},
+  ) {
+    super(db, options.onFailure);
+  }
 
   /** A pair minted a token at `at`. */
   keyPairUsed(pairId: string, at: Date): void {
@@ -59,21 +57,9 @@ export class Bookkeeping {
     return this.lastUsed.size + this.lastRefused.size + this.signingKeys.size;
   }
 
-  /** Writes what is pending, once; resolves whether everything was written. Never waits for a lock. */
-  flush(): Promise<boolean> {
-    this.flushing ??= this.writeOnce().finally(() => {
-      this.flushing = undefined;
-    });
-    return this.flushing;
-  }
-
-  /** One last attempt, then no more retries. */
-  async stop(): Promise<boolean> {
-    this.stopped = true;
+  protected cancelTimer(): void {
     clearTimeout(this.timer);
     this.timer = undefined;
-    await this.flushing;
-    return this.pending === 0 || this.flush();
   }
 
   private schedule(delayMs: number): void {
@@ -85,7 +71,7 @@ export class Bookkeeping {
     this.timer.unref();
   }
 
-  private async writeOnce(): Promise<boolean> {
+  protected async writeOnce(): Promise<boolean> {
     if (this.pending === 0) return true;
     const uses = [...this.lastUsed];
     const refusals = [...this.lastRefused];
@@ -93,36 +79,29 @@ export class Bookkeeping {
     this.lastUsed.clear();
     this.lastRefused.clear();
     this.signingKeys.clear();
-    try {
-      await this.db.sql.transaction(
-        async (tx) => {
-          if (kids.length > 0) await recordSigningKeys(tx, kids, new Date());
-          for (const [pairId, at] of uses) await touchLastUsed(tx, pairId, at);
-          for (const [pairId, at] of refusals) await touchLastRefused(tx, pairId, at);
-        },
-        { timeoutMs: FLUSH_TIMEOUT_MS, lockWaitMs: 0 },
-      );
-      this.failures = 0;
+    const written = await this.write(async (tx) => {
+      if (kids.length > 0) await recordSigningKeys(tx, kids, new Date());
+      for (const [pairId, at] of uses) await touchLastUsed(tx, pairId, at);
+      for (const [pairId, at] of refusals) await touchLastRefused(tx, pairId, at);
+    });
+    if (written) {
       this.delayMs = RETRY_MIN_MS;
       if (this.pending > 0) this.schedule(0);
       return true;
-    } catch (error) {
-      // Put the batch back, unless a newer value arrived meanwhile.
-      for (const [pairId, at] of uses) {
-        const newer = this.lastUsed.get(pairId);
-        if (!newer || newer < at) this.lastUsed.set(pairId, at);
-      }
-      for (const [pairId, at] of refusals) {
-        const newer = this.lastRefused.get(pairId);
-        if (!newer || newer < at) this.lastRefused.set(pairId, at);
-      }
-      for (const kid of kids) this.signingKeys.add(kid);
-      this.failures++;
-      this.options.onFailure?.(error, this.failures);
-      const delay = this.delayMs;
-      this.delayMs = Math.min(RETRY_MAX_MS, this.delayMs * 2);
-      this.schedule(delay);
-      return false;
     }
+    // Put the batch back, unless a newer value arrived meanwhile, and retry with a growing delay.
+    for (const [pairId, at] of uses) {
+      const newer = this.lastUsed.get(pairId);
+      if (!newer || newer < at) this.lastUsed.set(pairId, at);
+    }
+    for (const [pairId, at] of refusals) {
+      const newer = this.lastRefused.get(pairId);
+      if (!newer || newer < at) this.lastRefused.set(pairId, at);
+    }
+    for (const kid of kids) this.signingKeys.add(kid);
+    const delay = this.delayMs;
+    this.delayMs = Math.min(RETRY_MAX_MS, this.delayMs * 2);
+    this.schedule(delay);
+    return false;
   }
 }

@@ -1,10 +1,10 @@
 import type { Database } from '../db/client.js';
 import { addUsage, usageRows, type UsageDelta, type UsageGrouping, type UsageRow } from '../db/repositories/usage.js';
+import { DeferredWrites, type OnWriteFailure } from './deferred-writes.js';
 import { findPartner } from './partners.js';
 
 const HOUR_MS = 3_600_000;
 export const USAGE_FLUSH_INTERVAL_MS = 10_000;
-const FLUSH_TIMEOUT_MS = 2_000;
 /** Cells kept between flushes at most (partner × company × hour); beyond, new keys are dropped and counted. */
 const MAX_CELLS = 200_000;
 
@@ -25,22 +25,20 @@ type Hours = Map<number, Map<string, Map<string, Cell>>>;
  * waits for a lock another process holds (see Bookkeeping): when it cannot write, the counts are kept and
  * merged into the next attempt. A crash loses what was counted since the last flush, 10 s at most.
  */
-export class UsageCounter {
+export class UsageCounter extends DeferredWrites {
   private hours: Hours = new Map();
   private cells = 0;
   private timer: NodeJS.Timeout | undefined;
-  private flushing: Promise<boolean> | undefined;
-  private stopped = false;
   /** Requests not counted because too many cells were pending (a database down for long). */
   dropped = 0;
-  /** Failed flushes in a row. */
-  failures = 0;
 
   constructor(
-    private readonly db: Database,
+    db: Database,
     private readonly clock: { now(): number },
-    private readonly options: { intervalMs?: number; onFailure?: (error: unknown, failures: number) => void } = {},
-  ) {}
+    private readonly options: { intervalMs?: number; onFailure?: OnWriteFailure } = {},
+  ) {
+    super(db, options.onFailure);
+  }
 
   start(): void {
     if (this.timer || this.stopped) return;
@@ -53,17 +51,7 @@ export class UsageCounter {
    * before its company was known (a 429, a refused company); `engineMs` the engine's time, 0 without one.
    */
   record(partnerId: string, companyId: string, status: number, engineMs: number): void {
-    const hour = Math.floor(this.clock.now() / HOUR_MS);
-    let partners = this.hours.get(hour);
-    if (partners === undefined) {
-      partners = new Map();
-      this.hours.set(hour, partners);
-    }
-    let companies = partners.get(partnerId);
-    if (companies === undefined) {
-      companies = new Map();
-      partners.set(partnerId, companies);
-    }
+    const companies = this.companiesOf(Math.floor(this.clock.now() / HOUR_MS), partnerId);
     let cell = companies.get(companyId);
     if (cell === undefined) {
       if (this.cells >= MAX_CELLS) {
@@ -86,24 +74,12 @@ export class UsageCounter {
     return this.cells;
   }
 
-  /** Writes what is pending in one transaction; resolves whether it was written. Never waits for a lock. */
-  flush(): Promise<boolean> {
-    this.flushing ??= this.writeOnce().finally(() => {
-      this.flushing = undefined;
-    });
-    return this.flushing;
-  }
-
-  /** Stops the timer and writes what is left (one attempt). */
-  async stop(): Promise<boolean> {
-    this.stopped = true;
+  protected cancelTimer(): void {
     clearInterval(this.timer);
     this.timer = undefined;
-    await this.flushing;
-    return this.cells === 0 || this.flush();
   }
 
-  private async writeOnce(): Promise<boolean> {
+  protected async writeOnce(): Promise<boolean> {
     if (this.cells === 0) return true;
     const batch = this.hours;
     this.hours = new Map();
@@ -126,28 +102,27 @@ export class UsageCounter {
         }
       }
     }
-    try {
-      await this.db.sql.transaction((tx) => addUsage(tx, deltas), { timeoutMs: FLUSH_TIMEOUT_MS, lockWaitMs: 0 });
-      this.failures = 0;
-      return true;
-    } catch (error) {
-      // Merge the batch back into what was counted meanwhile; the next flush tries again.
-      for (const [hour, partners] of batch) {
-        for (const [partnerId, companies] of partners) {
-          for (const [companyId, cell] of companies) this.mergeBack(hour, partnerId, companyId, cell);
-        }
+    if (await this.write((tx) => addUsage(tx, deltas))) return true;
+    // Merge the batch back into what was counted meanwhile; the next flush tries again.
+    for (const [hour, partners] of batch) {
+      for (const [partnerId, companies] of partners) {
+        for (const [companyId, cell] of companies) this.mergeBack(hour, partnerId, companyId, cell);
       }
-      this.failures++;
-      this.options.onFailure?.(error, this.failures);
-      return false;
     }
+    return false;
+  }
+
+  /** The partner's cells of that hour, made when missing. */
+  private companiesOf(hour: number, partnerId: string): Map<string, Cell> {
+    let partners = this.hours.get(hour);
+    if (partners === undefined) this.hours.set(hour, (partners = new Map()));
+    let companies = partners.get(partnerId);
+    if (companies === undefined) partners.set(partnerId, (companies = new Map()));
+    return companies;
   }
 
   private mergeBack(hour: number, partnerId: string, companyId: string, cell: Cell): void {
-    let partners = this.hours.get(hour);
-    if (!partners) this.hours.set(hour, (partners = new Map()));
-    let companies = partners.get(partnerId);
-    if (!companies) partners.set(partnerId, (companies = new Map()));
+    const companies = this.companiesOf(hour, partnerId);
     const known = companies.get(companyId);
     if (!known) {
       companies.set(companyId, cell);

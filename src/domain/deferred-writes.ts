@@ -1,0 +1,62 @@
+import type { Database } from '../db/client.js';
+import type { SqlTx } from '../db/unit.js';
+
+const WRITE_TIMEOUT_MS = 2_000;
+
+export type OnWriteFailure = (error: unknown, failures: number) => void;
+
+/**
+ * What the server writes off the request path (bookkeeping, usage counts): one write at a time, in one short
+ * transaction that never waits for a lock another process holds (on SQLite that wait would sleep the event
+ * loop and freeze every request). A subclass keeps what is pending, takes it for a batch (`writeOnce`), and
+ * puts it back when `write` fails; when to write (a timer) is its own.
+ */
+export abstract class DeferredWrites {
+  private flushing: Promise<boolean> | undefined;
+  protected stopped = false;
+  /** Failed writes in a row (for tests and the log). */
+  failures = 0;
+
+  constructor(
+    protected readonly db: Database,
+    private readonly onFailure?: OnWriteFailure,
+  ) {}
+
+  /** How many rows are waiting to be written. */
+  abstract get pending(): number;
+
+  /** Takes what is pending and writes it (through `write`); resolves whether it was written. */
+  protected abstract writeOnce(): Promise<boolean>;
+
+  /** Stops the subclass's timer. */
+  protected abstract cancelTimer(): void;
+
+  /** Writes what is pending, one write at a time; resolves whether it was written. Never waits for a lock. */
+  flush(): Promise<boolean> {
+    this.flushing ??= this.writeOnce().finally(() => {
+      this.flushing = undefined;
+    });
+    return this.flushing;
+  }
+
+  /** No more timers: waits for a write under way, then one last attempt at what is left. */
+  async stop(): Promise<boolean> {
+    this.stopped = true;
+    this.cancelTimer();
+    await this.flushing;
+    return this.pending === 0 || this.flush();
+  }
+
+  /** One short transaction that fails at once when another process holds the write lock; counts failures. */
+  protected async write(statements: (tx: SqlTx) => Promise<void>): Promise<boolean> {
+    try {
+      await this.db.sql.transaction(statements, { timeoutMs: WRITE_TIMEOUT_MS, lockWaitMs: 0 });
+      this.failures = 0;
+      return true;
+    } catch (error) {
+      this.failures++;
+      this.onFailure?.(error, this.failures);
+      return false;
+    }
+  }
+}
