@@ -50,8 +50,9 @@ async function stopChild(child) {
 }
 
 /** A helper server of bench/ (upstream.mjs, minimal-proxy.mjs) as a child process. */
-export async function startHelper(script, args = []) {
-  const child = spawn(process.execPath, [join(ROOT, 'bench', script), ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+export async function startHelper(script, args = [], { cpuProfileDir } = {}) {
+  const nodeArgs = cpuProfileDir ? ['--cpu-prof', `--cpu-prof-dir=${cpuProfileDir}`] : [];
+  const child = spawn(process.execPath, [...nodeArgs, join(ROOT, 'bench', script), ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
   const port = await firstLine(child.stdout, (line) => JSON.parse(line).port, 10_000, script);
   return { url: `http://127.0.0.1:${port}`, pid: child.pid, stop: () => stopChild(child) };
 }

@@ -471,8 +471,11 @@ try {
   log(`work folder ${work}; ${JSON.stringify(config)}`);
   const targets = {};
   // The propagation phase provisions its own databases; the others share the seeded small and big files.
+  // The cost and limits phases need only the small file: the 100,000-partner one is seeded for the others.
   const seeded = [...only].some((phase) => phase !== 'propagation');
-  for (const [name, partners] of seeded ? [['small', config.smallPartners], ['big', config.bigPartners]] : []) {
+  const needsBig = [...only].some((phase) => !['propagation', 'cost', 'limits'].includes(phase));
+  const files = [['small', config.smallPartners], ...(needsBig ? [['big', config.bigPartners]] : [])];
+  for (const [name, partners] of seeded ? files : []) {
     mkdirSync(join(work, name));
     const file = join(work, name, 'partnerctl.db');
     const seed = await seedDatabase({ file, partners, mappingsPerPartner: config.mappingsPerPartner, log });
@@ -480,9 +483,10 @@ try {
   }
   const upstream = await startHelper('upstream.mjs');
   children.push(upstream);
-  const minimalProxy = await startHelper('minimal-proxy.mjs', [upstream.url]);
-  children.push(minimalProxy);
   const cpuProfileDir = env.BENCH_CPU_PROF ? resolve(env.BENCH_CPU_PROF) : undefined;
+  // Under BENCH_CPU_PROF the minimal proxy is profiled too (its profile in a subfolder), so the two compare.
+  const minimalProxy = await startHelper('minimal-proxy.mjs', [upstream.url], { cpuProfileDir: cpuProfileDir && join(cpuProfileDir, 'minimal-proxy') });
+  children.push(minimalProxy);
   for (const target of Object.values(targets)) {
     target.serve = await startServe({ databaseFile: target.file, upstream: upstream.url, cpuProfileDir });
     children.push(target.serve);
