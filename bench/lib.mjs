@@ -71,11 +71,11 @@ export function cliEnv(databaseFile, extra = {}) {
  * The real `partnerctl serve` as a child process, throttles of the token endpoint off (the benchmark is one
  * address hammering a few keys). The request log stays at its default (info, one JSON line per request)
  * and goes to /dev/null, so its cost is included as in production. `baseEnv` (a whole environment) instead
- * of `databaseFile` for another database (PostgreSQL); `env` and `args` add to it.
+ * of `databaseFile` for another database (PostgreSQL); `env` and `args` add to it; `cli` another build's binary.
  */
-export async function startServe({ databaseFile, baseEnv, upstream, cpuProfileDir, env = {}, args = [] }) {
+export async function startServe({ databaseFile, baseEnv, upstream, cpuProfileDir, env = {}, args = [], cli = CLI }) {
   const nodeArgs = cpuProfileDir ? ['--cpu-prof', `--cpu-prof-dir=${cpuProfileDir}`] : [];
-  const child = spawn(process.execPath, [...nodeArgs, CLI, 'serve', '--port', '0', '--host', '127.0.0.1', '--upstream', upstream, ...args], {
+  const child = spawn(process.execPath, [...nodeArgs, cli, 'serve', '--port', '0', '--host', '127.0.0.1', '--upstream', upstream, ...args], {
     stdio: ['ignore', 'ignore', 'pipe'],
     env: {
       ...(baseEnv ?? cliEnv(databaseFile)),

@@ -5,11 +5,12 @@ import { redactUrl, resolveDatabase, resolveSigningKeyFile } from '../config.js'
 import type { Database } from '../db/client.js';
 import { AppError } from '../errors.js';
 import { buildApp } from './app.js';
+import { BatchedLines } from './log-destination.js';
 import { parseServerConfig, type ServerConfig } from './config.js';
 import { startMetricsListener } from './metrics.js';
 import { createServices } from './services.js';
 
-const REQUEST_LOG_BATCH_BYTES = 12_288;
+const REQUEST_LOG_BATCH_CHARS = 12_288;
 const REQUEST_LOG_FLUSH_MS = 250;
 
 export interface ServeOptions {
@@ -52,7 +53,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   // (one write per request cost more than the rest of the log); flushed synchronously on close.
   const destination =
     options.logger === undefined
-      ? pino.destination({ dest: 1, sync: false, minLength: REQUEST_LOG_BATCH_BYTES, periodicFlush: REQUEST_LOG_FLUSH_MS })
+      ? new BatchedLines(pino.destination({ dest: 1, sync: false }), REQUEST_LOG_BATCH_CHARS, REQUEST_LOG_FLUSH_MS)
       : undefined;
   const logger =
     options.logger === false
@@ -66,6 +67,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
     await metricsListener?.close();
     await services.close();
     if (destination) {
+      destination.close();
       try {
         destination.flushSync();
       } catch {
