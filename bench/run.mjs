@@ -42,7 +42,6 @@ const config = {
   wrkThreads: 1,
   wrkConnections: 32,
   wrkSeconds: Number(env.BENCH_WRK_SECONDS ?? 6),
-  wrkRounds: 2,
   costPasses: Number(env.BENCH_COST_PASSES ?? 4),
   listRuns: 7,
 };
@@ -111,12 +110,39 @@ async function abba(specs) {
 }
 
 /**
- * wrk (1 thread, 32 connections) against the engine directly, the minimal Node proxy and serve, in
- * A B C / C B A / A B C / C B A order (a 2 s warm-up before each target's first round): one partner, one
- * token, one company (a warm cache), every request forwarded. Kept per target: the median CPU per request
- * and the median req/s of its rounds; beside them, serve ÷ minimal proxy within each pass (the two measured
- * seconds apart), whose spread shows the noise. (Until this round the best round of two was kept per target;
- * one lucky round of either side then moved the ratio by 0.15.)
+ * wrk rounds over `specs` in A B C / C B A / … order, `passes` times, after one 2 s warm-up per target; `around`
+ * wraps each round (a scraper while it runs). Per target: its rounds, and the median CPU per request and
+ * median req/s of them (p50/p99 from its median-req/s round). Medians rather than the best round: on this
+ * shared machine one lucky round of either side moved a best-of-two ratio by 0.15.
+ */
+async function wrkPasses(specs, passes, around = (spec, run) => run()) {
+  const common = { threads: config.wrkThreads, connections: config.wrkConnections };
+  for (const spec of specs) await around(spec, () => wrk({ ...spec, ...common, seconds: 2, label: `${spec.label} (warm-up)` }));
+  const rounds = {};
+  const perPass = [];
+  for (let pass = 0; pass < passes; pass++) {
+    const results = {};
+    for (const spec of pass % 2 === 0 ? specs : [...specs].reverse()) {
+      const result = await around(spec, () => wrk({ ...spec, ...common, seconds: config.wrkSeconds }));
+      log(`wrk ${spec.label}: ${result.rps} req/s, p50 ${result.p50_ms} ms, p99 ${result.p99_ms} ms, ${result.cpu_us_per_request} µs CPU/request`);
+      (rounds[spec.label] ??= []).push(result);
+      results[spec.label] = result;
+    }
+    perPass.push(results);
+  }
+  const out = {};
+  for (const [label, results] of Object.entries(rounds)) {
+    const byRps = [...results].sort((a, b) => a.rps - b.rps);
+    const middle = byRps[Math.floor((byRps.length - 1) / 2)];
+    out[label] = { ...middle, rps: round(median(results.map((r) => r.rps)), 0), cpu_us_per_request: round(median(results.map((r) => r.cpu_us_per_request)), 1), rounds: results };
+  }
+  return { out, perPass };
+}
+
+/**
+ * wrk (1 thread, 32 connections) against the engine directly, the minimal Node proxy and serve, four passes
+ * (wrkPasses): one partner, one token, one company (a warm cache), every request forwarded. Beside the
+ * medians, serve ÷ minimal proxy within each pass (measured seconds apart), whose spread shows the noise.
  */
 async function costPhase(target, upstream, minimalProxy) {
   const partner = target.seed.partner(target.next());
@@ -128,28 +154,12 @@ async function costPhase(target, upstream, minimalProxy) {
     { label: 'minimal_proxy', url: `${minimalProxy.url}${DATA_PATH}?company_id=${company}`, pid: minimalProxy.pid, headers },
     { label: 'serve', url: `${target.serve.url}${DATA_PATH}?company_id=${company}`, pid: target.serve.pid, headers },
   ];
-  const rounds = {};
-  const common = { threads: config.wrkThreads, connections: config.wrkConnections };
-  for (const spec of specs) await wrk({ ...spec, ...common, seconds: 2, label: `${spec.label} (warm-up)` });
-  const paired = { cpu: [], rps: [] };
-  for (let pass = 0; pass < config.costPasses; pass++) {
-    const results = {};
-    for (const spec of pass % 2 === 0 ? specs : [...specs].reverse()) {
-      const result = await wrk({ ...spec, ...common, seconds: config.wrkSeconds });
-      log(`wrk ${spec.label}: ${result.rps} req/s, p50 ${result.p50_ms} ms, p99 ${result.p99_ms} ms, ${result.cpu_us_per_request} µs CPU/request`);
-      (rounds[spec.label] ??= []).push(result);
-      results[spec.label] = result;
-    }
-    paired.cpu.push(round(results.serve.cpu_us_per_request / results.minimal_proxy.cpu_us_per_request));
-    paired.rps.push(round(results.serve.rps / results.minimal_proxy.rps));
-    log(`pass ${pass + 1}: serve ÷ minimal proxy: CPU per request ${paired.cpu.at(-1)}x, req/s ${paired.rps.at(-1)}x`);
-  }
-  const out = { paired };
-  for (const [label, results] of Object.entries(rounds)) {
-    const byRps = [...results].sort((a, b) => a.rps - b.rps);
-    const middle = byRps[Math.floor((byRps.length - 1) / 2)];
-    out[label] = { ...middle, rps: round(median(results.map((r) => r.rps)), 0), cpu_us_per_request: round(median(results.map((r) => r.cpu_us_per_request)), 1), rounds: results };
-  }
+  const { out, perPass } = await wrkPasses(specs, config.costPasses);
+  out.paired = {
+    cpu: perPass.map((p) => round(p.serve.cpu_us_per_request / p.minimal_proxy.cpu_us_per_request)),
+    rps: perPass.map((p) => round(p.serve.rps / p.minimal_proxy.rps)),
+  };
+  log(`serve ÷ minimal proxy per pass: CPU per request ${out.paired.cpu.join(', ')}; req/s ${out.paired.rps.join(', ')}`);
   return out;
 }
 
@@ -181,7 +191,6 @@ async function limitsPhase(target, upstream, cpuProfileDir) {
     }
     const partner = target.seed.partner(target.next());
     const company = partner.companies[0];
-    const common = { threads: config.wrkThreads, connections: config.wrkConnections };
     const specs = [];
     for (const variant of variants) {
       const { access_token: token } = await postJson(variant.server.url + TOKEN_PATH, { access_key: partner.accessKey, secret_key: partner.secretKey });
@@ -193,26 +202,16 @@ async function limitsPhase(target, upstream, cpuProfileDir) {
         metricsUrl: variant.server.metricsUrl,
       });
     }
-    const rounds = {};
-    for (let round_ = 0; round_ < config.wrkRounds; round_++) {
-      for (const spec of round_ % 2 === 0 ? specs : [...specs].reverse()) {
-        // A scrape a second while metrics are on: what Prometheus costs the server too.
-        const scraper = spec.metricsUrl ? setInterval(() => void fetch(spec.metricsUrl).then((r) => r.arrayBuffer()).catch(() => {}), 1_000) : undefined;
-        try {
-          await wrk({ ...spec, ...common, seconds: 2, label: `${spec.label} (warm-up)` });
-          const result = await wrk({ ...spec, ...common, seconds: config.wrkSeconds });
-          log(`wrk ${spec.label}: ${result.rps} req/s, p50 ${result.p50_ms} ms, p99 ${result.p99_ms} ms, ${result.cpu_us_per_request} µs CPU/request`);
-          (rounds[spec.label] ??= []).push(result);
-        } finally {
-          clearInterval(scraper);
-        }
+    // A scrape a second while metrics are on: what Prometheus costs the server too.
+    const withScrapes = async (spec, run) => {
+      const scraper = spec.metricsUrl ? setInterval(() => void fetch(spec.metricsUrl).then((r) => r.arrayBuffer()).catch(() => {}), 1_000) : undefined;
+      try {
+        return await run();
+      } finally {
+        clearInterval(scraper);
       }
-    }
-    const out = {};
-    for (const [label, results] of Object.entries(rounds)) {
-      const best = results.reduce((a, b) => (b.rps > a.rps ? b : a));
-      out[label] = { ...best, cpu_us_per_request: Math.min(...results.map((r) => r.cpu_us_per_request)), rounds: results };
-    }
+    };
+    const { out } = await wrkPasses(specs, config.costPasses, withScrapes);
     return out;
   } finally {
     for (const server of servers) await server.stop().catch(() => {});

@@ -1,10 +1,11 @@
 // The data path's fast lane: the usual data request (GET, a plain path under the base path, `company_id`
-// alone in the query, one bearer token, no body, no CORS origin, no rate limit for the partner) is gated
-// and forwarded straight from node:http, without Fastify's request lifecycle. It runs exactly the same
-// checks as the Fastify route (routes/data.ts, gate.ts, edges.ts, forwarding.ts) and answers only a 200 of
-// the engine itself. Anything else, and every refusal, is handed to Fastify untouched, which gates it again
-// and answers it as before; once the engine has been asked, the answer travels with the request
-// (`preForwarded`) so the engine is never asked twice.
+// alone in the query, one bearer token, no body, no CORS origin) is gated, counted against the partner's
+// limits, and forwarded straight from node:http, without Fastify's request lifecycle. It runs exactly the same
+// checks as the Fastify route (routes/data.ts, gate.ts, edges.ts, forwarding.ts, limits.ts) and answers only
+// a 200 of the engine itself. Anything else, and every refusal (a 429 too: a refused request consumes no
+// allowance), is handed to Fastify untouched, which gates it again and answers it as before; once the engine
+// has been asked, the answer and the allowance taken travel with the request (`preForwarded`), so neither the
+// engine is asked nor the allowance taken twice.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
@@ -15,7 +16,7 @@ import { requestHeadProblem } from './edges.js';
 import type { EngineResponse, Forwarder } from './forwarder.js';
 import { engineRequestHeaders, engineResponseHeaders, engineTarget } from './forwarding.js';
 import { bearerTokenOf, urlCarriesKeyMaterial } from './gate.js';
-import type { DataLimits } from './limits.js';
+import { rateLimitHeaders, type DataLimits, type Decision, type Policy, type Taken } from './limits.js';
 
 /** What the fast lane learnt before handing a request to Fastify: the engine's answer or failure, the id. */
 export interface PreForwarded {
@@ -24,6 +25,8 @@ export interface PreForwarded {
   /** How long the engine took to answer (0 when it did not). */
   engineMs: number;
   error?: unknown;
+  /** The partner's allowance taken for this request, when it has limits. */
+  limit?: Taken;
 }
 
 const PRE_FORWARDED = Symbol('partnerctl.preForwarded');
@@ -124,35 +127,44 @@ export function createFastLane(deps: FastLaneDeps, next: (request: IncomingMessa
     return company;
   };
 
-  const lane = (request: IncomingMessage, response: ServerResponse, company: string, token: string, started: number): Promise<void> => {
+  const lane = (request: IncomingMessage, response: ServerResponse, company: string, token: string, started: number): Promise<void> | undefined => {
     // From the caches alone when they can say (the usual case), else the same checks, waiting.
     const claims = verifier.verifiedNow(token);
-    if (claims !== undefined && access.admitsNow(claims, company) === true && (!limits || limits.knownPolicy(claims.partnerId) === null)) {
-      return forward(request, response, company, claims, started);
+    if (claims !== undefined && access.admitsNow(claims, company) === true) {
+      const policy = limits ? limits.knownPolicy(claims.partnerId) : null;
+      if (policy !== undefined) return takeThenForward(request, response, company, claims, started, policy);
     }
-    return gateWaiting(request, response, company, token).then((waited) => (waited === undefined ? undefined : forward(request, response, company, waited, started)));
+    return gateWaiting(request, response, company, token).then((gated) => (gated === undefined ? undefined : takeThenForward(request, response, company, gated.claims, started, gated.policy)));
+  };
+
+  /** One request from the partner's allowance, if it has limits (after every other check), then forward; refused: Fastify answers. */
+  const takeThenForward = (request: IncomingMessage, response: ServerResponse, company: string, claims: TokenClaims, started: number, policy: Policy | null): Promise<void> | undefined => {
+    if (policy === null) return forward(request, response, company, claims, started, undefined);
+    const decided = limits!.take(claims.partnerId, policy);
+    const go = (decision: Decision): Promise<void> | undefined => {
+      if (decision.allowed) return forward(request, response, company, claims, started, { decision, policy });
+      toFastify(request, response);
+      return undefined;
+    };
+    return decided instanceof Promise ? decided.then(go) : go(decided);
   };
 
   /** The gate with every check that may wait; undefined when the request was handed to Fastify. */
-  const gateWaiting = async (request: IncomingMessage, response: ServerResponse, company: string, token: string): Promise<TokenClaims | undefined> => {
-    let claims: TokenClaims;
+  const gateWaiting = async (request: IncomingMessage, response: ServerResponse, company: string, token: string): Promise<{ claims: TokenClaims; policy: Policy | null } | undefined> => {
     try {
-      claims = await verifier.verify(token);
+      const claims = await verifier.verify(token);
       await access.authenticate(claims);
-      if (limits && (await limits.policy(claims.partnerId)) !== null) {
-        toFastify(request, response);
-        return undefined;
-      }
+      const policy = limits ? await limits.policy(claims.partnerId) : null;
       await access.authorizeCompany(claims, company);
+      return { claims, policy };
     } catch {
       // A refusal (or a database that cannot say): Fastify answers it, with the same checks.
       toFastify(request, response);
       return undefined;
     }
-    return claims;
   };
 
-  const forward = async (request: IncomingMessage, response: ServerResponse, company: string, claims: TokenClaims, started: number) => {
+  const forward = async (request: IncomingMessage, response: ServerResponse, company: string, claims: TokenClaims, started: number, limit: Taken | undefined) => {
     const requestId = randomUUID();
     let engine: EngineResponse;
     const sent = performance.now();
@@ -169,18 +181,20 @@ export function createFastLane(deps: FastLaneDeps, next: (request: IncomingMessa
         body: null,
       });
     } catch (error) {
-      handOver(request, { requestId, engineMs: 0, error });
+      handOver(request, { requestId, engineMs: 0, error, limit });
       toFastify(request, response);
       return;
     }
     const engineMs = performance.now() - sent;
     const type = engine.headers['content-type'];
     if (engine.status !== 200 || typeof type !== 'string') {
-      handOver(request, { requestId, engine, engineMs });
+      handOver(request, { requestId, engine, engineMs, limit });
       toFastify(request, response);
       return;
     }
     const headers = engineResponseHeaders(engine.headers, corsOn) as Record<string, string | string[] | number>;
+    // As the Fastify route answers: the gateway's RateLimit-* headers unless the engine sent its own.
+    if (limit) for (const [name, value] of Object.entries(rateLimitHeaders(limit.decision))) headers[name] ??= value;
     headers['x-request-id'] = requestId;
     headers['content-length'] = engine.body.length;
     response.writeHead(200, headers);
@@ -207,10 +221,15 @@ export function createFastLane(deps: FastLaneDeps, next: (request: IncomingMessa
       next(request, response);
       return;
     }
-    lane(request, response, company, token, started).catch(() => {
-      // Only a failure before the lane answered or handed over; a request is never given to Fastify twice.
+    // Only a failure before the lane answered or handed over; a request is never given to Fastify twice.
+    const failed = () => {
       if (!response.headersSent && preForwardedOf(request) === undefined && !handedOver.has(request)) next(request, response);
-    });
+    };
+    try {
+      lane(request, response, company, token, started)?.catch(failed);
+    } catch {
+      failed();
+    }
   };
 }
 

@@ -234,6 +234,20 @@ export class DataLimits {
   }
 
   /**
+   * Takes one request from the partner's allowance under `policy`, nothing else: in Redis while it is
+   * configured and answers (a promise), else in this instance's memory (at once, no promise).
+   */
+  take(partnerId: string, policy: Policy): Decision | Promise<Decision> {
+    if (this.shared && this.redis!.available) {
+      return this.shared.take(partnerId, policy).catch((error: unknown) => {
+        this.redis!.failed(error);
+        return this.memory.take(partnerId, policy);
+      });
+    }
+    return this.memory.take(partnerId, policy);
+  }
+
+  /**
    * Takes one request from the partner's allowance: sets the RateLimit-* headers; over the limit, 429 (thrown,
    * or the promise rejects). Without Redis and with the policy known, all of it happens synchronously.
    */
@@ -245,22 +259,17 @@ export class DataLimits {
   }
 
   private apply(partnerId: string, policy: Policy, reply: FastifyReply): Promise<void> | void {
-    if (this.shared && this.redis!.available) {
-      return this.shared.take(partnerId, policy).then(
-        (decision) => this.answer(decision, policy, reply),
-        (error: unknown) => {
-          this.redis!.failed(error);
-          this.answer(this.memory.take(partnerId, policy), policy, reply);
-        },
-      );
-    }
-    this.answer(this.memory.take(partnerId, policy), policy, reply);
+    const decision = this.take(partnerId, policy);
+    if (decision instanceof Promise) return decision.then((taken) => this.answer({ decision: taken, policy }, reply));
+    this.answer({ decision, policy }, reply);
   }
 
-  private answer(decision: Decision, policy: Policy, reply: FastifyReply): void {
-    reply.header('ratelimit-limit', String(decision.limit));
-    reply.header('ratelimit-remaining', String(decision.remaining));
-    reply.header('ratelimit-reset', String(decision.resetSeconds));
+  /**
+   * A decision's answer: the RateLimit-* headers, and for a refusal the 429 (thrown). Also for a decision the
+   * fast lane took before handing its request over (so one request is never counted twice).
+   */
+  answer({ decision, policy }: Taken, reply: FastifyReply): void {
+    reply.headers(rateLimitHeaders(decision));
     if (!decision.allowed) {
       this.refused++;
       reply.header('retry-after', String(decision.retryAfterSeconds));
@@ -272,6 +281,21 @@ export class DataLimits {
       );
     }
   }
+}
+
+/** One request taken from a partner's allowance, and the policy it was taken under. */
+export interface Taken {
+  decision: Decision;
+  policy: Policy;
+}
+
+/** The RateLimit-* headers of every answer to a partner with limits (the IETF draft's earlier, separate names). */
+export function rateLimitHeaders(decision: Decision): Record<string, string> {
+  return {
+    'ratelimit-limit': String(decision.limit),
+    'ratelimit-remaining': String(decision.remaining),
+    'ratelimit-reset': String(decision.resetSeconds),
+  };
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -15,19 +15,27 @@ describe('the data path fast lane, against the real server', () => {
   let served: Awaited<ReturnType<typeof startServe>>;
   let partner: Awaited<ReturnType<typeof provision>>;
   let token: string;
+  // Partners with limits of their own (set before the server starts, so no staleness bound to wait out).
+  let limited: Awaited<ReturnType<typeof provision>>;
+  let crowded: Awaited<ReturnType<typeof provision>>;
 
-  const usual = () =>
+  const usualWith = (bearer: string) =>
     rawHttp(
       served.url,
-      [`GET /public/v1/recommendations?company_id=acme HTTP/1.1`, `Host: ${new URL(served.url).host}`, `Authorization: Bearer ${token}`, 'Accept: application/json', 'Connection: close'].join('\r\n') +
+      [`GET /public/v1/recommendations?company_id=acme HTTP/1.1`, `Host: ${new URL(served.url).host}`, `Authorization: Bearer ${bearer}`, 'Accept: application/json', 'Connection: close'].join('\r\n') +
         '\r\n\r\n',
     );
+  const usual = () => usualWith(token);
 
   beforeAll(async () => {
     backend = await createBackend('sqlite');
     await cliOk(backend, 'db', 'migrate');
     engine = await recordingEngine();
     partner = await provision(backend, 'fast-lane-probe', ['acme']);
+    limited = await provision(backend, 'fast-lane-limited', ['acme']);
+    await cliOk(backend, 'set-limits', limited.partnerId, '--rate', '4/h', '--burst', '4');
+    crowded = await provision(backend, 'fast-lane-crowded', ['acme']);
+    await cliOk(backend, 'set-limits', crowded.partnerId, '--rate', '5/h', '--burst', '5');
     served = await startServe({ ...backend.env, PUBLIC_API_UPSTREAM_URL: `${engine.url}/api`, PUBLIC_API_UPSTREAM_TIMEOUT_MS: '2000' });
     token = await tokenFor(served.url, partner.accessKey, partner.secretKey);
   });
@@ -111,5 +119,44 @@ describe('the data path fast lane, against the real server', () => {
     expect(response.status, response.body).toBe(404);
     expect(JSON.parse(response.body).error.code).toBe('not_found');
     expect(engine.seen).toEqual([]);
+  });
+
+  it('a partner with limits: each answer says what is left, taken once per request even when the engine fails, then 429', async () => {
+    const bearer = await tokenFor(served.url, limited.accessKey, limited.secretKey);
+    const first = await usualWith(bearer);
+    expect(first.status, first.body).toBe(200);
+    expect(first.headers['ratelimit-limit']).toBe('4');
+    expect(first.headers['ratelimit-remaining']).toBe('3');
+    expect(Number(first.headers['ratelimit-reset'])).toBeGreaterThan(0);
+    // An engine failure after the allowance was taken: handed to the ordinary path, which must not take again.
+    engine.answer = () => ({ status: 500, headers: [['content-type', 'text/plain']], body: 'boom' });
+    const failed = await usualWith(bearer);
+    expect(failed.status, failed.body).toBe(500);
+    expect(failed.headers['ratelimit-remaining']).toBe('2');
+    engine.answer = () => ({});
+    expect((await usualWith(bearer)).headers['ratelimit-remaining']).toBe('1');
+    expect((await usualWith(bearer)).headers['ratelimit-remaining']).toBe('0');
+    expect(engine.seen).toHaveLength(4);
+    for (let i = 0; i < 2; i++) {
+      const refused = await usualWith(bearer);
+      expect(refused.status, refused.body).toBe(429);
+      expect(JSON.parse(refused.body).error.code).toBe('rate_limited');
+      expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
+      expect(refused.headers['ratelimit-remaining']).toBe('0');
+      expect(refused.headers['x-request-id']).toMatch(UUID);
+    }
+    // Refusals consume nothing and reach no engine.
+    expect(engine.seen).toHaveLength(4);
+  });
+
+  it('a partner with limits under concurrent requests: exactly its burst accepted, the rest 429, the engine asked for each accepted one', async () => {
+    const bearer = await tokenFor(served.url, crowded.accessKey, crowded.secretKey);
+    const answers = await Promise.all(Array.from({ length: 14 }, () => usualWith(bearer)));
+    const statuses = answers.map((answer) => answer.status);
+    expect(statuses.filter((status) => status === 200)).toHaveLength(5);
+    expect(statuses.filter((status) => status === 429)).toHaveLength(9);
+    expect(engine.seen).toHaveLength(5);
+    const remaining = answers.filter((answer) => answer.status === 200).map((answer) => Number(answer.headers['ratelimit-remaining']));
+    expect(remaining.sort()).toEqual([0, 1, 2, 3, 4]);
   });
 });

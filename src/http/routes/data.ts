@@ -93,8 +93,13 @@ export function registerDataRoutes(
   const options = {
     onRequest: async (request: FastifyRequest, reply: FastifyReply) => {
       request.claims = await authenticate(request, reply, verifier, access);
-      // Before the body is read: a partner over its limit costs no more than this.
-      if (limits) await limits.enforce(request.claims.partnerId, reply);
+      // Before the body is read: a partner over its limit costs no more than this. A request the fast lane
+      // forwarded already took its share of the allowance there.
+      if (limits) {
+        const taken = preForwardedOf(request.raw)?.limit;
+        if (taken) limits.answer(taken, reply);
+        else await limits.enforce(request.claims.partnerId, reply);
+      }
     },
     preHandler: async (request: FastifyRequest) => {
       const companyId = companyOf(request);
