@@ -5,8 +5,8 @@ import { redactUrl, resolveDatabase, resolveSigningKeyFile } from '../config.js'
 import type { Database } from '../db/client.js';
 import { AppError } from '../errors.js';
 import { buildApp } from './app.js';
-import { BatchedLines } from './log-destination.js';
 import { parseServerConfig, type ServerConfig } from './config.js';
+import { BatchedLines } from './log-destination.js';
 import { startMetricsListener } from './metrics.js';
 import { createServices } from './services.js';
 
