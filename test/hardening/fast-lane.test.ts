@@ -1,6 +1,6 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createBackend, type TestBackend } from '../support/backends.js';
-import { cliOk, provision, rawHttp, recordingEngine, startServe, tokenFor, UUID, type Seen } from './support.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { TestBackend } from '../support/backends.js';
+import { cliOk, gatewayUnderTest, provision, rawHttp, tokenFor, UUID, type recordingEngine, type Seen, type startServe } from './support.js';
 
 /**
  * The usual data request (GET, company_id alone, one bearer token) is answered without Fastify's lifecycle
@@ -27,27 +27,16 @@ describe('the data path fast lane, against the real server', () => {
     );
   const usual = () => usualWith(token);
 
-  beforeAll(async () => {
-    backend = await createBackend('sqlite');
-    await cliOk(backend, 'db', 'migrate');
-    engine = await recordingEngine();
-    partner = await provision(backend, 'fast-lane-probe', ['acme']);
-    limited = await provision(backend, 'fast-lane-limited', ['acme']);
-    await cliOk(backend, 'set-limits', limited.partnerId, '--rate', '4/h', '--burst', '4');
-    crowded = await provision(backend, 'fast-lane-crowded', ['acme']);
-    await cliOk(backend, 'set-limits', crowded.partnerId, '--rate', '5/h', '--burst', '5');
-    served = await startServe({ ...backend.env, PUBLIC_API_UPSTREAM_URL: `${engine.url}/api`, PUBLIC_API_UPSTREAM_TIMEOUT_MS: '2000' });
-    token = await tokenFor(served.url, partner.accessKey, partner.secretKey);
+  const gateway = gatewayUnderTest('fast-lane-probe', {
+    prepare: async (backend) => {
+      limited = await provision(backend, 'fast-lane-limited', ['acme']);
+      await cliOk(backend, 'set-limits', limited.partnerId, '--rate', '4/h', '--burst', '4');
+      crowded = await provision(backend, 'fast-lane-crowded', ['acme']);
+      await cliOk(backend, 'set-limits', crowded.partnerId, '--rate', '5/h', '--burst', '5');
+    },
   });
-  beforeEach(() => {
-    engine.seen.length = 0;
-    engine.answer = () => ({});
-  });
-  afterAll(async () => {
-    await served?.stop();
-    engine?.server.closeAllConnections();
-    await new Promise((resolve) => engine?.server.close(resolve));
-    await backend?.dispose();
+  beforeAll(() => {
+    ({ backend, engine, served, partner, token } = gateway);
   });
 
   it('forwards the usual request once, with the gateway headers, and logs it with the partner', async () => {

@@ -1,6 +1,5 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createBackend, type TestBackend } from '../support/backends.js';
-import { cliOk, provision, rawHttp, recordingEngine, startServe, tokenFor, UUID, type Seen } from './support.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { cliOk, gatewayUnderTest, rawHttp, UUID, type provision, type recordingEngine, type Seen, type startServe } from './support.js';
 
 /**
  * The forwarding contract (README) probed from outside: the real `partnerctl serve`, raw sockets for what
@@ -11,7 +10,6 @@ const headerNames = (seen: Seen) => seen.rawHeaders.filter((_, i) => i % 2 === 0
 const headerValues = (seen: Seen, name: string) => seen.rawHeaders.filter((_, i) => i % 2 === 1 && seen.rawHeaders[i - 1]!.toLowerCase() === name);
 
 describe('the forwarding contract, against the real server', () => {
-  let backend: TestBackend;
   let engine: Awaited<ReturnType<typeof recordingEngine>>;
   let served: Awaited<ReturnType<typeof startServe>>;
   let partner: Awaited<ReturnType<typeof provision>>;
@@ -22,24 +20,9 @@ describe('the forwarding contract, against the real server', () => {
   const get = (target: string, extra: string[] = []) =>
     raw([`GET ${target} HTTP/1.1`, `Host: ${host}`, `Authorization: Bearer ${token}`, 'Connection: close', ...extra]);
 
-  beforeAll(async () => {
-    backend = await createBackend('sqlite');
-    await cliOk(backend, 'db', 'migrate');
-    engine = await recordingEngine();
-    partner = await provision(backend, 'forwarding-probe', ['acme']);
-    served = await startServe({ ...backend.env, PUBLIC_API_UPSTREAM_URL: `${engine.url}/api`, PUBLIC_API_UPSTREAM_TIMEOUT_MS: '2000' });
-    host = new URL(served.url).host;
-    token = await tokenFor(served.url, partner.accessKey, partner.secretKey);
-  });
-  beforeEach(() => {
-    engine.seen.length = 0;
-    engine.answer = () => ({});
-  });
-  afterAll(async () => {
-    await served?.stop();
-    engine?.server.closeAllConnections();
-    await new Promise((resolve) => engine?.server.close(resolve));
-    await backend?.dispose();
+  const gateway = gatewayUnderTest('forwarding-probe');
+  beforeAll(() => {
+    ({ engine, served, partner, token, host } = gateway);
   });
 
   describe('paths (item 1)', () => {

@@ -1,6 +1,5 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createBackend, type TestBackend } from '../support/backends.js';
-import { cliOk, expectEnvelope4xx, provision, rawHttp, recordingEngine, startServe, tokenFor, UUID, type RawResponse } from './support.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { cliOk, expectEnvelope4xx, gatewayUnderTest, rawHttp, UUID, type RawResponse, type recordingEngine, type startServe } from './support.js';
 
 /**
  * RFC 9110/9112 edge cases an attacker of a gateway tries, against the real `partnerctl serve` with raw
@@ -8,7 +7,6 @@ import { cliOk, expectEnvelope4xx, provision, rawHttp, recordingEngine, startSer
  * whatever is refused is refused with the envelope and never reaches the engine.
  */
 describe('HTTP edge cases, against the real server', () => {
-  let backend: TestBackend;
   let engine: Awaited<ReturnType<typeof recordingEngine>>;
   let served: Awaited<ReturnType<typeof startServe>>;
   let token: string;
@@ -32,25 +30,9 @@ describe('HTTP edge cases, against the real server', () => {
     );
   };
 
-  beforeAll(async () => {
-    backend = await createBackend('sqlite');
-    await cliOk(backend, 'db', 'migrate');
-    engine = await recordingEngine();
-    const partner = await provision(backend, 'edges-probe', ['acme', 'other']);
-    served = await startServe({ ...backend.env, PUBLIC_API_UPSTREAM_URL: `${engine.url}/api`, PUBLIC_API_UPSTREAM_TIMEOUT_MS: '1000' });
-    host = new URL(served.url).host;
-    token = await tokenFor(served.url, partner.accessKey, partner.secretKey);
-  });
-  beforeEach(() => {
-    engine.seen.length = 0;
-    engine.answer = () => ({});
-    engine.behave = null;
-  });
-  afterAll(async () => {
-    await served?.stop();
-    engine?.server.closeAllConnections();
-    await new Promise((resolve) => engine?.server.close(resolve));
-    await backend?.dispose();
+  const gateway = gatewayUnderTest('edges-probe', { companies: ['acme', 'other'], upstreamTimeoutMs: 1000 });
+  beforeAll(() => {
+    ({ engine, served, token, host } = gateway);
   });
 
   describe('Host (exactly one, valid, on HTTP/1.1)', () => {

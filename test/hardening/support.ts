@@ -2,9 +2,9 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { connect, type AddressInfo } from 'node:net';
 import BetterSqlite3 from 'better-sqlite3';
 import pg from 'pg';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, beforeEach, expect } from 'vitest';
 import type { Provider } from '../../src/config.js';
-import type { TestBackend } from '../support/backends.js';
+import { createBackend, type TestBackend } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
 
@@ -246,3 +246,46 @@ export function median(values: number[]): number {
 }
 
 export type { Provider };
+
+/**
+ * The hardening suites' gateway under test: a fresh SQLite backend, one partner (`name`) mapped to
+ * `companies`, a recording engine, the real `partnerctl serve` in front of it and a token. Registers its own
+ * hooks (call inside a describe): set up before all, the engine reset before each, all stopped after. Read the
+ * fields inside tests or later hooks; `prepare` runs before the server starts (more partners, limits).
+ */
+export function gatewayUnderTest(name: string, options: { companies?: string[]; upstreamTimeoutMs?: number; prepare?: (backend: TestBackend) => Promise<void> } = {}) {
+  const gateway = {
+    backend: undefined as unknown as TestBackend,
+    engine: undefined as unknown as Awaited<ReturnType<typeof recordingEngine>>,
+    served: undefined as unknown as Awaited<ReturnType<typeof startServe>>,
+    partner: undefined as unknown as Awaited<ReturnType<typeof provision>>,
+    token: '',
+    host: '',
+  };
+  beforeAll(async () => {
+    gateway.backend = await createBackend('sqlite');
+    await cliOk(gateway.backend, 'db', 'migrate');
+    gateway.engine = await recordingEngine();
+    gateway.partner = await provision(gateway.backend, name, options.companies ?? ['acme']);
+    await options.prepare?.(gateway.backend);
+    gateway.served = await startServe({
+      ...gateway.backend.env,
+      PUBLIC_API_UPSTREAM_URL: `${gateway.engine.url}/api`,
+      PUBLIC_API_UPSTREAM_TIMEOUT_MS: String(options.upstreamTimeoutMs ?? 2000),
+    });
+    gateway.host = new URL(gateway.served.url).host;
+    gateway.token = await tokenFor(gateway.served.url, gateway.partner.accessKey, gateway.partner.secretKey);
+  });
+  beforeEach(() => {
+    gateway.engine.seen.length = 0;
+    gateway.engine.answer = () => ({});
+    gateway.engine.behave = null;
+  });
+  afterAll(async () => {
+    await gateway.served?.stop();
+    gateway.engine?.server.closeAllConnections();
+    await new Promise((resolve) => gateway.engine?.server.close(resolve));
+    await gateway.backend?.dispose();
+  });
+  return gateway;
+}
