@@ -30,6 +30,15 @@ describe('the request log destination (lines batched in front of pino.destinatio
     batch.close();
   });
 
+  it('a line longer than a batch goes out at once, whole, after the lines before it', () => {
+    const batch = new BatchedLines(sinkTo(file), 100, 60_000);
+    batch.write('short\n');
+    const long = `${'x'.repeat(5_000)}\n`;
+    batch.write(long);
+    expect(readFileSync(file, 'utf8')).toBe(`short\n${long}`);
+    batch.close();
+  });
+
   it('writes waiting lines within the flush interval', async () => {
     const batch = new BatchedLines(sinkTo(file), 1_000_000, 50);
     batch.write('one\n');
