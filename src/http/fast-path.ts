@@ -194,7 +194,10 @@ export function createFastLane(deps: FastLaneDeps, next: (request: IncomingMessa
     }
     const headers = engineResponseHeaders(engine.headers, corsOn) as Record<string, string | string[] | number>;
     // As the Fastify route answers: the gateway's RateLimit-* headers unless the engine sent its own.
-    if (limit) for (const [name, value] of Object.entries(rateLimitHeaders(limit.decision))) headers[name] ??= value;
+    if (limit) {
+      const rate = rateLimitHeaders(limit.decision);
+      for (const name in rate) headers[name] ??= rate[name]!;
+    }
     headers['x-request-id'] = requestId;
     headers['content-length'] = engine.body.length;
     response.writeHead(200, headers);
