@@ -404,7 +404,7 @@ Re-applying the same document changes nothing (exit 0, "changes": 0). Example:
     .addHelpText('after', '\nSee the README section "Running the server" for every environment variable.')
     .action((_options, command: Command) =>
       run(command, async (session) => {
-        const { runServer } = await import('../http/server.js');
+        const { runServer } = await import('../http/server/server.js');
         const options = command.opts<{ host?: string; port?: string; upstream?: string; metricsPort?: string; metricsHost?: string }>();
         const port = options.port === undefined ? undefined : parsePort(options.port);
         await runServer({

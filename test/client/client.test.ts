@@ -4,7 +4,7 @@ import { PartnerApiError, PartnerClient } from '../../src/client/index.js';
 import type { Database } from '../../src/db/client.js';
 import { setPartnerStatus } from '../../src/domain/partners.js';
 import { SigningKeys } from '../../src/domain/signing-keys.js';
-import { startServer, type RunningServer } from '../../src/http/server.js';
+import { startServer, type RunningServer } from '../../src/http/server/server.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { seedPartner, startUpstream, UUID, who, type SeededPartner, type TestUpstream } from '../http/support.js';
 

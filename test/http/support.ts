@@ -9,9 +9,9 @@ import { issueKeyPair } from '../../src/domain/key-pairs.js';
 import { createPartner } from '../../src/domain/partners.js';
 import type { SigningKeys } from '../../src/domain/signing-keys.js';
 import type { TokenVerifier } from '../../src/domain/tokens.js';
-import { buildApp } from '../../src/http/app.js';
+import { buildApp } from '../../src/http/server/app.js';
 import { parseServerConfig } from '../../src/http/config.js';
-import { createServices, type ServicesOptions, type Services } from '../../src/http/services.js';
+import { createServices, type ServicesOptions, type Services } from '../../src/http/server/services.js';
 import type { TestBackend } from '../support/backends.js';
 
 export const who = { actor: 'test' };

@@ -1,13 +1,13 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { pino, type Logger } from 'pino';
-import { redactUrl, resolveDatabase, resolveSigningKeyFile } from '../config.js';
-import type { Database } from '../db/client.js';
-import { AppError } from '../errors.js';
+import { redactUrl, resolveDatabase, resolveSigningKeyFile } from '../../config.js';
+import type { Database } from '../../db/client.js';
+import { AppError } from '../../errors.js';
+import { parseServerConfig, type ServerConfig } from '../config.js';
+import { startMetricsListener } from '../counters/metrics.js';
 import { buildApp } from './app.js';
-import { parseServerConfig, type ServerConfig } from './config.js';
 import { BatchedLines } from './log-destination.js';
-import { startMetricsListener } from './metrics.js';
 import { createServices } from './services.js';
 
 const REQUEST_LOG_BATCH_CHARS = 12_288;
