@@ -1,3 +1,4 @@
+import { loadConfig } from '../../src/config.js';
 import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { PartnerApiError, PartnerClient } from '../../src/client/index.js';
@@ -29,7 +30,7 @@ describe.each(BACKENDS)('partner client against the real server (%s)', (provider
       backend = await createBackend(provider);
       db = await openMigrated(backend);
       upstream = await startUpstream();
-      server = await startServer({ port: 0, upstream: upstream.url, logger: false, env: backend.env });
+      server = await startServer({ config: loadConfig(backend.env, { port: 0, upstream: upstream.url }), logger: false });
       partner = await seedPartner(db, ['acme']);
     });
     beforeEach(() => {

@@ -4,7 +4,7 @@ import type { AccessState } from '../../domain/access.js';
 import type { CredentialExchange } from '../../domain/credentials.js';
 import type { TokenVerifier } from '../../domain/tokens.js';
 import type { UsageCounter } from '../../domain/usage.js';
-import type { ServerConfig } from '../config.js';
+import type { ServerConfig } from '../../config.js';
 import type { DataLimits } from '../counters/limits.js';
 import type { Metrics } from '../counters/metrics.js';
 import type { SharedRedis } from '../counters/redis.js';

@@ -11,7 +11,7 @@ import type { SigningKeys } from '../../domain/signing-keys.js';
 import { TokenVerifier } from '../../domain/tokens.js';
 import { UsageCounter } from '../../domain/usage.js';
 import { AppError } from '../../errors.js';
-import type { ServerConfig } from '../config.js';
+import type { ServerConfig } from '../../config.js';
 import { DataLimits } from '../counters/limits.js';
 import { Metrics } from '../counters/metrics.js';
 import { SharedRedis } from '../counters/redis.js';
