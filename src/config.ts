@@ -2,11 +2,13 @@ import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { createRequire } from 'node:module';
-import { AppError } from './errors.js';
+import { parseRate, type Rate } from './domain/rates.js';
+import { AppError, isAppError } from './errors.js';
 
 /**
- * The one place that knows the environment's variables. `src/cli/main.ts` and `src/http/server.ts` hand
- * `process.env` to the parsers here; everything else receives the frozen, typed result.
+ * The one place that knows the environment's variables, the CLI's and the server's: one schema, parsed once
+ * by the CLI's entry point (src/cli/run.ts) from the terminal's environment; everything else receives the
+ * frozen, typed result.
  */
 export type Environment = Readonly<Record<string, string | undefined>>;
 
@@ -20,36 +22,219 @@ export const VERSION: string = (() => {
   }
 })();
 
-const blankAsUnset = (value: unknown) => (typeof value === 'string' && value.trim() === '' ? undefined : value);
+export const SERVER_DEFAULTS = {
+  host: '127.0.0.1',
+  port: 8080,
+  upstreamTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
+  tokenRateLimitPerKey: 30,
+  tokenRateLimitPerIp: 120,
+  rateLimitWindowMs: 60_000,
+  bodyLimitBytes: 1_048_576,
+  logLevel: 'info',
+  metricsHost: '127.0.0.1',
+} as const;
 
-function cliEnvironment() {
-  // zod (about a hundred modules) is loaded only when a variable needs more checking than 'a string'.
-  const { z } = createRequire(import.meta.url)('zod') as typeof import('zod');
-  return z.object({
-    DATABASE_URL: z.preprocess(blankAsUnset, z.string().optional()),
-    PARTNERCTL_ACTOR: z.preprocess(blankAsUnset, z.string().optional()),
-    PARTNERCTL_SIGNING_KEY_FILE: z.preprocess(blankAsUnset, z.string().optional()),
-    PARTNERCTL_DB_POOL_SIZE: z.preprocess(blankAsUnset, z.string().optional()),
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+const ON = ['1', 'on', 'true', 'yes'];
+const OFF = ['0', 'off', 'false', 'no'];
+
+/** How a problem names its variable: the flag first where one can set it too. */
+const LABELS: Record<string, string> = {
+  HOST: '--host / HOST',
+  PORT: '--port / PORT',
+  PUBLIC_API_UPSTREAM_URL: '--upstream / PUBLIC_API_UPSTREAM_URL',
+  PUBLIC_API_METRICS_PORT: '--metrics-port / PUBLIC_API_METRICS_PORT',
+  PUBLIC_API_METRICS_HOST: '--metrics-host / PUBLIC_API_METRICS_HOST',
+};
+
+type Zod = typeof import('zod').z;
+
+/**
+ * Every variable partnerctl reads, the CLI's and the server's: one zod schema. `cli` holds what every command
+ * reads; `server` what `partnerctl serve` reads on top (its flags override the variables they name).
+ */
+function environmentSchema(z: Zod) {
+  // Unset, empty and blank are the same; values are trimmed.
+  const unset = (value: unknown) => (typeof value !== 'string' ? value : value.trim() === '' ? undefined : value.trim());
+  const text = z.preprocess(unset, z.string().optional());
+  const whole = (min: number, max: number) => {
+    const problem = (input: unknown) => `must be a whole number from ${min} to ${max}, got '${String(input).slice(0, 40)}'`;
+    return z.preprocess(
+      unset,
+      z
+        .string()
+        .regex(/^\d+$/, { error: (issue) => problem(issue.input) })
+        .transform(Number)
+        .pipe(z.number().int().min(min, { error: (issue) => problem(issue.input) }).max(max, { error: (issue) => problem(issue.input) }))
+        .optional(),
+    );
+  };
+  const onOff = z.preprocess(
+    unset,
+    z
+      .string()
+      .toLowerCase()
+      .pipe(z.enum([...ON, ...OFF] as [string, ...string[]], { error: (issue) => `must be 1 or 0 (on or off), got '${String(issue.input).slice(0, 40)}'` }))
+      .transform((value) => ON.includes(value))
+      .optional(),
+  );
+  const host = z.preprocess(unset, z.string().regex(/^[A-Za-z0-9.:[\]-]+$/, { error: (issue) => `is not a host name or address: '${String(issue.input).slice(0, 80)}'` }).optional());
+  const upstream = z.preprocess(
+    unset,
+    z
+      .string()
+      .transform((raw, ctx) => {
+        let url: URL;
+        try {
+          url = new URL(raw);
+        } catch {
+          ctx.addIssue({ code: 'custom', message: `is not a URL: '${raw.slice(0, 200)}'` });
+          return z.NEVER;
+        }
+        if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+          ctx.addIssue({ code: 'custom', message: `must be an http:// or https:// URL, got '${raw.slice(0, 200)}'` });
+        } else if (url.username || url.password || url.search || url.hash) {
+          ctx.addIssue({ code: 'custom', message: 'must not carry credentials, a query or a fragment' });
+        }
+        return url;
+      })
+      .optional(),
+  );
+  const origins = z.preprocess(
+    unset,
+    z
+      .string()
+      .transform((raw, ctx) => {
+        const out: string[] = [];
+        for (const entry of raw.split(',').map((part) => part.trim()).filter(Boolean)) {
+          let origin: string | undefined;
+          try {
+            origin = new URL(entry).origin;
+          } catch {
+            origin = undefined;
+          }
+          if (origin === undefined || origin === 'null' || origin !== entry) {
+            ctx.addIssue({ code: 'custom', message: `entries must be exact origins such as https://app.example.com, got '${entry.slice(0, 200)}'` });
+          } else {
+            out.push(origin);
+          }
+        }
+        return out;
+      })
+      .optional(),
+  );
+  const rate = z.preprocess(
+    unset,
+    z
+      .string()
+      .transform((raw, ctx) => {
+        try {
+          return parseRate(raw, '');
+        } catch (error) {
+          ctx.addIssue({ code: 'custom', message: isAppError(error) ? error.message.trim() : 'is not a rate' });
+          return z.NEVER;
+        }
+      })
+      .optional(),
+  );
+  const redisUrl = z.preprocess(
+    unset,
+    z
+      .string()
+      .regex(/^rediss?:\/\/[^\s]+$/, { error: (issue) => `must be a redis:// or rediss:// URL, got '${redactUrl(String(issue.input)).replace(/:[^:@/]*@/, ':***@')}'` })
+      .optional(),
+  );
+  const logLevel = z.preprocess(
+    unset,
+    z
+      .string()
+      .toLowerCase()
+      .pipe(z.enum(LOG_LEVELS, { error: (issue) => `must be one of ${LOG_LEVELS.join(', ')}, got '${String(issue.input).slice(0, 40)}'` }))
+      .optional(),
+  );
+  const cli = {
+    DATABASE_URL: text,
+    PARTNERCTL_ACTOR: text,
+    PARTNERCTL_SIGNING_KEY_FILE: text,
+    PARTNERCTL_DB_POOL_SIZE: whole(1, 1000),
     XDG_DATA_HOME: z.string().optional(),
     NO_COLOR: z.string().optional(),
     TERM: z.string().optional(),
-    PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS: z.preprocess(
-      blankAsUnset,
-      z.coerce
-        .number({ error: 'must be a whole number of milliseconds' })
-        .int('must be a whole number of milliseconds')
-        .min(0, 'must be 0 or more')
-        .max(3_600_000, 'must be at most 3600000 (one hour)')
-        .default(0),
-    ),
-  });
+    PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS: whole(0, 3_600_000),
+  };
+  const server = {
+    HOST: host,
+    PORT: whole(0, 65_535),
+    PUBLIC_API_UPSTREAM_URL: upstream,
+    PUBLIC_API_UPSTREAM_TIMEOUT_MS: whole(1, 600_000),
+    PUBLIC_API_REQUEST_TIMEOUT_MS: whole(100, 600_000),
+    PUBLIC_API_CORS_ORIGINS: origins,
+    PUBLIC_API_TOKEN_RATE_LIMIT_PER_KEY: whole(0, 100_000_000),
+    PUBLIC_API_TOKEN_RATE_LIMIT_PER_IP: whole(0, 100_000_000),
+    PUBLIC_API_RATE_LIMIT_WINDOW_MS: whole(1_000, 86_400_000),
+    PUBLIC_API_BODY_LIMIT_BYTES: whole(1_024, 104_857_600),
+    LOG_LEVEL: logLevel,
+    PUBLIC_API_DEFAULT_RATE_LIMIT: rate,
+    PUBLIC_API_DEFAULT_BURST: whole(1, 1_000_000_000),
+    REDIS_URL: redisUrl,
+    PUBLIC_API_USAGE: onOff,
+    PUBLIC_API_METRICS_PORT: whole(0, 65_535),
+    PUBLIC_API_METRICS_HOST: host,
+    PUBLIC_API_METRICS_PER_PARTNER: onOff,
+  };
+  return { cli: z.object(cli), all: z.object({ ...cli, ...server }) };
 }
 
-/** The variables that can only be strings: no schema is needed to read them. */
-const PLAIN = ['DATABASE_URL', 'PARTNERCTL_ACTOR', 'PARTNERCTL_SIGNING_KEY_FILE', 'PARTNERCTL_DB_POOL_SIZE'] as const;
+/** The CLI's variables that are plain strings: when only these are set, no schema (and no zod) is needed. */
+const PLAIN = ['DATABASE_URL', 'PARTNERCTL_ACTOR', 'PARTNERCTL_SIGNING_KEY_FILE', 'XDG_DATA_HOME', 'NO_COLOR', 'TERM'] as const;
 
-/** What the CLI takes from its environment, parsed once. */
-export interface CliConfig {
+/** What `partnerctl serve` reads on top of the CLI's configuration. */
+export interface ServerConfig {
+  readonly host: string;
+  readonly port: number;
+  /** The recommendation engine's base URL; null when none is configured (data requests then get 503). */
+  readonly upstream: URL | null;
+  readonly upstreamTimeoutMs: number;
+  /** How long a client may take to send a whole request (headers and body) before 408. */
+  readonly requestTimeoutMs: number;
+  /** Exact origins allowed for browser (CORS) access; empty means CORS is off. */
+  readonly corsOrigins: readonly string[];
+  /** Token exchanges allowed per access key per window; 0 turns the limit off. */
+  readonly tokenRateLimitPerKey: number;
+  /** Token exchanges allowed per client address per window; 0 turns the limit off. */
+  readonly tokenRateLimitPerIp: number;
+  readonly rateLimitWindowMs: number;
+  /** Largest accepted body on data requests (the token endpoint has its own 16 KiB). */
+  readonly bodyLimitBytes: number;
+  readonly logLevel: string;
+  /** Data-request limit of partners without their own (PUBLIC_API_DEFAULT_RATE_LIMIT); null: none. */
+  readonly defaultRate: Rate | null;
+  /** Their burst (PUBLIC_API_DEFAULT_BURST); null: the default rate's count. */
+  readonly defaultBurst: number | null;
+  /** Counters shared by every instance through this Redis (REDIS_URL); null: counters in memory. */
+  readonly redisUrl: string | null;
+  /** Count data requests per partner × company × hour into usage_hours (PUBLIC_API_USAGE, default on). */
+  readonly usage: boolean;
+  /** The metrics listener's port (--metrics-port / PUBLIC_API_METRICS_PORT); null: no metrics. */
+  readonly metricsPort: number | null;
+  /** Its address (--metrics-host / PUBLIC_API_METRICS_HOST), loopback by default. */
+  readonly metricsHost: string;
+  /** Series per partner too (PUBLIC_API_METRICS_PER_PARTNER=1); off by default for cardinality. */
+  readonly metricsPerPartner: boolean;
+}
+
+/** `serve`'s flags, which win over the variables they name. */
+export interface ServerFlags {
+  host?: string;
+  port?: number | string;
+  upstream?: string;
+  metricsPort?: number | string;
+  metricsHost?: string;
+}
+
+/** What partnerctl takes from its environment (and `serve` from its flags), parsed once, frozen. */
+export interface Config {
   readonly version: string;
   /** The variables the database and key-file resolvers read (DATABASE_URL, XDG_DATA_HOME…). */
   readonly env: Environment;
@@ -58,43 +243,99 @@ export interface CliConfig {
   readonly colourAllowed: boolean;
   /** Test hook: how long rotate-keys holds its transaction open (0 in production). */
   readonly testPauseInRotationMs: number;
+  /** The server's settings, when loaded for `serve` (loadConfig's `serve`); null otherwise. */
+  readonly server: ServerConfig | null;
 }
 
-/** Parses the CLI's environment with every problem collected into one error. */
-export function loadCliConfig(env: Environment): CliConfig {
-  let values: {
-    DATABASE_URL?: string;
-    PARTNERCTL_ACTOR?: string;
-    PARTNERCTL_SIGNING_KEY_FILE?: string;
-    PARTNERCTL_DB_POOL_SIZE?: string;
-    XDG_DATA_HOME?: string;
-    NO_COLOR?: string;
-    TERM?: string;
-    PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS: number;
-  };
-  if (blankAsUnset(env.PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS) === undefined) {
-    // Every other variable is an optional string: the schema's result, without loading the schema.
-    values = { XDG_DATA_HOME: env.XDG_DATA_HOME, NO_COLOR: env.NO_COLOR, TERM: env.TERM, PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS: 0 };
-    for (const name of PLAIN) values[name] = blankAsUnset(env[name]) as string | undefined;
-  } else {
-    const parsed = cliEnvironment().safeParse(env);
-    if (!parsed.success) {
-      const problems = parsed.error.issues.map((issue) => `${issue.path.join('.')} ${issue.message}`);
-      throw new AppError('invalid_argument', problems.join('; '));
-    }
-    values = parsed.data;
+type Parsed = { [name: string]: unknown };
+
+function parse(env: Environment, withServer: boolean): Parsed {
+  // zod (about a hundred modules, ~40 ms) is loaded only when a variable needs more checking than 'a string'.
+  if (!withServer && blank(env.PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS) && blank(env.PARTNERCTL_DB_POOL_SIZE)) {
+    const values: Parsed = {};
+    for (const name of PLAIN) values[name] = name === 'XDG_DATA_HOME' || name === 'NO_COLOR' || name === 'TERM' ? env[name] : blank(env[name]) ? undefined : env[name]!.trim();
+    return values;
   }
+  const { z } = createRequire(import.meta.url)('zod') as typeof import('zod');
+  const schemas = environmentSchema(z);
+  const parsed = (withServer ? schemas.all : schemas.cli).safeParse(env);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((issue) => {
+      const name = String(issue.path[0] ?? '');
+      return `${LABELS[name] ?? name} ${issue.message}`;
+    });
+    throw new AppError('invalid_argument', problems.join('; '));
+  }
+  return parsed.data as Parsed;
+}
+
+function blank(value: string | undefined): boolean {
+  return value === undefined || value.trim() === '';
+}
+
+function serverConfig(values: Parsed, problems: string[]): ServerConfig {
+  const host = (values.HOST as string | undefined) ?? SERVER_DEFAULTS.host;
+  const port = (values.PORT as number | undefined) ?? SERVER_DEFAULTS.port;
+  const metricsHost = (values.PUBLIC_API_METRICS_HOST as string | undefined) ?? SERVER_DEFAULTS.metricsHost;
+  const metricsPort = (values.PUBLIC_API_METRICS_PORT as number | undefined) ?? null;
+  if (metricsPort !== null && metricsPort !== 0 && metricsPort === port && metricsHost === host) {
+    problems.push(`${LABELS.PUBLIC_API_METRICS_PORT} must differ from ${LABELS.PORT}: metrics are never served on the public port`);
+  }
+  return Object.freeze({
+    host,
+    port,
+    upstream: (values.PUBLIC_API_UPSTREAM_URL as URL | undefined) ?? null,
+    upstreamTimeoutMs: (values.PUBLIC_API_UPSTREAM_TIMEOUT_MS as number | undefined) ?? SERVER_DEFAULTS.upstreamTimeoutMs,
+    requestTimeoutMs: (values.PUBLIC_API_REQUEST_TIMEOUT_MS as number | undefined) ?? SERVER_DEFAULTS.requestTimeoutMs,
+    corsOrigins: Object.freeze((values.PUBLIC_API_CORS_ORIGINS as string[] | undefined) ?? []),
+    tokenRateLimitPerKey: (values.PUBLIC_API_TOKEN_RATE_LIMIT_PER_KEY as number | undefined) ?? SERVER_DEFAULTS.tokenRateLimitPerKey,
+    tokenRateLimitPerIp: (values.PUBLIC_API_TOKEN_RATE_LIMIT_PER_IP as number | undefined) ?? SERVER_DEFAULTS.tokenRateLimitPerIp,
+    rateLimitWindowMs: (values.PUBLIC_API_RATE_LIMIT_WINDOW_MS as number | undefined) ?? SERVER_DEFAULTS.rateLimitWindowMs,
+    bodyLimitBytes: (values.PUBLIC_API_BODY_LIMIT_BYTES as number | undefined) ?? SERVER_DEFAULTS.bodyLimitBytes,
+    logLevel: (values.LOG_LEVEL as string | undefined) ?? SERVER_DEFAULTS.logLevel,
+    defaultRate: (values.PUBLIC_API_DEFAULT_RATE_LIMIT as Rate | undefined) ?? null,
+    defaultBurst: (values.PUBLIC_API_DEFAULT_BURST as number | undefined) ?? null,
+    redisUrl: (values.REDIS_URL as string | undefined) ?? null,
+    usage: (values.PUBLIC_API_USAGE as boolean | undefined) ?? true,
+    metricsPort,
+    metricsHost,
+    metricsPerPartner: (values.PUBLIC_API_METRICS_PER_PARTNER as boolean | undefined) ?? false,
+  });
+}
+
+/**
+ * Parses the environment once, every problem collected into one error. With `serve` (its flags), the
+ * server's variables too, the flags winning over the variables they name; without, they are not looked at
+ * (no other command reads them).
+ */
+export function loadConfig(env: Environment, serve?: ServerFlags): Config {
+  const input: Record<string, string | undefined> = { ...env };
+  if (serve !== undefined) {
+    const flags: Array<[keyof ServerFlags, string]> = [
+      ['host', 'HOST'],
+      ['port', 'PORT'],
+      ['upstream', 'PUBLIC_API_UPSTREAM_URL'],
+      ['metricsPort', 'PUBLIC_API_METRICS_PORT'],
+      ['metricsHost', 'PUBLIC_API_METRICS_HOST'],
+    ];
+    for (const [flag, name] of flags) if (serve[flag] !== undefined) input[name] = String(serve[flag]);
+  }
+  const values = parse(input, serve !== undefined);
+  const problems: string[] = [];
+  const server = serve === undefined ? null : serverConfig(values, problems);
+  if (problems.length > 0) throw new AppError('invalid_argument', problems.join('; '));
   return Object.freeze({
     version: VERSION,
     env: Object.freeze({
-      DATABASE_URL: values.DATABASE_URL,
-      PARTNERCTL_SIGNING_KEY_FILE: values.PARTNERCTL_SIGNING_KEY_FILE,
-      PARTNERCTL_DB_POOL_SIZE: values.PARTNERCTL_DB_POOL_SIZE,
-      XDG_DATA_HOME: values.XDG_DATA_HOME,
+      DATABASE_URL: values.DATABASE_URL as string | undefined,
+      PARTNERCTL_SIGNING_KEY_FILE: values.PARTNERCTL_SIGNING_KEY_FILE as string | undefined,
+      PARTNERCTL_DB_POOL_SIZE: env.PARTNERCTL_DB_POOL_SIZE,
+      XDG_DATA_HOME: values.XDG_DATA_HOME as string | undefined,
     }),
-    defaultActor: values.PARTNERCTL_ACTOR,
+    defaultActor: values.PARTNERCTL_ACTOR as string | undefined,
     colourAllowed: values.NO_COLOR === undefined && values.TERM !== 'dumb',
-    testPauseInRotationMs: values.PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS,
+    testPauseInRotationMs: (values.PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS as number | undefined) ?? 0,
+    server,
   });
 }
 

@@ -40,6 +40,8 @@ const terminal: Terminal = {
   outIsTTY: process.stdout.isTTY === true,
   errIsTTY: process.stderr.isTTY === true,
   columns: process.stdout.isTTY ? process.stdout.columns : undefined,
+  outFd: 1,
+  signals: process,
 };
 
 runCli(process.argv, terminal).then(exitWith, (error: unknown) => {

@@ -404,17 +404,8 @@ Re-applying the same document changes nothing (exit 0, "changes": 0). Example:
     .addHelpText('after', '\nSee the README section "Running the server" for every environment variable.')
     .action((_options, command: Command) =>
       run(command, async (session) => {
-        const { runServer } = await import('../http/server.js');
-        const options = command.opts<{ host?: string; port?: string; upstream?: string; metricsPort?: string; metricsHost?: string }>();
-        const port = options.port === undefined ? undefined : parsePort(options.port);
-        await runServer({
-          databaseUrl: session.options.databaseUrl,
-          host: options.host,
-          port,
-          upstream: options.upstream,
-          ...(options.metricsPort !== undefined ? { metricsPort: options.metricsPort } : {}),
-          ...(options.metricsHost !== undefined ? { metricsHost: options.metricsHost } : {}),
-        });
+        const { runServer } = await import('../http/server/server.js');
+        await runServer({ config: session.config, databaseUrl: session.options.databaseUrl }, session.terminal);
       }),
     );
 
@@ -424,14 +415,6 @@ Re-applying the same document changes nothing (exit 0, "changes": 0). Example:
 /** A repeatable option's values, in order. */
 function collect(value: string, previous: string[] | undefined): string[] {
   return [...(previous ?? []), value];
-}
-
-function parsePort(value: string): number {
-  const port = Number(value);
-  if (!/^\d+$/.test(value) || port > 65535) {
-    throw new AppError('invalid_argument', `--port must be a whole number from 0 to 65535, got '${value}'`);
-  }
-  return port;
 }
 
 export type { GlobalOptions };

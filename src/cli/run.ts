@@ -1,6 +1,6 @@
 import { CommanderError, type Command } from 'commander';
 import { translateDatabaseError } from '../domain/transactions.js';
-import { loadCliConfig } from '../config.js';
+import { loadConfig, type ServerFlags } from '../config.js';
 import { AppError, EXIT, firstLine } from '../errors.js';
 import { hintFor } from './hints.js';
 import { Output } from './output.js';
@@ -54,7 +54,8 @@ export async function runCli(argv: readonly string[], terminal: Terminal): Promi
       const path = command.parent?.parent ? `${command.parent.name()} ${command.name()}` : command.name();
       session = new Session(
         command.optsWithGlobals<GlobalOptions>(),
-        loadCliConfig(terminal.env),
+        // The server's variables are read by serve alone, with its flags winning over them.
+        loadConfig(terminal.env, path === 'serve' ? command.opts<ServerFlags>() : undefined),
         terminal,
         isReadOnlyCommand(path, command.opts()),
       );

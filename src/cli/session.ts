@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { userInfo } from 'node:os';
-import { resolveDatabase, resolveSigningKeyFile, type CliConfig, type DatabaseConfig } from '../config.js';
+import { resolveDatabase, resolveSigningKeyFile, type Config, type DatabaseConfig } from '../config.js';
 import type { Database } from '../db/client.js';
 import { AppError } from '../errors.js';
 import type { Actor } from '../domain/transactions.js';
@@ -26,7 +26,7 @@ export class Session {
 
   constructor(
     readonly options: GlobalOptions,
-    readonly config: CliConfig,
+    readonly config: Config,
     readonly terminal: Terminal,
     /** The command only reads: it never creates a database someone named by mistake. */
     readonly readOnly = false,

@@ -18,4 +18,8 @@ export interface Terminal {
   readonly errIsTTY?: boolean;
   /** The terminal's width in columns, when stdout is one (tables fit it; 80 when unknown). */
   readonly columns?: number;
+  /** The file descriptor behind `out`, when there is one: `serve`'s request log writes to it directly. */
+  readonly outFd?: number;
+  /** Where SIGTERM and SIGINT arrive (the process, for the binary): `serve` stops on them. */
+  readonly signals: { on(signal: NodeJS.Signals, listener: () => void): unknown; off(signal: NodeJS.Signals, listener: () => void): unknown };
 }

@@ -223,20 +223,26 @@ export class AccessState {
   }
 
   /**
-   * The gate's verdict from the caches alone, without waiting: true when the last confirmed revision is
-   * within the staleness bound and the partner, the pair and the mapping are all cached and accept; undefined
-   * when anything would need the database or would be refused (call authenticate / authorizeCompany, which
-   * give the refusal). The same rules as those two.
+   * `authenticate`'s verdict from the caches alone, without waiting: true when the last confirmed revision is
+   * within the staleness bound and the partner and the pair are cached and accept; false when anything would
+   * need the database or would be refused (call authenticate, which gives the refusal). The same rules.
    */
-  admitsNow(claims: TokenClaims, companyId: string): true | undefined {
-    if (Date.now() - this.confirmedAt > this.stalenessBoundMs) return undefined;
+  authenticatesNow(claims: TokenClaims): boolean {
+    if (Date.now() - this.confirmedAt > this.stalenessBoundMs) return false;
     const partner = this.partners.get(claims.partnerId);
-    if (partner === undefined || !partner.active) return undefined;
-    if (partner.tokensRevokedBefore !== null && claims.issuedAtMs < partner.tokensRevokedBefore) return undefined;
-    if (claims.keyPairId !== null && this.keyPairs.get(`${claims.partnerId}\u0000${claims.keyPairId}`) !== true) return undefined;
-    if (!isValidCompanyId(companyId) || this.mappings.get(`${claims.partnerId}\u0000${companyId}`) !== true) return undefined;
-    // One hit per cached verdict consulted, as authenticate and authorizeCompany count them.
-    this.cacheHits += claims.keyPairId !== null ? 3 : 2;
+    if (partner === undefined || !partner.active) return false;
+    if (partner.tokensRevokedBefore !== null && claims.issuedAtMs < partner.tokensRevokedBefore) return false;
+    if (claims.keyPairId !== null && this.keyPairs.get(`${claims.partnerId}\u0000${claims.keyPairId}`) !== true) return false;
+    // One hit per cached verdict consulted, as authenticate counts them.
+    this.cacheHits += claims.keyPairId !== null ? 2 : 1;
+    return true;
+  }
+
+  /** `authorizeCompany`'s verdict from the caches alone, as authenticatesNow: false when it cannot say (or refuses). */
+  authorizesCompanyNow(claims: TokenClaims, companyId: string): boolean {
+    if (Date.now() - this.confirmedAt > this.stalenessBoundMs) return false;
+    if (!isValidCompanyId(companyId) || this.mappings.get(`${claims.partnerId}\u0000${companyId}`) !== true) return false;
+    this.cacheHits++;
     return true;
   }
 

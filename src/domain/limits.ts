@@ -3,39 +3,10 @@ import { deleteLimits, limitsOf, upsertLimits, type LimitsRow } from '../db/repo
 import type { Queryable } from '../db/unit.js';
 import { AppError } from '../errors.js';
 import { findPartner, type PartnerRecord } from './partners.js';
+import { formatRate, MAX_COUNT, type Rate } from './rates.js';
 import { runUnit, type Actor, type Unit } from './transactions.js';
 
-/** `count` requests per `periodSeconds` (1, 60 or 3600). */
-export interface Rate {
-  count: number;
-  periodSeconds: number;
-}
-
-const UNITS: Record<string, number> = { s: 1, m: 60, h: 3600 };
-const MAX_COUNT = 1_000_000_000;
-
-/** `50/s`, `3000/m`, `100000/h`. */
-export function parseRate(text: string, field = 'rate'): Rate {
-  const match = /^\s*(\d{1,10})\s*\/\s*([smh])\s*$/.exec(text);
-  const count = match ? Number(match[1]) : NaN;
-  if (!match || count < 1 || count > MAX_COUNT) {
-    throw new AppError('invalid_argument', `${field} must look like 50/s, 3000/m or 100000/h (a whole number from 1 to ${MAX_COUNT}), got '${text}'`, { field });
-  }
-  return { count, periodSeconds: UNITS[match[2]!]! };
-}
-
-export function formatRate(rate: Rate): string {
-  const unit = Object.keys(UNITS).find((key) => UNITS[key] === rate.periodSeconds) ?? 's';
-  return `${rate.count}/${unit}`;
-}
-
-export function parseCount(text: string, field: string): number {
-  const value = Number(text);
-  if (!/^\s*\d+\s*$/.test(text) || value < 1 || value > MAX_COUNT) {
-    throw new AppError('invalid_argument', `${field} must be a whole number from 1 to ${MAX_COUNT}, got '${text}'`, { field });
-  }
-  return value;
-}
+export { formatRate, parseCount, parseRate, type Rate } from './rates.js';
 
 /** A partner's own limits; null fields fall back to the server's defaults. */
 export interface PartnerLimits {

@@ -1,17 +1,17 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { loadCliConfig, VERSION } from '../../src/config.js';
+import { loadConfig, VERSION } from '../../src/config.js';
 import { AppError } from '../../src/errors.js';
 
 describe('the CLI configuration', () => {
   it('comes from package.json for the version, not a fallback', () => {
     const manifest = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
     expect(VERSION).toBe(manifest.version);
-    expect(loadCliConfig({}).version).toBe(manifest.version);
+    expect(loadConfig({}).version).toBe(manifest.version);
   });
 
   it('is parsed once into a frozen object with the documented defaults', () => {
-    const config = loadCliConfig({ PARTNERCTL_ACTOR: 'ops-bot', TERM: 'xterm', UNRELATED: 'x' });
+    const config = loadConfig({ PARTNERCTL_ACTOR: 'ops-bot', TERM: 'xterm', UNRELATED: 'x' });
     expect(Object.isFrozen(config)).toBe(true);
     expect(Object.isFrozen(config.env)).toBe(true);
     expect(config.defaultActor).toBe('ops-bot');
@@ -21,12 +21,12 @@ describe('the CLI configuration', () => {
   });
 
   it('turns colour off for NO_COLOR (any value) and TERM=dumb', () => {
-    expect(loadCliConfig({ NO_COLOR: '' }).colourAllowed).toBe(false);
-    expect(loadCliConfig({ TERM: 'dumb' }).colourAllowed).toBe(false);
+    expect(loadConfig({ NO_COLOR: '' }).colourAllowed).toBe(false);
+    expect(loadConfig({ TERM: 'dumb' }).colourAllowed).toBe(false);
   });
 
   it('treats blank variables as unset', () => {
-    const config = loadCliConfig({ DATABASE_URL: '  ', PARTNERCTL_ACTOR: '', PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS: '' });
+    const config = loadConfig({ DATABASE_URL: '  ', PARTNERCTL_ACTOR: '', PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS: '' });
     expect(config.env.DATABASE_URL).toBeUndefined();
     expect(config.defaultActor).toBeUndefined();
     expect(config.testPauseInRotationMs).toBe(0);
@@ -36,7 +36,7 @@ describe('the CLI configuration', () => {
     for (const bad of ['abc', '-1', '1.5', '3600001']) {
       let caught: unknown;
       try {
-        loadCliConfig({ PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS: bad });
+        loadConfig({ PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS: bad });
       } catch (error) {
         caught = error;
       }

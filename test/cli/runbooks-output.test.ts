@@ -1,3 +1,4 @@
+import { EventEmitter } from 'node:events';
 import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
@@ -22,6 +23,7 @@ async function onTerminal(args: string[], env: NodeJS.ProcessEnv, columns: numbe
     inIsTTY: false,
     outIsTTY: true,
     columns,
+    signals: new EventEmitter(),
   });
   await new Promise((resolve) => setImmediate(resolve));
   return { code, stdout };
@@ -186,6 +188,7 @@ describe('safety of read-only commands and db migrate', () => {
       inIsTTY: false,
       outIsTTY: false,
       errIsTTY: true,
+      signals: new EventEmitter(),
     });
     await new Promise((resolve) => setImmediate(resolve));
     expect(code).toBe(0);

@@ -1,10 +1,11 @@
+import { loadConfig } from '../../src/config.js';
 import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { PartnerApiError, PartnerClient } from '../../src/client/index.js';
 import type { Database } from '../../src/db/client.js';
 import { setPartnerStatus } from '../../src/domain/partners.js';
 import { SigningKeys } from '../../src/domain/signing-keys.js';
-import { startServer, type RunningServer } from '../../src/http/server.js';
+import { startServer, type RunningServer } from '../../src/http/server/server.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { seedPartner, startUpstream, UUID, who, type SeededPartner, type TestUpstream } from '../http/support.js';
 
@@ -29,7 +30,7 @@ describe.each(BACKENDS)('partner client against the real server (%s)', (provider
       backend = await createBackend(provider);
       db = await openMigrated(backend);
       upstream = await startUpstream();
-      server = await startServer({ port: 0, upstream: upstream.url, logger: false, env: backend.env });
+      server = await startServer({ config: loadConfig(backend.env, { port: 0, upstream: upstream.url }), logger: false });
       partner = await seedPartner(db, ['acme']);
     });
     beforeEach(() => {

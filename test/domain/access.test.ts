@@ -39,39 +39,43 @@ describe.each(BACKENDS)('AccessState on %s', (provider) => {
       await access.authorize(claimsFor(partner.id, null), 'co-1');
     });
 
-    it('admitsNow answers from the caches alone: true only when authorize would pass, undefined for anything it would need to read or refuse', async () => {
+    it('authenticatesNow and authorizesCompanyNow answer from the caches alone: true only when authorize would pass, false for anything they would need to read or refuse', async () => {
       const { partner, claims } = await provisioned(['co-1', 'co-2']);
       const access = new AccessState(ctx.db, { stalenessBoundMs: 60_000 });
+      const admitsNow = (c: typeof claims, company: string) => access.authenticatesNow(c) && access.authorizesCompanyNow(c, company);
       // Nothing cached yet.
-      expect(access.admitsNow(claims, 'co-1')).toBeUndefined();
+      expect(admitsNow(claims, 'co-1')).toBe(false);
       await access.authorize(claims, 'co-1');
-      expect(access.admitsNow(claims, 'co-1')).toBe(true);
+      expect(admitsNow(claims, 'co-1')).toBe(true);
+      // The partner and pair are cached: only the company part cannot say.
+      expect(access.authenticatesNow(claims)).toBe(true);
       // co-2 is mapped but not cached; an unmapped or invalid id is never admitted.
-      expect(access.admitsNow(claims, 'co-2')).toBeUndefined();
+      expect(admitsNow(claims, 'co-2')).toBe(false);
       await expectAppError(access.authorize(claims, 'co-elsewhere'), 'not_found');
-      expect(access.admitsNow(claims, 'co-elsewhere')).toBeUndefined();
-      expect(access.admitsNow(claims, 'co-1\n')).toBeUndefined();
+      expect(admitsNow(claims, 'co-elsewhere')).toBe(false);
+      expect(admitsNow(claims, 'co-1\n')).toBe(false);
       // Another pair of the partner: not cached.
-      expect(access.admitsNow({ ...claims, keyPairId: 'kp_other' }, 'co-1')).toBeUndefined();
+      expect(admitsNow({ ...claims, keyPairId: 'kp_other' }, 'co-1')).toBe(false);
       // A change the server has seen: the verdicts are gone, then refused ones stay undefined.
       await unmapCompany(operator, ALICE, partner.id, 'co-1');
       await access.refresh();
-      expect(access.admitsNow(claims, 'co-1')).toBeUndefined();
+      expect(admitsNow(claims, 'co-1')).toBe(false);
       await expectAppError(access.authorize(claims, 'co-1'), 'not_found');
-      expect(access.admitsNow(claims, 'co-1')).toBeUndefined();
+      expect(admitsNow(claims, 'co-1')).toBe(false);
       await setPartnerStatus(operator, ALICE, partner.id, 'disabled');
       await access.refresh();
       await expectAppError(access.authorize(claims, 'co-2'), 'unauthorized');
-      expect(access.admitsNow(claims, 'co-2')).toBeUndefined();
+      expect(admitsNow(claims, 'co-2')).toBe(false);
     });
 
-    it('admitsNow says nothing once the last confirmed revision is older than the staleness bound', async () => {
+    it('the cached verdicts say nothing once the last confirmed revision is older than the staleness bound', async () => {
       const { claims } = await provisioned();
       const access = new AccessState(ctx.db, { stalenessBoundMs: 50 });
+      const admitsNow = (c: typeof claims, company: string) => access.authenticatesNow(c) && access.authorizesCompanyNow(c, company);
       await access.authorize(claims, 'co-1');
-      expect(access.admitsNow(claims, 'co-1')).toBe(true);
+      expect(admitsNow(claims, 'co-1')).toBe(true);
       await sleep(120);
-      expect(access.admitsNow(claims, 'co-1')).toBeUndefined();
+      expect(admitsNow(claims, 'co-1')).toBe(false);
     });
 
     it.each([

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Database } from '../../src/db/client.js';
-import { openApiDocument } from '../../src/http/openapi.js';
+import { openApiDocument } from '../../src/http/openapi/document.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { bearer, buildTestApp, seedPartner, startUpstream, UUID, type TestApp, type TestUpstream } from './support.js';
 

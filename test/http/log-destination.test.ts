@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { BatchedLines } from '../../src/http/log-destination.js';
+import { BatchedLines } from '../../src/http/server/log-destination.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 
@@ -70,7 +70,7 @@ describe('the request log destination (lines batched in front of pino.destinatio
 
   it('a process that exits without closing still writes its waiting lines', () => {
     // The built module (`npm test` builds first), in a real process that exits with lines still waiting.
-    const module = pathToFileURL(join(ROOT, 'dist/http/log-destination.js')).href;
+    const module = pathToFileURL(join(ROOT, 'dist/http/server/log-destination.js')).href;
     const script = `
       import { openSync } from 'node:fs';
       import { pino } from 'pino';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseServerConfig } from '../../src/http/config.js';
+import { loadConfig } from '../../src/config.js';
 import { createBackend, type TestBackend } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
@@ -135,12 +135,12 @@ describe('metrics on their own listener', () => {
   });
 
   it('no metrics listener unless a port is given; flags and variables checked at startup', async () => {
-    expect(parseServerConfig({}, {}).metricsPort).toBeNull();
-    expect(parseServerConfig({}, { PUBLIC_API_METRICS_PORT: '9464' })).toMatchObject({ metricsPort: 9464, metricsHost: '127.0.0.1', metricsPerPartner: false });
-    expect(parseServerConfig({ metricsPort: '9100', metricsHost: '0.0.0.0' }, { PUBLIC_API_METRICS_PORT: '9464' })).toMatchObject({ metricsPort: 9100, metricsHost: '0.0.0.0' });
-    expect(() => parseServerConfig({ port: 9100, metricsPort: '9100' }, {})).toThrow(/--metrics-port \/ PUBLIC_API_METRICS_PORT must differ from --port/);
-    expect(() => parseServerConfig({}, { PUBLIC_API_METRICS_PORT: 'x' })).toThrow(/--metrics-port \/ PUBLIC_API_METRICS_PORT must be a whole number/);
-    expect(() => parseServerConfig({}, { PUBLIC_API_METRICS_PER_PARTNER: 'maybe' })).toThrow(/PUBLIC_API_METRICS_PER_PARTNER must be 1 or 0/);
+    expect(loadConfig({}, {}).server!.metricsPort).toBeNull();
+    expect(loadConfig({ PUBLIC_API_METRICS_PORT: '9464' }, {}).server!).toMatchObject({ metricsPort: 9464, metricsHost: '127.0.0.1', metricsPerPartner: false });
+    expect(loadConfig({ PUBLIC_API_METRICS_PORT: '9464' }, { metricsPort: '9100', metricsHost: '0.0.0.0' }).server!).toMatchObject({ metricsPort: 9100, metricsHost: '0.0.0.0' });
+    expect(() => loadConfig({}, { port: 9100, metricsPort: '9100' }).server!).toThrow(/--metrics-port \/ PUBLIC_API_METRICS_PORT must differ from --port/);
+    expect(() => loadConfig({ PUBLIC_API_METRICS_PORT: 'x' }, {}).server!).toThrow(/--metrics-port \/ PUBLIC_API_METRICS_PORT must be a whole number/);
+    expect(() => loadConfig({ PUBLIC_API_METRICS_PER_PARTNER: 'maybe' }, {}).server!).toThrow(/PUBLIC_API_METRICS_PER_PARTNER must be 1 or 0/);
     const server = await serve({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url });
     try {
       await new Promise((resolve) => setTimeout(resolve, 200));

@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { statusOf, type ErrorCode } from '../../src/errors.js';
-import { openApiDocument } from '../../src/http/openapi.js';
+import { openApiDocument } from '../../src/http/openapi/document.js';
 import { createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { rawHttp, startServe, tokenFor, type RawResponse } from '../hardening/support.js';
 import { seedPartner, UUID, type SeededPartner } from './support.js';

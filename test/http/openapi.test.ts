@@ -8,7 +8,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { statusOf, type ErrorCode } from '../../src/errors.js';
 import { isValidCompanyId } from '../../src/domain/validation.js';
-import { API_ERROR_CODES, COMPANY_ID_PATTERN, openApiDocument } from '../../src/http/openapi.js';
+import { API_ERROR_CODES, COMPANY_ID_PATTERN, openApiDocument } from '../../src/http/openapi/document.js';
 
 /**
  * The OpenAPI document as third-party tools see it: Redocly's recommended rules (no errors, no warning but

@@ -9,9 +9,9 @@ import { issueKeyPair } from '../../src/domain/key-pairs.js';
 import { createPartner } from '../../src/domain/partners.js';
 import type { SigningKeys } from '../../src/domain/signing-keys.js';
 import type { TokenVerifier } from '../../src/domain/tokens.js';
-import { buildApp } from '../../src/http/app.js';
-import { parseServerConfig } from '../../src/http/config.js';
-import { createServices, type ServicesOptions, type Services } from '../../src/http/services.js';
+import { buildApp } from '../../src/http/server/app.js';
+import { loadConfig } from '../../src/config.js';
+import { createServices, type ServicesOptions, type Services } from '../../src/http/server/services.js';
 import type { TestBackend } from '../support/backends.js';
 
 export const who = { actor: 'test' };
@@ -104,7 +104,7 @@ export interface TestApp {
 
 /** The app built in-process over a real database, with env-style settings; nothing listens. */
 export async function buildTestApp(backend: TestBackend, db: Database, env: NodeJS.ProcessEnv = {}, options: Pick<ServicesOptions, 'clock' | 'metrics' | 'usageFlushMs'> = {}): Promise<TestApp> {
-  const config = parseServerConfig({}, env);
+  const config = loadConfig(env, {}).server!;
   const logLines: Record<string, unknown>[] = [];
   const logText: string[] = [];
   const { pino } = await import('pino');

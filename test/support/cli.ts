@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { EventEmitter } from 'node:events';
 import { PassThrough, Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { runCli as runCommandLine } from '../../src/cli/run.js';
@@ -36,6 +37,7 @@ export async function runCli(args: string[], env: NodeJS.ProcessEnv, options: Cl
     env: { ...env },
     inIsTTY: false,
     outIsTTY: false,
+    signals: new EventEmitter(),
   });
   await new Promise((resolve) => setImmediate(resolve));
   return { code, stdout, stderr, json: () => JSON.parse(stdout) };

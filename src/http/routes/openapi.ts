@@ -1,9 +1,8 @@
 import type { FastifyInstance } from 'fastify';
-import { BASE_PATH } from '../config.js';
-import { openApiDocument } from '../openapi.js';
+import { openApiDocument } from '../openapi/document.js';
+import { OPENAPI_PATH } from '../protocol/paths.js';
 import { methodNotAllowed } from './method-not-allowed.js';
 
-export const OPENAPI_PATH = `${BASE_PATH}/openapi.json`;
 
 export function registerOpenApiRoute(app: FastifyInstance): void {
   const body = JSON.stringify(openApiDocument());

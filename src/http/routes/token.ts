@@ -1,11 +1,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../../errors.js';
-import { BASE_PATH, TOKEN_BODY_LIMIT_BYTES } from '../config.js';
-import type { AppDeps } from '../context.js';
-import { countTopLevelKey } from '../gate.js';
+import { countTopLevelKey } from '../data-path/gate.js';
+import { TOKEN_BODY_LIMIT_BYTES, TOKEN_PATH } from '../protocol/paths.js';
+import type { AppDeps } from './deps.js';
 import { methodNotAllowed } from './method-not-allowed.js';
-
-export const TOKEN_PATH = `${BASE_PATH}/auth/token`;
 
 const RATE_KEY_MAX_LENGTH = 64;
 

@@ -1,27 +1,21 @@
 import type { Logger } from 'pino';
-import type { DatabaseConfig } from '../config.js';
-import type { Database } from '../db/client.js';
-import { connect } from '../db/connect.js';
-import { AccessState } from '../domain/access.js';
-import { Bookkeeping } from '../domain/bookkeeping.js';
-import { CredentialExchange } from '../domain/credentials.js';
-import { openSigningKeys, SigningKeyWatch } from '../domain/signing-key-guard.js';
-import type { SigningKeys } from '../domain/signing-keys.js';
-import { TokenVerifier } from '../domain/tokens.js';
-import { AppError } from '../errors.js';
-import type { ServerConfig } from './config.js';
-import { loggableChain } from './errors.js';
-import { DataLimits } from './limits.js';
-import { SharedRedis } from './redis.js';
-import { Metrics } from './metrics.js';
-import { UsageCounter } from '../domain/usage.js';
-
-/** Wall-clock milliseconds; injected so counters and windows can be driven by tests. */
-export interface Clock {
-  now(): number;
-}
-
-export const systemClock: Clock = { now: () => Date.now() };
+import { systemClock, type Clock } from '../../clock.js';
+import type { DatabaseConfig } from '../../config.js';
+import type { Database } from '../../db/client.js';
+import { connect } from '../../db/connect.js';
+import { AccessState } from '../../domain/access.js';
+import { Bookkeeping } from '../../domain/bookkeeping.js';
+import { CredentialExchange } from '../../domain/credentials.js';
+import { openSigningKeys, SigningKeyWatch } from '../../domain/signing-key-guard.js';
+import type { SigningKeys } from '../../domain/signing-keys.js';
+import { TokenVerifier } from '../../domain/tokens.js';
+import { UsageCounter } from '../../domain/usage.js';
+import { AppError } from '../../errors.js';
+import type { ServerConfig } from '../../config.js';
+import { DataLimits } from '../counters/limits.js';
+import { Metrics } from '../counters/metrics.js';
+import { SharedRedis } from '../counters/redis.js';
+import { loggableChain } from '../protocol/errors.js';
 
 export interface ServicesConfig {
   readonly server: ServerConfig;

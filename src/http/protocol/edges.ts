@@ -2,7 +2,7 @@
 // and what a gate and an engine could read differently. Plain functions, called from app.ts and gate.ts.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import { AppError } from '../errors.js';
+import { AppError } from '../../errors.js';
 import { envelope } from './errors.js';
 
 // A host name (letters, digits, `.`, `-`, `_`, `~`), an IPv4 address or an IP literal in brackets, with an

@@ -1,8 +1,8 @@
 // The forwarding contract with the engines (README "The forwarding contract"): which path, which headers
 // and which answers cross the gateway. Plain functions over plain values, so the hot path stays cheap.
-import { AppError } from '../errors.js';
-import { BASE_PATH } from './config.js';
-import { envelope } from './errors.js';
+import { AppError } from '../../errors.js';
+import { envelope } from '../protocol/errors.js';
+import { BASE_PATH } from '../protocol/paths.js';
 
 // A dot segment, plain or percent-encoded, also with `;parameters` (`..;x` is `..` to servlet containers and
 // others), would let the path climb out of the engine's base path.

@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import type { Clock } from './services.js';
+import type { Clock } from '../../clock.js';
 
 const OUTAGE_LOG_INTERVAL_MS = 60_000;
 /** A command that has not answered by then counts as a failure; the request goes on with local counters. */

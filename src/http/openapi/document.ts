@@ -1,7 +1,8 @@
-import { statusOf, type ErrorCode } from '../errors.js';
-import { TOKEN_TTL_SECONDS } from '../domain/tokens.js';
-import { COMPANY_ID_MAX } from '../domain/validation.js';
-import { BASE_PATH, SERVER_DEFAULTS, TOKEN_BODY_LIMIT_BYTES } from './config.js';
+import { statusOf, type ErrorCode } from '../../errors.js';
+import { TOKEN_TTL_SECONDS } from '../../domain/tokens.js';
+import { COMPANY_ID_MAX } from '../../domain/validation.js';
+import { SERVER_DEFAULTS } from '../../config.js';
+import { BASE_PATH, TOKEN_BODY_LIMIT_BYTES } from '../protocol/paths.js';
 
 /**
  * Every error code, and whether the public API can answer with it ('api') or only the CLI uses it ('cli').

@@ -1,12 +1,9 @@
-import { createRequire } from 'node:module';
-import type { FastifyRateLimitStoreCtor } from '@fastify/rate-limit';
-import type { FastifyReply } from 'fastify';
-import type { Database } from '../db/client.js';
-import type { AccessState } from '../domain/access.js';
-import { effectiveLimits, partnerLimits, type EffectiveLimits, type LimitDefaults } from '../domain/limits.js';
-import { AppError } from '../errors.js';
+import type { Clock } from '../../clock.js';
+import type { Database } from '../../db/client.js';
+import type { AccessState } from '../../domain/access.js';
+import { effectiveLimits, partnerLimits, type EffectiveLimits, type LimitDefaults } from '../../domain/limits.js';
+import { AppError } from '../../errors.js';
 import type { SharedRedis } from './redis.js';
-import type { Clock } from './services.js';
 
 const DAY_MS = 86_400_000;
 const MAX_TRACKED = 200_000;
@@ -248,31 +245,16 @@ export class DataLimits {
   }
 
   /**
-   * Takes one request from the partner's allowance: sets the RateLimit-* headers; over the limit, 429 (thrown,
-   * or the promise rejects). Without Redis and with the policy known, all of it happens synchronously.
+   * A decision's answer: the RateLimit-* headers into `headers`, and for a refusal Retry-After and the 429
+   * (thrown).
    */
-  enforce(partnerId: string, reply: FastifyReply): Promise<void> | void {
-    const known = this.knownPolicy(partnerId);
-    if (known === undefined) return this.policy(partnerId).then((policy) => (policy ? this.apply(partnerId, policy, reply) : undefined));
-    if (known === null) return;
-    return this.apply(partnerId, known, reply);
-  }
-
-  private apply(partnerId: string, policy: Policy, reply: FastifyReply): Promise<void> | void {
-    const decision = this.take(partnerId, policy);
-    if (decision instanceof Promise) return decision.then((taken) => this.answer({ decision: taken, policy }, reply));
-    this.answer({ decision, policy }, reply);
-  }
-
-  /**
-   * A decision's answer: the RateLimit-* headers, and for a refusal the 429 (thrown). Also for a decision the
-   * fast lane took before handing its request over (so one request is never counted twice).
-   */
-  answer({ decision, policy }: Taken, reply: FastifyReply): void {
-    reply.headers(rateLimitHeaders(decision));
+  settle({ decision, policy }: Taken, headers: Record<string, string>): void {
+    headers['ratelimit-limit'] = String(decision.limit);
+    headers['ratelimit-remaining'] = String(decision.remaining);
+    headers['ratelimit-reset'] = String(decision.resetSeconds);
     if (!decision.allowed) {
       this.refused++;
-      reply.header('retry-after', String(decision.retryAfterSeconds));
+      headers['retry-after'] = String(decision.retryAfterSeconds);
       throw new AppError(
         'rate_limited',
         decision.reason === 'quota'
@@ -287,77 +269,4 @@ export class DataLimits {
 export interface Taken {
   decision: Decision;
   policy: Policy;
-}
-
-/** The RateLimit-* headers of every answer to a partner with limits (the IETF draft's earlier, separate names). */
-export function rateLimitHeaders(decision: Decision): Record<string, string> {
-  return {
-    'ratelimit-limit': String(decision.limit),
-    'ratelimit-remaining': String(decision.remaining),
-    'ratelimit-reset': String(decision.resetSeconds),
-  };
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// The token endpoint's throttles (@fastify/rate-limit) on the same Redis, with the same fallback.
-
-const require = createRequire(import.meta.url);
-type StoreCallback = (error: Error | null, result?: { current: number; ttl: number }) => void;
-interface Store {
-  incr(key: string, callback: StoreCallback, timeWindow: number, max: number): void;
-  child(routeOptions: Record<string, unknown>): Store;
-}
-type StoreClass = new (...args: unknown[]) => Store;
-const LocalStore = require('@fastify/rate-limit/store/LocalStore.js') as StoreClass;
-const RedisStore = require('@fastify/rate-limit/store/RedisStore.js') as StoreClass;
-
-/**
- * A store class for @fastify/rate-limit's `store` option: its own Redis store while Redis answers, its own
- * in-memory store (this instance's counts only) when it does not.
- */
-export function failoverStore(redis: SharedRedis, prefix = 'partnerctl:token:'): FastifyRateLimitStoreCtor {
-  class Failover implements Store {
-    constructor(
-      private readonly shared: Store,
-      private readonly local: Store,
-    ) {}
-
-    incr(key: string, callback: StoreCallback, timeWindow: number, max: number): void {
-      if (!redis.available) {
-        this.local.incr(key, callback, timeWindow, max);
-        return;
-      }
-      this.shared.incr(
-        key,
-        (error, result) => {
-          if (error) {
-            redis.failed(error);
-            this.local.incr(key, callback, timeWindow, max);
-          } else {
-            callback(null, result);
-          }
-        },
-        timeWindow,
-        max,
-      );
-    }
-
-    child(routeOptions: Record<string, unknown>): Store {
-      // Every child gets the same Redis prefix; the token endpoint's keys carry their own (ip:, key:).
-      return new Failover(
-        new RedisStore(routeOptions.continueExceeding, routeOptions.exponentialBackoff, redis.client, prefix),
-        this.local.child(routeOptions),
-      );
-    }
-  }
-  const Root = class extends Failover {
-    constructor(options: unknown) {
-      const params = options as Record<string, unknown>;
-      super(
-        new RedisStore(params.continueExceeding, params.exponentialBackoff, redis.client, prefix),
-        new LocalStore(params.continueExceeding, params.exponentialBackoff),
-      );
-    }
-  };
-  return Root as unknown as FastifyRateLimitStoreCtor;
 }

@@ -1,31 +1,34 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { pino, type Logger } from 'pino';
-import { redactUrl, resolveDatabase, resolveSigningKeyFile } from '../config.js';
-import type { Database } from '../db/client.js';
-import { AppError } from '../errors.js';
+import { redactUrl, resolveDatabase, resolveSigningKeyFile, type Config, type ServerConfig } from '../../config.js';
+import type { Database } from '../../db/client.js';
+import { AppError } from '../../errors.js';
+import { startMetricsListener } from '../counters/metrics.js';
 import { buildApp } from './app.js';
-import { parseServerConfig, type ServerConfig } from './config.js';
 import { BatchedLines } from './log-destination.js';
-import { startMetricsListener } from './metrics.js';
 import { createServices } from './services.js';
 
 const REQUEST_LOG_BATCH_CHARS = 12_288;
 const REQUEST_LOG_FLUSH_MS = 250;
 
-export interface ServeOptions {
-  databaseUrl?: string;
-  host?: string;
-  port?: number;
-  upstream?: string;
-  metricsPort?: number | string;
-  metricsHost?: string;
+/** What the server takes from the terminal it runs in: where its lines go, and the signals that stop it. */
+export interface ServerTerminal {
+  /** Start-up and shutdown lines. */
+  readonly err: NodeJS.WritableStream;
+  /** The request log's destination: the file descriptor behind stdout (the log writes to it directly). */
+  readonly outFd?: number;
+  /** SIGTERM and SIGINT arrive here (the process, for the binary). */
+  readonly signals: { on(signal: NodeJS.Signals, listener: () => void): unknown; off(signal: NodeJS.Signals, listener: () => void): unknown };
 }
 
-export interface StartOptions extends ServeOptions {
-  env?: NodeJS.ProcessEnv;
-  /** The request log; default one pino JSON line per request on stdout, false for none. */
-  logger?: Logger | false;
+export interface StartOptions {
+  /** The configuration, parsed once by the entry point (src/config.ts). */
+  config: Config;
+  /** --database-url, when given (it wins over DATABASE_URL). */
+  databaseUrl?: string | undefined;
+  /** The request log: pino JSON lines to this file descriptor (default stdout), a logger of the caller's, or false for none. */
+  logger?: Logger | false | { fd: number };
 }
 
 export interface RunningServer {
@@ -45,20 +48,24 @@ function urlOf(address: AddressInfo): string {
 }
 
 /** Opens everything the API needs and listens; for the CLI (through runServer) and in-process tests. */
-export async function startServer(options: StartOptions = {}): Promise<RunningServer> {
-  const env = options.env ?? process.env;
-  const config = parseServerConfig(options, env);
+export async function startServer(options: StartOptions): Promise<RunningServer> {
+  const config = options.config.server;
+  if (config === null) throw new AppError('internal_error', 'the configuration was not loaded for serve');
+  const env = options.config.env;
   const database = resolveDatabase(options.databaseUrl, env);
+  const requested = options.logger ?? { fd: 1 };
   // Batched: lines gather in memory and go out in one write per 12 KiB or per 250 ms, whichever comes first
   // (one write per request cost more than the rest of the log); flushed synchronously on close.
   const destination =
-    options.logger === undefined
-      ? new BatchedLines(pino.destination({ dest: 1, sync: false }), REQUEST_LOG_BATCH_CHARS, REQUEST_LOG_FLUSH_MS)
+    requested !== false && 'fd' in requested
+      ? new BatchedLines(pino.destination({ dest: requested.fd, sync: false }), REQUEST_LOG_BATCH_CHARS, REQUEST_LOG_FLUSH_MS)
       : undefined;
   const logger =
-    options.logger === false
+    requested === false
       ? undefined
-      : (options.logger ?? pino({ level: config.logLevel, base: null, timestamp: pino.stdTimeFunctions.isoTime }, destination!));
+      : destination !== undefined
+        ? pino({ level: config.logLevel, base: null, timestamp: pino.stdTimeFunctions.isoTime }, destination)
+        : (requested as Logger);
   const services = await createServices({ server: config, database, signingKeyFile: resolveSigningKeyFile(database, env) }, { logger });
   const { db } = services;
   let app: FastifyInstance | undefined;
@@ -131,35 +138,40 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
 }
 
 /**
- * `partnerctl serve`: listens until SIGTERM or SIGINT, then stops accepting, finishes the requests in
- * flight, closes the database and resolves. A second signal drops the connections still open.
+ * `partnerctl serve`: listens until SIGTERM or SIGINT (from the terminal's signals), then stops accepting,
+ * finishes the requests in flight, closes the database and resolves. A second signal drops the connections
+ * still open. Writes only to the terminal it is given.
  */
-export async function runServer(options: ServeOptions): Promise<void> {
-  const server = await startServer(options);
+export async function runServer(options: StartOptions, terminal: ServerTerminal): Promise<void> {
+  const server = await startServer({ ...options, logger: options.logger ?? { fd: terminal.outFd ?? 1 } });
+  const say = (line: string) => terminal.err.write(`partnerctl serve: ${line}\n`);
   const { provider, url } = server.db.config;
   const where = provider === 'sqlite' ? url : redactUrl(url);
-  process.stderr.write(`partnerctl serve: listening on ${server.url} (${provider} ${where})\n`);
-  if (server.metricsUrl) process.stderr.write(`partnerctl serve: metrics on ${server.metricsUrl}/metrics\n`);
+  say(`listening on ${server.url} (${provider} ${where})`);
+  if (server.metricsUrl) say(`metrics on ${server.metricsUrl}/metrics`);
 
   const signals: NodeJS.Signals[] = ['SIGTERM', 'SIGINT'];
+  const listeners = new Map<NodeJS.Signals, () => void>();
   let received = 0;
-  let onSignal: (signal: NodeJS.Signals) => void = () => {};
   await new Promise<void>((resolve) => {
-    onSignal = (signal) => {
-      received++;
-      if (received === 1) {
-        process.stderr.write(`partnerctl serve: ${signal}: finishing requests in flight\n`);
-        resolve();
-      } else {
-        server.app.server.closeAllConnections();
-      }
-    };
-    for (const signal of signals) process.on(signal, onSignal);
+    for (const signal of signals) {
+      const listener = () => {
+        received++;
+        if (received === 1) {
+          say(`${signal}: finishing requests in flight`);
+          resolve();
+        } else {
+          server.app.server.closeAllConnections();
+        }
+      };
+      listeners.set(signal, listener);
+      terminal.signals.on(signal, listener);
+    }
   });
   try {
     await server.close();
   } finally {
-    for (const signal of signals) process.off(signal, onSignal);
+    for (const [signal, listener] of listeners) terminal.signals.off(signal, listener);
   }
-  process.stderr.write('partnerctl serve: stopped\n');
+  say('stopped');
 }

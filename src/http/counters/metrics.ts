@@ -1,21 +1,19 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
-import { currentRevision } from '../db/repositories/revision.js';
-import type { Database } from '../db/client.js';
-import type { AccessState } from '../domain/access.js';
-import type { TokenVerifier } from '../domain/tokens.js';
-import type { UsageCounter } from '../domain/usage.js';
-import { BASE_PATH } from './config.js';
-import type { FinishedRequest } from './fast-path.js';
+import type { Database } from '../../db/client.js';
+import { databaseFailure } from '../../domain/health.js';
+import type { AccessState } from '../../domain/access.js';
+import type { TokenVerifier } from '../../domain/tokens.js';
+import type { UsageCounter } from '../../domain/usage.js';
+import type { FinishedRequest } from '../protocol/finished-request.js';
+import { BASE_PATH, OPENAPI_PATH, TOKEN_PATH } from '../protocol/paths.js';
 import type { DataLimits } from './limits.js';
 import type { SharedRedis } from './redis.js';
 
 const ROUTE_CLASSES = ['token', 'data', 'other'] as const;
 const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const;
 const TOKEN_OUTCOMES = ['issued', 'refused', 'rate_limited'] as const;
-const TOKEN_ROUTE = `${BASE_PATH}/auth/token`;
-const OPENAPI_ROUTE = `${BASE_PATH}/openapi.json`;
 
 /** `url` (with its query) is exactly `path`. */
 const isPath = (url: string, path: string): boolean => url.startsWith(path) && (url.length === path.length || url.charCodeAt(path.length) === 63); // '?'
@@ -26,8 +24,8 @@ const isPath = (url: string, path: string): boolean => url.startsWith(path) && (
  */
 function routeClassOf(url: string): number {
   if (!url.startsWith(BASE_PATH)) return 2;
-  if (isPath(url, TOKEN_ROUTE)) return 0;
-  if (isPath(url, OPENAPI_ROUTE)) return 2;
+  if (isPath(url, TOKEN_PATH)) return 0;
+  if (isPath(url, OPENAPI_PATH)) return 2;
   const next = url.charCodeAt(BASE_PATH.length);
   return url.length === BASE_PATH.length || next === 47 || next === 63 ? 1 : 2; // '/', '?'
 }
@@ -182,7 +180,7 @@ export class Metrics {
       help: 'Whether the database answered a probe at this scrape (1) or not (0)',
       registers,
       async collect() {
-        this.set((await probeDatabase(db)) ? 1 : 0);
+        this.set((await databaseFailure(db, DATABASE_PROBE_TIMEOUT_MS)) === undefined ? 1 : 0);
       },
     });
     new Gauge({
@@ -252,38 +250,6 @@ export class Metrics {
       counts[statusClass]!++;
     }
   }
-}
-
-async function probeDatabase(db: Database): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      (async () => {
-        await db.sql.verify();
-        return (await currentRevision(db.sql)) !== null;
-      })(),
-      new Promise<boolean>((resolve) => {
-        timer = setTimeout(() => resolve(false), DATABASE_PROBE_TIMEOUT_MS);
-      }),
-    ]);
-  } catch {
-    return false;
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-/**
- * Called once per finished answer (Fastify's onResponse, or the fast lane's `finished`): the metrics and the
- * usage counts. Usage counts only data requests of an authenticated partner (its token verified), whatever
- * their answer.
- */
-export function responseObserver(metrics: Metrics | null, usage: UsageCounter | null): ((answered: FinishedRequest) => void) | undefined {
-  if (!metrics && !usage) return undefined;
-  return (answered) => {
-    metrics?.response(answered);
-    if (usage !== null && answered.partnerId !== null) usage.record(answered.partnerId, answered.companyId ?? '', answered.status, answered.engineMs);
-  };
 }
 
 /** The metrics listener: GET /metrics in the Prometheus text format on its own address, nothing else. */

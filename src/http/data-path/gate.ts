@@ -1,9 +1,10 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
-import { AppError, isAppError } from '../errors.js';
-import { refuseCompanyIdAliases } from './edges.js';
-import type { AccessState } from '../domain/access.js';
-import { ACCESS_KEY_PREFIX, SECRET_KEY_PREFIX } from '../domain/identifiers.js';
-import type { TokenClaims, TokenVerifier } from '../domain/tokens.js';
+// The gate's reading of a data request: its credentials (one bearer token, never an API key), its query and
+// its company. Plain functions over Node's request, whichever way the request came in.
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import { parse as parseQuery } from 'fast-querystring';
+import { ACCESS_KEY_PREFIX, SECRET_KEY_PREFIX } from '../../domain/identifiers.js';
+import { AppError, isAppError } from '../../errors.js';
+import { refuseCompanyIdAliases } from '../protocol/edges.js';
 
 // Compact JWS: three base64url parts. Anything else (extra spaces, a second scheme, quotes) is refused.
 const BEARER = /^[Bb][Ee][Aa][Rr][Ee][Rr] ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$/;
@@ -14,8 +15,8 @@ const KEY_MATERIAL = new RegExp(`(${ACCESS_KEY_PREFIX}|${SECRET_KEY_PREFIX})[0-9
 const PERCENT_ESCAPE = /%([0-9A-Fa-f]{2})/g;
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 
-function unauthorized(reply: FastifyReply, tokenGiven: boolean, message: string): AppError {
-  reply.header('www-authenticate', tokenGiven ? 'Bearer error="invalid_token"' : 'Bearer');
+function unauthorized(answerHeaders: Record<string, string>, tokenGiven: boolean, message: string): AppError {
+  answerHeaders['www-authenticate'] = tokenGiven ? 'Bearer error="invalid_token"' : 'Bearer';
   return new AppError('unauthorized', message);
 }
 
@@ -48,11 +49,11 @@ export function redactKeyMaterial(text: string): string {
 }
 
 /**
- * The bearer token from the one Authorization header. Node keeps only the first of duplicated Authorization
- * headers, so the raw header list is what tells whether there were two.
+ * The bearer token from the one Authorization header; a refusal names the scheme in `answerHeaders`
+ * (WWW-Authenticate). Node keeps only the first of duplicated Authorization headers, so the raw header list
+ * is what tells whether there were two. Headers that look like API keys are refused outright.
  */
-function bearerToken(request: FastifyRequest, reply: FastifyReply): string {
-  const raw = request.raw.rawHeaders;
+export function bearerToken(raw: readonly string[], answerHeaders: Record<string, string>): string {
   let seen = 0;
   let value: string | undefined;
   for (let i = 0; i < raw.length; i += 2) {
@@ -65,66 +66,37 @@ function bearerToken(request: FastifyRequest, reply: FastifyReply): string {
       throw apiKeysRefused();
     }
   }
-  if (seen === 0 || value === undefined) throw unauthorized(reply, false, 'a bearer token is required');
-  if (seen > 1) throw unauthorized(reply, true, 'send exactly one Authorization header');
-  if (value.length > MAX_TOKEN_LENGTH) throw unauthorized(reply, true, 'the token is not valid');
+  if (seen === 0 || value === undefined) throw unauthorized(answerHeaders, false, 'a bearer token is required');
+  if (seen > 1) throw unauthorized(answerHeaders, true, 'send exactly one Authorization header');
+  if (value.length > MAX_TOKEN_LENGTH) throw unauthorized(answerHeaders, true, 'the token is not valid');
   const match = BEARER.exec(value);
-  if (!match) throw unauthorized(reply, value.length > 0, 'the Authorization header must be "Bearer <token>"');
+  if (!match) throw unauthorized(answerHeaders, value.length > 0, 'the Authorization header must be "Bearer <token>"');
   return match[1]!;
 }
 
-/**
- * The fast lane's form of bearerToken (fast-path.ts): the token when the headers hold exactly one
- * well-formed `Authorization: Bearer` and nothing that looks like an API key; null for anything else, which
- * bearerToken then refuses with its own answer.
- */
-export function bearerTokenOf(raw: readonly string[]): string | null {
-  let value: string | undefined;
-  for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i]!;
-    const headerValue = raw[i + 1]!;
-    if (name.length === 13 && name.toLowerCase() === 'authorization') {
-      if (value !== undefined) return null;
-      value = headerValue;
-    } else if (KEY_HEADER.test(name) || carriesKeyMaterial(headerValue)) {
-      return null;
-    }
-  }
-  if (value === undefined || value.length > MAX_TOKEN_LENGTH) return null;
-  return BEARER.exec(value)?.[1] ?? null;
+/** A refusal of the token itself (not verified, or no longer accepted), as the gate answers it. */
+export function tokenRefused(answerHeaders: Record<string, string>, error: unknown): unknown {
+  return isAppError(error) && error.code === 'unauthorized' ? unauthorized(answerHeaders, true, error.message) : error;
+}
+
+// The usual query: company_id alone, in characters no query parser decodes.
+const PLAIN_COMPANY_QUERY = /^company_id=[A-Za-z0-9_.:~!$'()*,@-]+$/;
+
+export type Query = Record<string, string | string[] | undefined>;
+
+/** The query as Fastify's own parser reads it (fast-querystring), without parsing the usual one. */
+export function queryOf(url: string): Query {
+  const queryStart = url.indexOf('?');
+  if (queryStart < 0) return {};
+  const query = url.slice(queryStart + 1);
+  if (PLAIN_COMPANY_QUERY.test(query)) return { company_id: query.slice(11) };
+  return parseQuery(query) as Query;
 }
 
 /** Keys anywhere in the raw URL (path or query), or access_key / secret_key query parameters. */
-function refuseKeysInUrl(request: FastifyRequest): void {
-  const url = request.raw.url ?? '';
+export function refuseKeysInUrl(url: string, query: Query): void {
   if (urlCarriesKeyMaterial(url)) throw apiKeysRefused();
-  if (!url.includes('?')) return;
-  const query = request.query as Record<string, unknown>;
   if (Object.hasOwn(query, 'access_key') || Object.hasOwn(query, 'secret_key')) throw apiKeysRefused();
-}
-
-/**
- * onRequest of a data request: keys refused (URL, then headers, before the token is looked at), token
- * verified, partner and key pair still accepted.
- */
-export async function authenticate(
-  request: FastifyRequest,
-  reply: FastifyReply,
-  verifier: TokenVerifier,
-  access: AccessState,
-): Promise<TokenClaims> {
-  refuseKeysInUrl(request);
-  const token = bearerToken(request, reply);
-  let claims: TokenClaims;
-  try {
-    claims = await verifier.verify(token);
-    await access.authenticate(claims);
-  } catch (error) {
-    if (isAppError(error) && error.code === 'unauthorized') throw unauthorized(reply, true, error.message);
-    throw error;
-  }
-  request.partnerId = claims.partnerId;
-  return claims;
 }
 
 function invalid(message: string): AppError {
@@ -153,9 +125,9 @@ export function countTopLevelKey(text: string, name: string): number {
   return count;
 }
 
-function carriesBody(request: FastifyRequest): boolean {
-  const length = request.headers['content-length'];
-  return (length !== undefined && length !== '0') || request.headers['transfer-encoding'] !== undefined;
+function carriesBody(headers: IncomingHttpHeaders): boolean {
+  const length = headers['content-length'];
+  return (length !== undefined && length !== '0') || headers['transfer-encoding'] !== undefined;
 }
 
 function mayRepeatKey(text: string): boolean {
@@ -163,38 +135,45 @@ function mayRepeatKey(text: string): boolean {
   return text.includes('\\u') || (first >= 0 && text.indexOf('company_id', first + 1) >= 0);
 }
 
+/** A JSON body as the server received it: the parsed value, its text (what the gate reads), its bytes (what is forwarded). */
+export interface RequestBody {
+  value: unknown;
+  text: string;
+  bytes: Buffer;
+}
+
 /**
  * The target company: in the JSON body for POST, PUT and PATCH, in the query otherwise; exactly once, as a
  * non-empty string. The body must not smuggle API keys either.
  */
-export function companyOf(request: FastifyRequest): string {
+export function companyOf(request: IncomingMessage, query: Query, body: RequestBody | null): string {
+  const method = request.method!;
   // `company%5Fid`, `Company_Id`, `company_id[]`, `;company_id=`: no spelling an engine could read differently.
-  refuseCompanyIdAliases(request.raw.url ?? '');
-  const query = request.query as Record<string, unknown>;
+  refuseCompanyIdAliases(request.url ?? '');
   const fromQuery = Object.hasOwn(query, 'company_id') ? query.company_id : undefined;
-  const body = request.body;
-  const isObject = typeof body === 'object' && body !== null && !Array.isArray(body);
-  const fields = isObject ? (body as Record<string, unknown>) : undefined;
-  const raw = request.rawBody;
+  const value0 = body?.value;
+  const isObject = typeof value0 === 'object' && value0 !== null && !Array.isArray(value0);
+  const fields = isObject ? (value0 as Record<string, unknown>) : undefined;
+  const raw = body?.text ?? null;
   if (raw !== null && (carriesKeyMaterial(raw) || (fields && (Object.hasOwn(fields, 'access_key') || Object.hasOwn(fields, 'secret_key'))))) {
     throw apiKeysRefused();
   }
   const fromBody = fields && Object.hasOwn(fields, 'company_id') ? fields.company_id : undefined;
   let value: unknown;
-  if (BODY_METHODS.has(request.method)) {
+  if (BODY_METHODS.has(method)) {
     if (fromQuery !== undefined) {
-      throw invalid(`company_id goes in the JSON body for ${request.method}, not in the query`);
+      throw invalid(`company_id goes in the JSON body for ${method}, not in the query`);
     }
-    if (!isObject) throw invalid(`a ${request.method} request needs a JSON object body holding company_id`);
+    if (!isObject) throw invalid(`a ${method} request needs a JSON object body holding company_id`);
     if (raw !== null && mayRepeatKey(raw) && countTopLevelKey(raw, 'company_id') > 1) {
       throw invalid('company_id is given more than once');
     }
     value = fromBody;
   } else {
-    if (fromBody !== undefined) throw invalid(`company_id goes in the query for ${request.method}, not in the body`);
+    if (fromBody !== undefined) throw invalid(`company_id goes in the query for ${method}, not in the body`);
     // Fastify never reads a GET or HEAD body, so a company_id in it would go unseen: refuse the body instead.
-    if ((request.method === 'GET' || request.method === 'HEAD') && carriesBody(request)) {
-      throw invalid(`a ${request.method} request must not carry a body`);
+    if ((method === 'GET' || method === 'HEAD') && carriesBody(request.headers)) {
+      throw invalid(`a ${method} request must not carry a body`);
     }
     if (Array.isArray(fromQuery)) throw invalid('company_id is given more than once');
     value = fromQuery;

@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { isAppError, statusOf, type ErrorCode } from '../errors.js';
-import { ACCESS_KEY_PREFIX, SECRET_KEY_PREFIX } from '../domain/identifiers.js';
+import { isAppError, statusOf, type ErrorCode } from '../../errors.js';
+import { ACCESS_KEY_PREFIX, SECRET_KEY_PREFIX } from '../../domain/identifiers.js';
 
 export interface ErrorEnvelope {
   error: { code: string; message: string; request_id: string };
@@ -111,16 +111,38 @@ export function loggableChain(error: unknown): LoggedError[] {
   return chain;
 }
 
-/** The one way an error leaves the server; `safeMessage` replaces the default text when the caller has a better one. */
-export function sendError(reply: FastifyReply, request: FastifyRequest, error: unknown, safeMessage?: string): FastifyReply {
+/** An error's answer: status, the headers it needs, the envelope. */
+export interface ErrorAnswer {
+  status: number;
+  code: ErrorCode;
+  /** The error behind a 5xx (database, engine, signing keys, a bug): for the log, never the client. */
+  failure: unknown;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/**
+ * The one way an error leaves the server, whichever way the request came in: the envelope with the request
+ * id, `WWW-Authenticate: Bearer` on a 401 unless the gate set its own; `safeMessage` replaces the default text.
+ */
+export function errorAnswer(error: unknown, requestId: string, safeMessage?: string): ErrorAnswer {
   const described = describeError(error);
   const { code, status } = described;
   const message = safeMessage ?? described.message;
-  // A 5xx other than a bug (logged where it is caught): kept for the request log, which says why.
-  if (status >= 500 && !described.internal) request.serverFailure = error;
-  reply.header('x-request-id', request.id);
-  if (status === 401 && code === 'unauthorized' && !reply.hasHeader('www-authenticate')) {
-    reply.header('www-authenticate', 'Bearer');
-  }
-  return reply.code(status).type('application/json; charset=utf-8').send(envelope(code, message, request.id));
+  const body = JSON.stringify(envelope(code, message, requestId));
+  const headers: Record<string, string> = {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': String(Buffer.byteLength(body)),
+    'x-request-id': requestId,
+  };
+  if (status === 401 && code === 'unauthorized') headers['www-authenticate'] = 'Bearer';
+  return { status, code, failure: status >= 500 ? error : undefined, headers, body };
+}
+
+/** errorAnswer through Fastify's reply (headers the reply already holds, such as the gate's, win). */
+export function sendError(reply: FastifyReply, request: FastifyRequest, error: unknown, safeMessage?: string): FastifyReply {
+  const answer = errorAnswer(error, request.id, safeMessage);
+  if (answer.failure !== undefined) request.serverFailure = answer.failure;
+  for (const name in answer.headers) if (name === 'content-type' || !reply.hasHeader(name)) reply.header(name, answer.headers[name]!);
+  return reply.code(answer.status).send(answer.body);
 }

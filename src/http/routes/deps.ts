@@ -1,14 +1,15 @@
 import type { Logger } from 'pino';
-import type { Database } from '../db/client.js';
-import type { AccessState } from '../domain/access.js';
-import type { CredentialExchange } from '../domain/credentials.js';
-import type { TokenClaims, TokenVerifier } from '../domain/tokens.js';
-import type { ServerConfig } from './config.js';
-import type { DataLimits } from './limits.js';
-import type { SharedRedis } from './redis.js';
-import type { Forwarder } from './forwarder.js';
-import type { Metrics } from './metrics.js';
-import type { UsageCounter } from '../domain/usage.js';
+import type { Database } from '../../db/client.js';
+import type { AccessState } from '../../domain/access.js';
+import type { CredentialExchange } from '../../domain/credentials.js';
+import type { TokenVerifier } from '../../domain/tokens.js';
+import type { UsageCounter } from '../../domain/usage.js';
+import type { ServerConfig } from '../../config.js';
+import type { DataLimits } from '../counters/limits.js';
+import type { Metrics } from '../counters/metrics.js';
+import type { SharedRedis } from '../counters/redis.js';
+import type { DataRequest } from '../data-path/pipeline.js';
+import type { Forwarder } from '../data-path/forwarder.js';
 
 export interface AppDeps {
   db: Database;
@@ -32,21 +33,17 @@ export interface AppDeps {
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** The verified claims of a data request's bearer token. */
-    claims: TokenClaims | null;
-    /** Known once a token is verified or minted: for the request log. */
+    /** A data request: what the data path knows of it (partner, company, engine time). */
+    dataRequest: DataRequest | null;
+    /** Known once a token is minted: for the request log. */
     partnerId: string | null;
     /** A token exchange: the key pair its access key named (null when none), logged with the client's address and user agent. */
     exchangeKeyPairId: string | null | undefined;
-    /** The company a data request names, once authorised. */
-    companyId: string | null;
     /** The JSON body exactly as received, forwarded unchanged. */
     rawBody: string | null;
     /** The JSON body's bytes exactly as received: what a data request forwards. */
     bodyBytes: Buffer | null;
-    /** The error behind a 5xx answer other than internal_error (database, engine, signing keys): for the log. */
+    /** The error behind a 5xx answer (database, engine, signing keys, a bug): for the log. */
     serverFailure: unknown;
-    /** A forwarded data request: milliseconds the engine took to answer (0 until it has). */
-    engineMs: number;
   }
 }

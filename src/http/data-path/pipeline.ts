@@ -1,0 +1,223 @@
+// The one data path: every data request, whichever way it enters (the bare listener or the Fastify route),
+// goes through these steps, written once against Node's request and response types:
+//   read + gate + limit (`admit`, before any body is read) -> company (`authorize`) -> `forward` -> `answer`,
+// and the entry hands the finished request to `finish` (request log, usage, metrics).
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
+import type { AccessState } from '../../domain/access.js';
+import type { TokenClaims, TokenVerifier } from '../../domain/tokens.js';
+import { AppError } from '../../errors.js';
+import type { DataLimits, Policy } from '../counters/limits.js';
+import { errorAnswer } from '../protocol/errors.js';
+import type { FinishedRequest } from '../protocol/finished-request.js';
+import type { EngineResponse, Forwarder } from './forwarder.js';
+import { engineErrorEnvelope, engineRequestHeaders, engineResponseHeaders, engineTarget } from './forwarding.js';
+import { bearerToken, companyOf, queryOf, refuseKeysInUrl, tokenRefused, type Query, type RequestBody } from './gate.js';
+
+/** What the data path knows of one request as it goes through the steps. */
+export class DataRequest {
+  /** The verified token's claims, once admitted. */
+  claims: TokenClaims | null = null;
+  /** The company the request is authorised for, once authorised. */
+  companyId: string | null = null;
+  /** Headers every answer to this request carries, set by the gate and the limits (WWW-Authenticate, RateLimit-*). */
+  readonly headers: Record<string, string> = {};
+  /** How long the engine took to answer (0 until it has). */
+  engineMs = 0;
+  /** The query, as parsed once by `admit`. */
+  query: Query = {};
+
+  constructor(
+    readonly id: string,
+    /** performance.now() when the request arrived. */
+    readonly started: number,
+  ) {}
+}
+
+/** An answer to write: status, headers, body. */
+export interface Answer {
+  status: number;
+  headers: Record<string, string | string[] | number>;
+  body: Buffer | string;
+}
+
+export interface DataPathDeps {
+  verifier: TokenVerifier;
+  access: AccessState;
+  /** Per-partner limits; null: none. */
+  limits: DataLimits | null;
+  /** The engine; null: none configured (data requests get 503). */
+  forwarder: Forwarder | null;
+  /** The engine's path prefix (its URL's path without a trailing slash). */
+  prefix: string;
+  corsOn: boolean;
+  logger: Logger | undefined;
+}
+
+// The engine's own framing and what it says of its body: an error answer is the gateway's envelope instead.
+const ENGINE_ERROR_DROPPED = ['content-type', 'content-length', 'content-encoding', 'content-range', 'etag', 'last-modified', 'www-authenticate', 'proxy-authenticate'];
+
+function upstreamFailure(error: Error & { statusCode?: number; code?: string }): AppError {
+  const timedOut = error.statusCode === 504 || /TIMEOUT/i.test(error.code ?? '');
+  return timedOut
+    ? new AppError('upstream_timeout', 'the recommendation engine did not answer in time', { cause: error })
+    : new AppError('bad_gateway', 'the recommendation engine could not be reached', { cause: error });
+}
+
+export class DataPath {
+  constructor(private readonly deps: DataPathDeps) {}
+
+  /**
+   * Read, gate and limit, before any body is read: no API key in the URL or the headers, one valid bearer
+   * token, the partner and the minting pair still accepted, then one request from the partner's allowance
+   * (RateLimit-* headers; 429 when none is left). From the caches without waiting when they can say.
+   */
+  admit(request: IncomingMessage, data: DataRequest): void | Promise<void> {
+    const url = request.url ?? '';
+    data.query = queryOf(url);
+    refuseKeysInUrl(url, data.query);
+    const token = bearerToken(request.rawHeaders, data.headers);
+    const claims = this.deps.verifier.verifiedNow(token);
+    if (claims !== undefined && this.deps.access.authenticatesNow(claims)) {
+      data.claims = claims;
+      return this.limit(data);
+    }
+    return this.admitWaiting(token, data);
+  }
+
+  private async admitWaiting(token: string, data: DataRequest): Promise<void> {
+    try {
+      const claims = await this.deps.verifier.verify(token);
+      await this.deps.access.authenticate(claims);
+      data.claims = claims;
+    } catch (error) {
+      throw tokenRefused(data.headers, error);
+    }
+    await this.limit(data);
+  }
+
+  private limit(data: DataRequest): void | Promise<void> {
+    const limits = this.deps.limits;
+    if (limits === null) return;
+    const partnerId = data.claims!.partnerId;
+    const known = limits.knownPolicy(partnerId);
+    if (known === null) return;
+    if (known === undefined) return limits.policy(partnerId).then((policy) => (policy === null ? undefined : this.take(limits, data, policy)));
+    return this.take(limits, data, known);
+  }
+
+  private take(limits: DataLimits, data: DataRequest, policy: Policy): void | Promise<void> {
+    const decided = limits.take(data.claims!.partnerId, policy);
+    if (decided instanceof Promise) return decided.then((decision) => limits.settle({ decision, policy }, data.headers));
+    limits.settle({ decision: decided, policy }, data.headers);
+  }
+
+  /** The company (query, or JSON body for POST, PUT and PATCH), mapped to the token's partner. */
+  authorize(request: IncomingMessage, data: DataRequest, body: RequestBody | null): void | Promise<void> {
+    const company = companyOf(request, data.query, body);
+    const claims = data.claims!;
+    if (this.deps.access.authorizesCompanyNow(claims, company)) {
+      data.companyId = company;
+      return;
+    }
+    return this.deps.access.authorizeCompany(claims, company).then(() => {
+      data.companyId = company;
+    });
+  }
+
+  /** The request, rewritten by the forwarding contract, to the engine; its answer, or 502/503/504. */
+  async forward(request: IncomingMessage, data: DataRequest, body: Buffer | null): Promise<EngineResponse> {
+    const { forwarder, prefix } = this.deps;
+    if (forwarder === null) throw new AppError('upstream_unavailable', 'no recommendation engine is configured');
+    const sent = performance.now();
+    try {
+      const engine = await forwarder.forward({
+        method: request.method!,
+        path: engineTarget(request.url ?? '', prefix),
+        headers: engineRequestHeaders(request.rawHeaders, request.headers.connection, {
+          partnerId: data.claims!.partnerId,
+          companyId: data.companyId!,
+          requestId: data.id,
+          contentLength: body === null ? null : body.length,
+        }),
+        body,
+      });
+      data.engineMs = performance.now() - sent;
+      return engine;
+    } catch (error) {
+      if (error instanceof AppError) throw error;
+      throw upstreamFailure(error as Error);
+    }
+  }
+
+  /**
+   * The engine's answer as the client gets it: a success with the engine's headers (the gateway's RateLimit-*
+   * unless the engine sent its own); an error as the gateway's envelope (the engine's body to the log).
+   */
+  answer(engine: EngineResponse, data: DataRequest): Answer {
+    const headers: Record<string, string | string[] | number> = engineResponseHeaders(engine.headers, this.deps.corsOn);
+    for (const name in data.headers) headers[name] ??= data.headers[name]!;
+    headers['x-request-id'] = data.id;
+    if (engine.status < 400) {
+      headers['content-length'] = engine.body.length;
+      return { status: engine.status, headers, body: engine.body };
+    }
+    const translated = engineErrorEnvelope(engine.status, engine.headers, engine.body, data.id);
+    if (translated.logBody !== undefined) {
+      this.deps.logger?.warn({ request_id: data.id, engine_status: engine.status, engine_body: translated.logBody }, 'the engine answered an error');
+    }
+    for (const name of ENGINE_ERROR_DROPPED) delete headers[name];
+    headers['content-type'] = 'application/json; charset=utf-8';
+    return { status: translated.status, headers, body: translated.body };
+  }
+
+  /**
+   * A whole data request without a body, straight from Node's listener: every step above, the answer (or
+   * the error's envelope) written on the response, then `finish`.
+   */
+  serve(request: IncomingMessage, response: ServerResponse, data: DataRequest, finish: (finished: FinishedRequest) => void): void {
+    const done = (answer: Answer, failure?: unknown): void => {
+      response.writeHead(answer.status, answer.headers);
+      response.end(answer.body);
+      finish({
+        requestId: data.id,
+        partnerId: data.claims?.partnerId ?? null,
+        companyId: data.companyId,
+        method: request.method!,
+        url: request.url!,
+        status: answer.status,
+        durationMs: performance.now() - data.started,
+        engineMs: data.engineMs,
+        ...(failure === undefined ? {} : { failure }),
+      });
+    };
+    const refuse = (error: unknown): void => {
+      if (response.headersSent) {
+        response.destroy();
+        return;
+      }
+      const answer = errorAnswer(error, data.id);
+      // The gate's own headers win over the defaults (its WWW-Authenticate names the problem).
+      done({ status: answer.status, headers: { ...answer.headers, ...data.headers }, body: answer.body }, answer.failure);
+    };
+    // One step, then the next: at once when the step could say without waiting, else once it has.
+    const step = (run: () => void | Promise<void>, next: () => void): void => {
+      let pending: void | Promise<void>;
+      try {
+        pending = run();
+      } catch (error) {
+        refuse(error);
+        return;
+      }
+      if (pending === undefined) next();
+      else pending.then(next, refuse);
+    };
+    const forward = (): void => {
+      this.forward(request, data, null).then((engine) => done(this.answer(engine, data)), refuse).catch(refuse);
+    };
+    step(
+      () => this.admit(request, data),
+      () => step(() => this.authorize(request, data, null), forward),
+    );
+  }
+}
