@@ -4,8 +4,8 @@ import { loadCliConfig } from '../config.js';
 import { AppError, EXIT, firstLine } from '../errors.js';
 import { hintFor } from './hints.js';
 import { Output } from './output.js';
-import { buildProgram } from './program.js';
-import { isReadOnlyCommand, Session, type GlobalOptions } from './session.js';
+import { buildProgram, isReadOnly } from './program.js';
+import { Session, type GlobalOptions } from './session.js';
 import type { Terminal } from './terminal.js';
 
 /** The only place that turns errors into messages and exit codes. */
@@ -48,28 +48,32 @@ function oneLine(text: string): string {
  */
 export async function runCli(argv: readonly string[], terminal: Terminal): Promise<number> {
   let exitCode: number = EXIT.ok;
-  const program = buildProgram(async (command: Command, action) => {
+  const program = buildProgram(async (command: Command, definition) => {
     let session: Session | undefined;
     try {
-      const path = command.parent?.parent ? `${command.parent.name()} ${command.name()}` : command.name();
+      const options = command.opts();
       session = new Session(
         command.optsWithGlobals<GlobalOptions>(),
         loadCliConfig(terminal.env),
         terminal,
-        isReadOnlyCommand(path, command.opts()),
+        isReadOnly(definition, options),
       );
-      exitCode = (await action(session, new Output(session), command)) ?? EXIT.ok;
+      const invocation = { args: command.processedArgs as (string | undefined)[], options, command };
+      exitCode = (await definition.run!(session, new Output(session), invocation)) ?? EXIT.ok;
     } catch (error) {
       exitCode = report(error, session, argv, terminal);
     } finally {
       await session?.close();
     }
-  });
+  }, argv);
   // Usage errors of every command, subcommands included, are one line too (commander adds a "Did you mean"
   // line of its own, and subcommands do not inherit output settings given after they were made).
   const output = {
     writeOut: (text: string) => void terminal.out.write(text),
     writeErr: (text: string) => void terminal.err.write(text),
+    // The terminal's width, not the process's (help is at most 80 columns whatever this says).
+    getOutHelpWidth: () => terminal.columns ?? 80,
+    getErrHelpWidth: () => terminal.columns ?? 80,
     outputError: (text: string, write: (text: string) => void) => {
       const message = oneLine(text.replace(/^error: /, '').trim());
       write(`partnerctl: invalid_argument: ${message} (see 'partnerctl --help')\n`);

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { AppError } from '../../errors.js';
-import type { Output } from '../output.js';
+import { defineCommand } from '../definition.js';
 import type { Session } from '../session.js';
 
 interface Spec {
@@ -155,7 +155,15 @@ function fish(root: Command): string {
   return `${lines.join('\n')}\n`;
 }
 
-export async function runCompletion(session: Session, _out: Output, shell: string | undefined, command: Command): Promise<void> {
+export const completionCommand = defineCommand({
+  name: 'completion',
+  description: 'print a shell completion script (commands, options, partner names)',
+  arguments: [{ name: '[shell]', description: 'bash, zsh or fish' }],
+  examples: [{ lines: ['eval "$(partnerctl completion bash)"', 'partnerctl completion fish > ~/.config/fish/completions/partnerctl.fish'] }],
+  run: (session, _out, { args, command }) => runCompletion(session, args[0], command),
+});
+
+async function runCompletion(session: Session, shell: string | undefined, command: Command): Promise<void> {
   let root = command;
   while (root.parent) root = root.parent;
   const make = { bash, zsh, fish }[shell as 'bash' | 'zsh' | 'fish'];
@@ -167,11 +175,19 @@ export async function runCompletion(session: Session, _out: Output, shell: strin
   session.terminal.out.write(make(root));
 }
 
+export const completePartnersCommand = defineCommand({
+  name: '__complete-partners',
+  description: '',
+  hidden: true,
+  arguments: [{ name: '[prefix]' }],
+  readOnly: true,
+  run: (session, _out, { args }) => runCompletePartners(session, args[0]),
+});
+
 /** For the completion scripts: partner names starting with what was typed (up to 200), one per line. */
-export async function runCompletePartners(session: Session, prefix: string | undefined): Promise<void> {
-  const { searchPartners } = await import('../../db/repositories/partners.js');
-  const db = await session.db();
-  const partners = await searchPartners(db.sql, '', 1000);
+async function runCompletePartners(session: Session, prefix: string | undefined): Promise<void> {
+  const [{ searchPartners }, db] = await Promise.all([import('../../domain/partners.js'), session.db()]);
+  const partners = await searchPartners(db, '', 1000);
   const typed = (prefix ?? '').toLowerCase();
   const names = partners.map((partner) => partner.name).filter((name) => name.toLowerCase().startsWith(typed) && !/[\n\r]/.test(name));
   session.terminal.out.write(names.slice(0, 200).map((name) => `${name}\n`).join(''));
