@@ -1,5 +1,4 @@
 import { CommanderError, type Command } from 'commander';
-import { translateDatabaseError } from '../domain/transactions.js';
 import { loadCliConfig } from '../config.js';
 import { AppError, EXIT, firstLine } from '../errors.js';
 import { hintFor } from './hints.js';
@@ -9,14 +8,20 @@ import { Session, type GlobalOptions } from './session.js';
 import type { Terminal } from './terminal.js';
 
 /** The only place that turns errors into messages and exit codes. */
-function report(thrown: unknown, session: Session | undefined, argv: readonly string[], terminal: Terminal): number {
+async function report(thrown: unknown, session: Session | undefined, argv: readonly string[], terminal: Terminal): Promise<number> {
   let error: unknown = thrown;
   const debug = session?.options.debug === true || argv.includes('--debug');
   const name = (error as Error | undefined)?.name;
   if (name === 'ExitPromptError' || name === 'AbortPromptError') {
     error = new AppError('cancelled', 'cancelled; nothing changed');
   }
-  const known = error instanceof AppError ? error : isDatabaseError(error) ? translateDatabaseError(error) : undefined;
+  // The domain's translation is loaded only for a database error: --help and bad usage never load it.
+  const known =
+    error instanceof AppError
+      ? error
+      : isDatabaseError(error)
+        ? (await import('../domain/transactions.js')).translateDatabaseError(error)
+        : undefined;
   const code = known ? known.code : 'internal_error';
   const message = known ? known.message : firstLine(error);
   const hint = known ? hintFor(known) : 'this is a bug; run again with --debug for details';
@@ -61,7 +66,7 @@ export async function runCli(argv: readonly string[], terminal: Terminal): Promi
       const invocation = { args: command.processedArgs as (string | undefined)[], options, command };
       exitCode = (await definition.run!(session, new Output(session), invocation)) ?? EXIT.ok;
     } catch (error) {
-      exitCode = report(error, session, argv, terminal);
+      exitCode = await report(error, session, argv, terminal);
     } finally {
       await session?.close();
     }
@@ -93,7 +98,7 @@ export async function runCli(argv: readonly string[], terminal: Terminal): Promi
       const quiet = ['commander.helpDisplayed', 'commander.version', 'commander.help'];
       return quiet.includes(error.code) ? EXIT.ok : EXIT.usage;
     }
-    return report(error, undefined, argv, terminal);
+    return await report(error, undefined, argv, terminal);
   }
   return exitCode;
 }

@@ -1,5 +1,4 @@
 import { defineCommand, type CommandDefinition } from '../definition.js';
-import { companyIdsFromOptions } from '../inputs.js';
 import { iso, type Output } from '../output.js';
 import { progressBar } from '../progress.js';
 import { askText, confirmDestructive, requireValue } from '../prompts.js';
@@ -58,6 +57,7 @@ async function runMapping(
     ids = [await requireValue(session, undefined, '--company <company_id> or --from-file <path|->', () => askText(session, 'Company id'))];
   } else {
     // Every id is checked before the database is opened: a bad line changes nothing.
+    const { companyIdsFromOptions } = await import('../inputs.js');
     ids = await companyIdsFromOptions(session, options);
   }
   const single = options.fromFile === undefined && ids.length === 1;

@@ -2,7 +2,6 @@ import { closeSync, fsyncSync, openSync, unlinkSync, writeSync } from 'node:fs';
 import type { Plan } from '../../domain/desired-state.js';
 import { AppError } from '../../errors.js';
 import { defineCommand } from '../definition.js';
-import { readInput } from '../inputs.js';
 import type { Output } from '../output.js';
 import { progressBar } from '../progress.js';
 import type { Session } from '../session.js';
@@ -67,7 +66,10 @@ async function runApply(session: Session, out: Output, options: ApplyOptions): P
   if (options.file === undefined) {
     throw new AppError('missing_argument', 'missing -f <file|->', { hint: "pass -f desired.yaml, or -f - to read stdin" });
   }
-  const { applyDesiredState, parseDesiredState, planDesiredState } = await import('../../domain/desired-state.js');
+  const [{ applyDesiredState, parseDesiredState, planDesiredState }, { readInput }] = await Promise.all([
+    import('../../domain/desired-state.js'),
+    import('../inputs.js'),
+  ]);
   const source = options.file === '-' ? '-f - (stdin)' : `-f ${options.file}`;
   const state = parseDesiredState(await parseDocument(await readInput(session, options.file, '-f'), source), source);
   const planOptions = { prune: options.prune === true, issueKeys: options.issueKeysTo !== undefined };
