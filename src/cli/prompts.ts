@@ -1,5 +1,4 @@
 import { AppError } from '../errors.js';
-import { searchPartners } from '../db/repositories/partners.js';
 import type { Session } from './session.js';
 
 /**
@@ -29,11 +28,15 @@ export async function askText(
 
 /** A partner picked from the database, searching by name. */
 export async function askPartner(session: Session, message = 'Partner'): Promise<string> {
-  const [{ search }, db] = await Promise.all([import('@inquirer/prompts'), session.db()]);
+  const [{ search }, { searchPartners }, db] = await Promise.all([
+    import('@inquirer/prompts'),
+    import('../domain/partners.js'),
+    session.db(),
+  ]);
   return search({
     message,
     source: async (term) => {
-      const partners = await searchPartners(db.sql, term ?? '', 20);
+      const partners = await searchPartners(db, term ?? '', 20);
       return partners.map((partner) => ({
         name: `${partner.name} (${partner.id}${partner.status === 'active' ? '' : `, ${partner.status}`})`,
         value: partner.id,

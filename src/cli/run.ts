@@ -1,22 +1,27 @@
 import { CommanderError, type Command } from 'commander';
-import { translateDatabaseError } from '../domain/transactions.js';
 import { loadConfig, type ServerFlags } from '../config.js';
 import { AppError, EXIT, firstLine } from '../errors.js';
 import { hintFor } from './hints.js';
 import { Output } from './output.js';
-import { buildProgram } from './program.js';
-import { isReadOnlyCommand, Session, type GlobalOptions } from './session.js';
+import { buildProgram, isReadOnly } from './program.js';
+import { Session, type GlobalOptions } from './session.js';
 import type { Terminal } from './terminal.js';
 
 /** The only place that turns errors into messages and exit codes. */
-function report(thrown: unknown, session: Session | undefined, argv: readonly string[], terminal: Terminal): number {
+async function report(thrown: unknown, session: Session | undefined, argv: readonly string[], terminal: Terminal): Promise<number> {
   let error: unknown = thrown;
   const debug = session?.options.debug === true || argv.includes('--debug');
   const name = (error as Error | undefined)?.name;
   if (name === 'ExitPromptError' || name === 'AbortPromptError') {
     error = new AppError('cancelled', 'cancelled; nothing changed');
   }
-  const known = error instanceof AppError ? error : isDatabaseError(error) ? translateDatabaseError(error) : undefined;
+  // The domain's translation is loaded only for a database error: --help and bad usage never load it.
+  const known =
+    error instanceof AppError
+      ? error
+      : isDatabaseError(error)
+        ? (await import('../domain/transactions.js')).translateDatabaseError(error)
+        : undefined;
   const code = known ? known.code : 'internal_error';
   const message = known ? known.message : firstLine(error);
   const hint = known ? hintFor(known) : 'this is a bug; run again with --debug for details';
@@ -48,29 +53,33 @@ function oneLine(text: string): string {
  */
 export async function runCli(argv: readonly string[], terminal: Terminal): Promise<number> {
   let exitCode: number = EXIT.ok;
-  const program = buildProgram(async (command: Command, action) => {
+  const program = buildProgram(async (command: Command, definition) => {
     let session: Session | undefined;
     try {
-      const path = command.parent?.parent ? `${command.parent.name()} ${command.name()}` : command.name();
+      const options = command.opts();
       session = new Session(
         command.optsWithGlobals<GlobalOptions>(),
         // The server's variables are read by serve alone, with its flags winning over them.
-        loadConfig(terminal.env, path === 'serve' ? command.opts<ServerFlags>() : undefined),
+        loadConfig(terminal.env, definition.readsServerConfig ? (options as ServerFlags) : undefined),
         terminal,
-        isReadOnlyCommand(path, command.opts()),
+        isReadOnly(definition, options),
       );
-      exitCode = (await action(session, new Output(session), command)) ?? EXIT.ok;
+      const invocation = { args: command.processedArgs as (string | undefined)[], options, command };
+      exitCode = (await definition.run!(session, new Output(session), invocation)) ?? EXIT.ok;
     } catch (error) {
-      exitCode = report(error, session, argv, terminal);
+      exitCode = await report(error, session, argv, terminal);
     } finally {
       await session?.close();
     }
-  });
+  }, argv);
   // Usage errors of every command, subcommands included, are one line too (commander adds a "Did you mean"
   // line of its own, and subcommands do not inherit output settings given after they were made).
   const output = {
     writeOut: (text: string) => void terminal.out.write(text),
     writeErr: (text: string) => void terminal.err.write(text),
+    // The terminal's width, not the process's (help is at most 80 columns whatever this says).
+    getOutHelpWidth: () => terminal.columns ?? 80,
+    getErrHelpWidth: () => terminal.columns ?? 80,
     outputError: (text: string, write: (text: string) => void) => {
       const message = oneLine(text.replace(/^error: /, '').trim());
       write(`partnerctl: invalid_argument: ${message} (see 'partnerctl --help')\n`);
@@ -90,7 +99,7 @@ export async function runCli(argv: readonly string[], terminal: Terminal): Promi
       const quiet = ['commander.helpDisplayed', 'commander.version', 'commander.help'];
       return quiet.includes(error.code) ? EXIT.ok : EXIT.usage;
     }
-    return report(error, undefined, argv, terminal);
+    return await report(error, undefined, argv, terminal);
   }
   return exitCode;
 }

@@ -91,21 +91,6 @@ export class Session {
   }
 }
 
-/** Commands that only read (by their path in the command tree). */
-const READ_ONLY_COMMANDS = new Set([
-  'list-partners',
-  'show-partner',
-  'list-companies',
-  'audit',
-  'export',
-  'db status',
-  '__complete-partners',
-]);
-
-export function isReadOnlyCommand(path: string, options: { dryRun?: boolean }): boolean {
-  return READ_ONLY_COMMANDS.has(path) || (path === 'apply' && options.dryRun === true);
-}
-
 function osUser(): string {
   try {
     return userInfo().username;

@@ -1,7 +1,14 @@
 import type { Database } from '../db/client.js';
 import { mappingCount, mappingPage } from '../db/repositories/companies.js';
 import { keyPairByAccessKey, keyPairById, keyPairsOf, type KeyPairRow } from '../db/repositories/key-pairs.js';
-import { insertPartner, partnerById, partnerByName, partnerPage, updatePartnerStatus } from '../db/repositories/partners.js';
+import {
+  insertPartner,
+  partnerById,
+  partnerByName,
+  partnerPage,
+  searchPartners as partnersMatching,
+  updatePartnerStatus,
+} from '../db/repositories/partners.js';
 import type { Queryable } from '../db/unit.js';
 import { AppError } from '../errors.js';
 import { ACCESS_KEY_PREFIX, KEY_PAIR_ID_PATTERN, newId, PARTNER_ID_PATTERN, SECRET_KEY_PREFIX } from './identifiers.js';
@@ -107,6 +114,11 @@ export interface PartnerDetails {
   /** The first SHOWN_COMPANIES, by id (list-companies pages through the rest). */
   companies: { companyId: string; createdAt: Date }[];
   companyCount: number;
+}
+
+/** Partners whose name contains `term` (any case), by name: for pickers and shell completion. */
+export function searchPartners(db: Database, term: string, limit: number): Promise<{ id: string; name: string; status: string }[]> {
+  return partnersMatching(db.sql, term, limit);
 }
 
 export const SHOWN_COMPANIES = 20;

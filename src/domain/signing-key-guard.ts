@@ -1,9 +1,9 @@
 import { existsSync } from 'node:fs';
 import type { Database } from '../db/client.js';
-import { countSigningKeys } from '../db/repositories/signing-keys.js';
+import { countSigningKeys, recordSigningKeys } from '../db/repositories/signing-keys.js';
 import { AppError, isAppError } from '../errors.js';
 import type { Bookkeeping } from './bookkeeping.js';
-import { SigningKeys } from './signing-keys.js';
+import { rotateSigningKey, SigningKeys } from './signing-keys.js';
 import type { TokenVerifier } from './tokens.js';
 
 const POLL_INTERVAL_MS = 1_000;
@@ -37,6 +37,22 @@ export async function openSigningKeys(db: Database, path: string, options: { all
     if (known > 0) throw keyFileMissing(path, known);
   }
   return SigningKeys.open(path);
+}
+
+/**
+ * Adds a new current signing key to the file and records the file's keys in the database (so that a lost
+ * file is noticed later). A missing file where keys have already signed tokens is refused unless `allowNew`
+ * says it is lost.
+ */
+export async function rotateSigningKeyFile(
+  db: Database,
+  path: string,
+  options: { allowNew?: boolean } = {},
+): Promise<ReturnType<typeof rotateSigningKey>> {
+  await openSigningKeys(db, path, options);
+  const result = rotateSigningKey(path);
+  await db.sql.transaction((tx) => recordSigningKeys(tx, SigningKeys.open(path).kids(), new Date()), { timeoutMs: 5_000 });
+  return result;
 }
 
 export interface KeyFileLog {

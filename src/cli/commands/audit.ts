@@ -1,18 +1,36 @@
-import { auditEventsPage } from '../../domain/audit.js';
 import { parseTimeOrDuration } from '../../domain/validation.js';
+import { defineCommand } from '../definition.js';
 import { iso, type Output } from '../output.js';
 import type { Session } from '../session.js';
-import { parseLimit } from './partners.js';
+import { parseLimit } from './common.js';
 
-export async function runAudit(
-  session: Session,
-  out: Output,
-  partner: string | undefined,
-  options: { limit?: string; since?: string; action?: string; company?: string; cursor?: string },
-): Promise<void> {
+export const auditCommand = defineCommand<AuditOptions>({
+  name: 'audit',
+  description: 'show the audit trail, newest first',
+  arguments: [{ name: '[partner]', description: 'only events of this partner' }],
+  options: [
+    { flags: '--limit <n>', description: 'how many events, 1-1000', default: '50' },
+    { flags: '--since <time|duration>', description: 'only events at or after this ISO time, or this long ago (2h, 7d)' },
+    { flags: '--action <name>', description: 'only this action (keys.revoked, tokens.revoked, company.mapped…; the README lists them)' },
+    { flags: '--company <company_id>', description: 'only events whose details name this company' },
+    { flags: '--cursor <cursor>', description: 'continue after this cursor (next_cursor in JSON)' },
+  ],
+  readOnly: true,
+  run: (session, out, { args, options }) => runAudit(session, out, args[0], options),
+});
+
+interface AuditOptions {
+  limit?: string;
+  since?: string;
+  action?: string;
+  company?: string;
+  cursor?: string;
+}
+
+async function runAudit(session: Session, out: Output, partner: string | undefined, options: AuditOptions): Promise<void> {
   const limit = parseLimit(options.limit, 50);
   const since = options.since === undefined ? undefined : parseTimeOrDuration(options.since, '--since');
-  const db = await session.db();
+  const [{ auditEventsPage }, db] = await Promise.all([import('../../domain/audit.js'), session.db()]);
   const { events, nextCursor } = await auditEventsPage(db, {
     partner,
     limit,

@@ -1,16 +1,54 @@
-import { changeMappings, listCompanies } from '../../domain/companies.js';
-import { companyIdsFromOptions } from '../inputs.js';
+import { defineCommand, type CommandDefinition } from '../definition.js';
 import { iso, type Output } from '../output.js';
 import { progressBar } from '../progress.js';
 import { askText, confirmDestructive, requireValue } from '../prompts.js';
 import type { Session } from '../session.js';
-import { parseLimit, resolvePartnerArgument } from './partners.js';
+import { parseLimit, PARTNER_ARGUMENT, resolvePartnerArgument } from './common.js';
 
-export async function runMapping(
+interface MappingOptions {
+  company?: string[];
+  fromFile?: string;
+}
+
+/** map-company and unmap-company: the same flags, the opposite change. */
+function mappingCommand(name: string, action: 'map' | 'unmap', description: string): CommandDefinition<any> {
+  return defineCommand<MappingOptions>({
+    name,
+    description,
+    arguments: [PARTNER_ARGUMENT],
+    options: [
+      { flags: '--company <company_id>', description: 'a company id (visible ASCII, 1-128 characters); repeat for more', repeatable: true },
+      {
+        flags: '--from-file <path|->',
+        description:
+          "company ids, one per line ('#' comments and blank lines ignored; a .csv gives its first column, header skipped); '-' reads stdin",
+      },
+    ],
+    notes:
+      'All ids are checked first: one bad line fails the command (exit 2) naming every bad line, and nothing changes.\n' +
+      `Every id is ${action === 'map' ? 'mapped' : 'unmapped'} in one transaction.`,
+    examples: [{ lines: [`partnerctl ${name} acme --from-file companies.txt --json${action === 'unmap' ? ' --yes' : ''}`] }],
+    run: (session, out, { args, options }) => runMapping(session, out, args[0], options, action),
+  });
+}
+
+export const mapCompanyCommand = mappingCommand(
+  'map-company',
+  'map',
+  'let a partner reach companies (succeeds, changing nothing, for those already mapped)',
+);
+
+export const unmapCompanyCommand = mappingCommand(
+  'unmap-company',
+  'unmap',
+  'stop a partner reaching companies (asks to confirm, stating the count; succeeds for those not mapped)',
+);
+
+async function runMapping(
   session: Session,
   out: Output,
   partnerArgument: string | undefined,
-  options: { company?: string[]; fromFile?: string },
+  options: MappingOptions,
   action: 'map' | 'unmap',
 ): Promise<void> {
   const reference = await resolvePartnerArgument(session, partnerArgument);
@@ -19,6 +57,7 @@ export async function runMapping(
     ids = [await requireValue(session, undefined, '--company <company_id> or --from-file <path|->', () => askText(session, 'Company id'))];
   } else {
     // Every id is checked before the database is opened: a bad line changes nothing.
+    const { companyIdsFromOptions } = await import('../inputs.js');
     ids = await companyIdsFromOptions(session, options);
   }
   const single = options.fromFile === undefined && ids.length === 1;
@@ -31,7 +70,7 @@ export async function runMapping(
         : `Unmap ${distinct} compan${distinct === 1 ? 'y' : 'ies'} from '${reference}' (their requests get 404 at once)`,
     );
   }
-  const db = await session.db();
+  const [{ changeMappings }, db] = await Promise.all([import('../../domain/companies.js'), session.db()]);
   const bar = progressBar(session.terminal, action === 'map' ? 'mapping' : 'unmapping', distinct);
   let change;
   try {
@@ -69,7 +108,19 @@ export async function runMapping(
   );
 }
 
-export async function runListCompanies(
+export const listCompaniesCommand = defineCommand<{ limit?: string; cursor?: string }>({
+  name: 'list-companies',
+  description: "list a partner's companies by id, a page at a time",
+  arguments: [PARTNER_ARGUMENT],
+  options: [
+    { flags: '--limit <n>', description: 'page size, 1-1000', default: '100' },
+    { flags: '--cursor <cursor>', description: 'continue after this cursor (printed at the end of a page; next_cursor in JSON)' },
+  ],
+  readOnly: true,
+  run: (session, out, { args, options }) => runListCompanies(session, out, args[0], options),
+});
+
+async function runListCompanies(
   session: Session,
   out: Output,
   partnerArgument: string | undefined,
@@ -77,7 +128,7 @@ export async function runListCompanies(
 ): Promise<void> {
   const reference = await resolvePartnerArgument(session, partnerArgument);
   const limit = parseLimit(options.limit, 100);
-  const db = await session.db();
+  const [{ listCompanies }, db] = await Promise.all([import('../../domain/companies.js'), session.db()]);
   const page = await listCompanies(db, reference, { limit, cursor: options.cursor });
   if (out.json) {
     out.emitJson({

@@ -1,164 +1,21 @@
 import type { Command } from 'commander';
 import { AppError } from '../../errors.js';
-import type { Output } from '../output.js';
+import { defineCommand } from '../definition.js';
 import type { Session } from '../session.js';
 
-interface Spec {
-  name: string;
-  description: string;
-  options: { flags: string[]; description: string; takesValue: boolean }[];
-  takesPartner: boolean;
-}
+export const completionCommand = defineCommand({
+  name: 'completion',
+  description: 'print a shell completion script (commands, options, partner names)',
+  arguments: [{ name: '[shell]', description: 'bash, zsh or fish' }],
+  examples: [{ lines: ['eval "$(partnerctl completion bash)"', 'partnerctl completion fish > ~/.config/fish/completions/partnerctl.fish'] }],
+  run: (session, _out, { args, command }) => runCompletion(session, args[0], command),
+});
 
-/** The command tree as the completion scripts need it (nested commands as 'db migrate'). */
-function specs(root: Command): { commands: Spec[]; global: Spec['options'] } {
-  const optionsOf = (command: Command) =>
-    command.options
-      .filter((option) => !option.hidden)
-      .map((option) => ({
-        flags: [option.long, option.short].filter((flag): flag is string => Boolean(flag)),
-        description: option.description,
-        takesValue: option.required || option.optional,
-      }));
-  const commands: Spec[] = [];
-  const visit = (command: Command, prefix: string) => {
-    for (const child of command.commands) {
-      if ((child as unknown as { _hidden?: boolean })._hidden) continue;
-      const name = `${prefix}${child.name()}`;
-      if (child.commands.length > 0) {
-        commands.push({ name, description: child.description(), options: [], takesPartner: false });
-        visit(child, `${name} `);
-        continue;
-      }
-      const takesPartner = child.registeredArguments.some((argument) => argument.name() === 'partner');
-      commands.push({ name, description: child.description(), options: optionsOf(child), takesPartner });
-    }
-  };
-  visit(root, '');
-  return { commands, global: optionsOf(root) };
-}
-
-const quote = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`;
-
-function bash(root: Command): string {
-  const { commands, global } = specs(root);
-  const top = commands.filter((command) => !command.name.includes(' ')).map((command) => command.name);
-  const cases = commands
-    .filter((command) => command.options.length || command.takesPartner || command.name.includes(' ') === false)
-    .map((command) => {
-      const key = command.name.includes(' ') ? command.name.replace(' ', '_') : command.name;
-      const sub = commands.filter((other) => other.name.startsWith(`${command.name} `)).map((other) => other.name.split(' ')[1]!);
-      return `    ${key}) opts=${quote(command.options.flatMap((option) => option.flags).join(' '))}; partner=${command.takesPartner ? 1 : 0}; subs=${quote(sub.join(' '))} ;;`;
-    })
-    .join('\n');
-  return `# partnerctl completion for bash: eval "$(partnerctl completion bash)" (e.g. in ~/.bashrc)
-_partnerctl() {
-  local cur="\${COMP_WORDS[COMP_CWORD]}" cmd="" i word opts="" partner=0 subs=""
-  local global=${quote(global.flatMap((option) => option.flags).join(' '))}
-  for ((i = 1; i < COMP_CWORD; i++)); do
-    word="\${COMP_WORDS[i]}"
-    [[ $word == -* ]] && continue
-    if [[ -z $cmd ]]; then cmd=$word; elif [[ $cmd == db || $cmd == signing-key ]]; then cmd="\${cmd}_$word"; break; else break; fi
-  done
-  if [[ -z $cmd ]]; then
-    COMPREPLY=($(compgen -W ${quote(top.join(' '))} -- "$cur"))
-    [[ $cur == -* ]] && COMPREPLY=($(compgen -W "$global" -- "$cur"))
-    return
-  fi
-  case $cmd in
-${cases}
-  esac
-  if [[ $cur == -* ]]; then
-    COMPREPLY=($(compgen -W "$opts $global" -- "$cur"))
-  elif [[ -n $subs ]]; then
-    COMPREPLY=($(compgen -W "$subs" -- "$cur"))
-  elif [[ $partner == 1 ]]; then
-    local IFS=$'\\n' name
-    COMPREPLY=()
-    for name in $(partnerctl __complete-partners "$cur" 2>/dev/null); do COMPREPLY+=("$(printf '%q' "$name")"); done
-  fi
-}
-complete -F _partnerctl partnerctl
-`;
-}
-
-function zsh(root: Command): string {
-  const { commands, global } = specs(root);
-  const top = commands.filter((command) => !command.name.includes(' '));
-  const describe = (text: string) => text.replace(/[:\\]/g, '\\$&').split('\n')[0]!;
-  const cases = commands
-    .map((command) => {
-      const key = command.name.replace(' ', '_');
-      const sub = commands.filter((other) => other.name.startsWith(`${command.name} `)).map((other) => other.name.split(' ')[1]!);
-      return `    ${quote(key)}) opts=(${command.options.flatMap((option) => option.flags).map(quote).join(' ')}); partner=${command.takesPartner ? 1 : 0}; subs=(${sub.map(quote).join(' ')}) ;;`;
-    })
-    .join('\n');
-  return `#compdef partnerctl
-# partnerctl completion for zsh: partnerctl completion zsh > "\${fpath[1]}/_partnerctl" (or eval it in ~/.zshrc)
-_partnerctl() {
-  local -a commands opts subs global
-  local cmd="" partner=0 i
-  commands=(${top.map((command) => quote(`${command.name}:${describe(command.description)}`)).join(' ')})
-  global=(${global.flatMap((option) => option.flags).map(quote).join(' ')})
-  for ((i = 2; i < CURRENT; i++)); do
-    [[ $words[i] == -* ]] && continue
-    if [[ -z $cmd ]]; then cmd=$words[i]; elif [[ $cmd == db || $cmd == signing-key ]]; then cmd="\${cmd}_$words[i]"; break; else break; fi
-  done
-  if [[ -z $cmd ]]; then
-    if [[ $PREFIX == -* ]]; then compadd -- $global; else _describe 'command' commands; fi
-    return
-  fi
-  case $cmd in
-${cases}
-  esac
-  if [[ $PREFIX == -* ]]; then
-    compadd -- $opts $global
-  elif (( \${#subs} )); then
-    compadd -- $subs
-  elif (( partner )); then
-    compadd -- \${(f)"$(partnerctl __complete-partners "$PREFIX" 2>/dev/null)"}
-  fi
-}
-if [[ \${zsh_eval_context[-1]} == loadautofunc ]]; then _partnerctl "$@"; else compdef _partnerctl partnerctl; fi
-`;
-}
-
-function fish(root: Command): string {
-  const { commands, global } = specs(root);
-  const lines = [
-    '# partnerctl completion for fish: partnerctl completion fish > ~/.config/fish/completions/partnerctl.fish',
-    'complete -c partnerctl -f',
-  ];
-  const optionLine = (condition: string, option: Spec['options'][number]) => {
-    const parts = [`complete -c partnerctl -n ${quote(condition)}`];
-    for (const flag of option.flags) parts.push(flag.startsWith('--') ? `-l ${flag.slice(2)}` : `-s ${flag.slice(1)}`);
-    if (option.takesValue) parts.push('-r');
-    parts.push(`-d ${quote(option.description)}`);
-    return parts.join(' ');
-  };
-  for (const option of global) lines.push(optionLine('true', option));
-  for (const command of commands) {
-    const [first, second] = command.name.split(' ');
-    if (second === undefined) {
-      lines.push(`complete -c partnerctl -n __fish_use_subcommand -a ${first} -d ${quote(command.description.split('\n')[0]!)}`);
-    } else {
-      lines.push(
-        `complete -c partnerctl -n ${quote(`__fish_seen_subcommand_from ${first}; and not __fish_seen_subcommand_from ${second}`)} -a ${second} -d ${quote(command.description)}`,
-      );
-    }
-    const condition = second === undefined ? `__fish_seen_subcommand_from ${first}` : `__fish_seen_subcommand_from ${second}`;
-    for (const option of command.options) lines.push(optionLine(condition, option));
-    if (command.takesPartner) {
-      lines.push(`complete -c partnerctl -n ${quote(condition)} -a '(partnerctl __complete-partners (commandline -ct) 2>/dev/null)'`);
-    }
-  }
-  return `${lines.join('\n')}\n`;
-}
-
-export async function runCompletion(session: Session, _out: Output, shell: string | undefined, command: Command): Promise<void> {
+async function runCompletion(session: Session, shell: string | undefined, command: Command): Promise<void> {
   let root = command;
   while (root.parent) root = root.parent;
-  const make = { bash, zsh, fish }[shell as 'bash' | 'zsh' | 'fish'];
+  const scripts = await import('./completion-scripts.js');
+  const make = { bash: scripts.bash, zsh: scripts.zsh, fish: scripts.fish }[shell as 'bash' | 'zsh' | 'fish'];
   if (!make) {
     throw new AppError('invalid_argument', `completion needs a shell: bash, zsh or fish${shell ? `, got '${shell}'` : ''}`, {
       hint: 'partnerctl completion bash',
@@ -167,11 +24,19 @@ export async function runCompletion(session: Session, _out: Output, shell: strin
   session.terminal.out.write(make(root));
 }
 
+export const completePartnersCommand = defineCommand({
+  name: '__complete-partners',
+  description: '',
+  hidden: true,
+  arguments: [{ name: '[prefix]' }],
+  readOnly: true,
+  run: (session, _out, { args }) => runCompletePartners(session, args[0]),
+});
+
 /** For the completion scripts: partner names starting with what was typed (up to 200), one per line. */
-export async function runCompletePartners(session: Session, prefix: string | undefined): Promise<void> {
-  const { searchPartners } = await import('../../db/repositories/partners.js');
-  const db = await session.db();
-  const partners = await searchPartners(db.sql, '', 1000);
+async function runCompletePartners(session: Session, prefix: string | undefined): Promise<void> {
+  const [{ searchPartners }, db] = await Promise.all([import('../../domain/partners.js'), session.db()]);
+  const partners = await searchPartners(db, '', 1000);
   const typed = (prefix ?? '').toLowerCase();
   const names = partners.map((partner) => partner.name).filter((name) => name.toLowerCase().startsWith(typed) && !/[\n\r]/.test(name));
   session.terminal.out.write(names.slice(0, 200).map((name) => `${name}\n`).join(''));

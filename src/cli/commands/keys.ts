@@ -1,13 +1,11 @@
-import { issueKeyPair, revokeKeyPair, rotateKeyPair, type IssuedKeyPair } from '../../domain/key-pairs.js';
-import { openSigningKeys } from '../../domain/signing-key-guard.js';
-import { mintTestToken } from '../../domain/test-tokens.js';
-import { AppError } from '../../errors.js';
-import { KEY_PAIR_ID_PATTERN } from '../../domain/identifiers.js';
+import type { IssuedKeyPair } from '../../domain/key-pairs.js';
 import { parseDuration } from '../../domain/validation.js';
+import { AppError } from '../../errors.js';
+import { defineCommand } from '../definition.js';
 import { iso, type Output } from '../output.js';
 import { confirmDestructive } from '../prompts.js';
 import type { Session } from '../session.js';
-import { resolvePartnerArgument } from './partners.js';
+import { DURATION_HELP, PARTNER_ARGUMENT, resolvePartnerArgument } from './common.js';
 
 async function showNewSecret(out: Output, title: string, issued: IssuedKeyPair, extra: [string, string][] = []) {
   const chalk = await out.chalk();
@@ -39,15 +37,23 @@ function expiryOption(value: string | undefined): { expiresInMs?: number } {
   return value === undefined ? {} : { expiresInMs: parseDuration(value, '--expires-in') };
 }
 
-export async function runIssueKeys(
+export const issueKeysCommand = defineCommand<{ expiresIn?: string }>({
+  name: 'issue-keys',
+  description: 'issue the first key pair of a partner; the secret is shown once (refused when one is active: use rotate-keys)',
+  arguments: [PARTNER_ARGUMENT],
+  options: [{ flags: '--expires-in <duration>', description: `the pair mints nothing after this long (${DURATION_HELP})` }],
+  run: (session, out, { args, options }) => runIssueKeys(session, out, args[0], options),
+});
+
+async function runIssueKeys(
   session: Session,
   out: Output,
   partnerArgument: string | undefined,
-  options: { expiresIn?: string } = {},
+  options: { expiresIn?: string },
 ): Promise<void> {
   const expiry = expiryOption(options.expiresIn);
   const reference = await resolvePartnerArgument(session, partnerArgument);
-  const db = await session.db();
+  const [{ issueKeyPair }, db] = await Promise.all([import('../../domain/key-pairs.js'), session.db()]);
   const issued = await issueKeyPair(db, session.who, reference, expiry);
   if (out.json) {
     out.emitJson(newPairJson(issued));
@@ -56,12 +62,33 @@ export async function runIssueKeys(
   await showNewSecret(out, 'Issued a new key pair.', issued, issued.expiresAt ? [['expires', iso(issued.expiresAt)!]] : []);
 }
 
-export async function runRotateKeys(
-  session: Session,
-  out: Output,
-  partnerArgument: string | undefined,
-  options: { revokeIssuedTokens?: boolean; expiresIn?: string },
-): Promise<void> {
+export const rotateKeysCommand = defineCommand<RotateKeysOptions>({
+  name: 'rotate-keys',
+  description: 'replace the active key pair in one transaction: the old pair mints nothing more, its tokens live out their 15 minutes',
+  arguments: [PARTNER_ARGUMENT],
+  options: [
+    {
+      flags: '--revoke-issued-tokens',
+      description:
+        'leaked key: also revoke the old and every superseded pair and refuse every token the partner holds (test tokens too), at once (asks to confirm)',
+    },
+    { flags: '--expires-in <duration>', description: `the new pair mints nothing after this long (${DURATION_HELP})` },
+  ],
+  examples: [
+    {
+      caption: "leaked secret, at 3 a.m.; 'partnerctl lookup <secret>' prints this line",
+      lines: ['partnerctl rotate-keys ptn_… --revoke-issued-tokens --yes --json'],
+    },
+  ],
+  run: (session, out, { args, options }) => runRotateKeys(session, out, args[0], options),
+});
+
+interface RotateKeysOptions {
+  revokeIssuedTokens?: boolean;
+  expiresIn?: string;
+}
+
+async function runRotateKeys(session: Session, out: Output, partnerArgument: string | undefined, options: RotateKeysOptions): Promise<void> {
   const expiry = expiryOption(options.expiresIn);
   const reference = await resolvePartnerArgument(session, partnerArgument);
   if (options.revokeIssuedTokens) {
@@ -70,7 +97,7 @@ export async function runRotateKeys(
       `Rotate the keys of '${reference}', revoke its active and superseded pairs and refuse every token it holds (test tokens too), at once`,
     );
   }
-  const db = await session.db();
+  const [{ rotateKeyPair }, db] = await Promise.all([import('../../domain/key-pairs.js'), session.db()]);
   const pauseInsideMs = session.config.testPauseInRotationMs;
   const onPaused = () => out.note('partnerctl: test hook: paused inside the rotation transaction');
   const rotated = await rotateKeyPair(db, session.who, reference, {
@@ -99,13 +126,25 @@ export async function runRotateKeys(
   ]);
 }
 
-export async function runRevokeKeys(
+export const revokeKeysCommand = defineCommand<{ keyPair?: string }>({
+  name: 'revoke-keys',
+  description:
+    'revoke the live key pairs of a partner (no active pair is left) and refuse their tokens and its test tokens at once; nothing left to revoke exits 0, changed: false (asks to confirm)',
+  arguments: [PARTNER_ARGUMENT],
+  options: [
+    { flags: '--key-pair <kp_id>', description: 'revoke exactly this pair (active or superseded); its tokens are refused at once' },
+  ],
+  run: (session, out, { args, options }) => runRevokeKeys(session, out, args[0], options),
+});
+
+async function runRevokeKeys(
   session: Session,
   out: Output,
   partnerArgument: string | undefined,
-  options: { keyPair?: string } = {},
+  options: { keyPair?: string },
 ): Promise<void> {
   const reference = await resolvePartnerArgument(session, partnerArgument);
+  const { KEY_PAIR_ID_PATTERN } = await import('../../domain/identifiers.js');
   if (options.keyPair !== undefined && !KEY_PAIR_ID_PATTERN.test(options.keyPair)) {
     throw new AppError('invalid_argument', `--key-pair must be a key-pair id (kp_…), got '${options.keyPair.slice(0, 40)}'`);
   }
@@ -115,7 +154,7 @@ export async function runRevokeKeys(
       ? `Revoke key pair ${options.keyPair} of '${reference}' and refuse its tokens at once`
       : `Revoke every key pair of '${reference}' and refuse its tokens (test tokens too) at once`,
   );
-  const db = await session.db();
+  const [{ revokeKeyPair }, db] = await Promise.all([import('../../domain/key-pairs.js'), session.db()]);
   const result = await revokeKeyPair(db, session.who, reference, options.keyPair ? { keyPairId: options.keyPair } : {});
   const { partner, revokedKeyPairIds, changed } = result;
   if (out.json) {
@@ -136,7 +175,15 @@ export async function runRevokeKeys(
   if (!options.keyPair) out.line(`Partner ${partner.name} has no active key pair: 'partnerctl issue-keys ${partner.id}' issues a new one.`);
 }
 
-export async function runMintTestToken(
+export const mintTestTokenCommand = defineCommand<{ ttl?: string }>({
+  name: 'mint-test-token',
+  description: 'mint a token for trying the API as a partner (no key pair needed; prints just the token without --json)',
+  arguments: [PARTNER_ARGUMENT],
+  options: [{ flags: '--ttl <seconds>', description: 'lifetime in seconds, at most 900', default: '900' }],
+  run: (session, out, { args, options }) => runMintTestToken(session, out, args[0], options),
+});
+
+async function runMintTestToken(
   session: Session,
   out: Output,
   partnerArgument: string | undefined,
@@ -145,7 +192,11 @@ export async function runMintTestToken(
   const reference = await resolvePartnerArgument(session, partnerArgument);
   // Digits only ('1e3', ' 60' and '0x10' are not seconds); the range is the domain's to check.
   const ttl = options.ttl === undefined ? undefined : /^\d+$/.test(options.ttl) ? Number(options.ttl) : Number.NaN;
-  const db = await session.db();
+  const [{ openSigningKeys }, { mintTestToken }, db] = await Promise.all([
+    import('../../domain/signing-key-guard.js'),
+    import('../../domain/test-tokens.js'),
+    session.db(),
+  ]);
   // Never a fresh key file where keys have already signed tokens (the database remembers their ids).
   const keys = await openSigningKeys(db, session.signingKeyFile);
   const minted = await mintTestToken(db, session.who, keys, reference, ttl);

@@ -1,12 +1,12 @@
-import { EXIT, isAppError } from '../../errors.js';
-import { listKeyPairs, revokeTokens, type KeyPairStatusFilter } from '../../domain/key-pairs.js';
-import { lookup, type LookupResult } from '../../domain/lookup.js';
-import { openSigningKeys } from '../../domain/signing-key-guard.js';
+import type { KeyPairStatusFilter } from '../../domain/key-pairs.js';
+import type { LookupResult } from '../../domain/lookup.js';
 import { parseDuration } from '../../domain/validation.js';
+import { EXIT, isAppError } from '../../errors.js';
+import { defineCommand } from '../definition.js';
 import { iso, type Output } from '../output.js';
 import { askSecret, confirmDestructive, requireValue } from '../prompts.js';
 import type { Session } from '../session.js';
-import { parseLimit, resolvePartnerArgument } from './partners.js';
+import { DURATION_HELP, parseLimit, PARTNER_ARGUMENT, resolvePartnerArgument } from './common.js';
 
 function lookupJson(result: LookupResult) {
   const { partner, pair, token } = result;
@@ -44,13 +44,32 @@ function lookupJson(result: LookupResult) {
   };
 }
 
-export async function runLookup(session: Session, out: Output, value: string | undefined): Promise<void> {
+export const lookupCommand = defineCommand({
+  name: 'lookup',
+  description:
+    'what a leaked value is and whose (access key, secret key, key-pair id, JWT or token id), whether it is genuine and accepted now, and the command that contains it',
+  arguments: [
+    {
+      name: '[value]',
+      description: "the leaked value; '-' reads it from stdin (kept out of the shell's history); asked for on a terminal when omitted",
+    },
+  ],
+  notes: 'Exit codes: 0 found, 2 malformed (a wrong checksum says "checksum"), 3 matches nothing or cannot be traced.',
+  examples: [{ lines: ['pbpaste | partnerctl lookup - --json | jq -r .contain'] }],
+  run: (session, out, { args }) => runLookup(session, out, args[0]),
+});
+
+async function runLookup(session: Session, out: Output, value: string | undefined): Promise<void> {
   const text = await requireValue(session, value, '<value> (an access key, secret key, key-pair id, token or token id)', () =>
     askSecret(session, 'Leaked value (access key, secret key, key-pair id, token or token id; not echoed)'),
   );
   // '-' reads the value from stdin, so a secret need not go into the shell's history.
   const looked = text === '-' ? await readAll(session.terminal.in) : text;
-  const db = await session.db();
+  const [{ lookup }, { openSigningKeys }, db] = await Promise.all([
+    import('../../domain/lookup.js'),
+    import('../../domain/signing-key-guard.js'),
+    session.db(),
+  ]);
   // Without the signing-key file here the value is still traced; only a token's signature cannot be checked.
   const openKeys = async () => {
     try {
@@ -105,13 +124,21 @@ export async function runLookup(session: Session, out: Output, value: string | u
   if (result.contain) out.line(`Contain: ${chalk.bold(result.contain)}`);
 }
 
-export async function runRevokeTokens(session: Session, out: Output, partnerArgument: string | undefined): Promise<void> {
+export const revokeTokensCommand = defineCommand({
+  name: 'revoke-tokens',
+  description:
+    'leaked token, keys safe: refuse every token of the partner issued before now (test tokens too); keys untouched, the client re-exchanges once (asks to confirm)',
+  arguments: [PARTNER_ARGUMENT],
+  run: (session, out, { args }) => runRevokeTokens(session, out, args[0]),
+});
+
+async function runRevokeTokens(session: Session, out: Output, partnerArgument: string | undefined): Promise<void> {
   const reference = await resolvePartnerArgument(session, partnerArgument);
   await confirmDestructive(
     session,
     `Refuse every token of '${reference}' issued before now (test tokens too); its keys stay valid and its client re-exchanges them`,
   );
-  const db = await session.db();
+  const [{ revokeTokens }, db] = await Promise.all([import('../../domain/key-pairs.js'), session.db()]);
   const { partner, tokensRevokedBefore, changed } = await revokeTokens(db, session.who, reference);
   if (out.json) {
     out.emitJson({ partner_id: partner.id, tokens_revoked_before: new Date(tokensRevokedBefore).toISOString(), changed });
@@ -124,20 +151,39 @@ export async function runRevokeTokens(session: Session, out: Output, partnerArgu
   );
 }
 
-export async function runListKeys(
-  session: Session,
-  out: Output,
-  options: {
-    partner?: string;
-    status?: string;
-    olderThan?: string;
-    expiringWithin?: string;
-    unusedFor?: string;
-    failIfAny?: boolean;
-    limit?: string;
-    cursor?: string;
-  },
-): Promise<number> {
+export const listKeysCommand = defineCommand<ListKeysOptions>({
+  name: 'list-keys',
+  description: 'list key pairs across partners (never a secret), oldest first, a page at a time',
+  options: [
+    { flags: '--partner <partner>', description: 'only this partner (id, name, access key or key-pair id)' },
+    {
+      flags: '--status <status>',
+      description: 'only pairs with this status (expired: past --expires-in)',
+      choices: ['active', 'superseded', 'revoked', 'expired'],
+    },
+    { flags: '--older-than <duration>', description: `created longer ago than this (${DURATION_HELP})` },
+    { flags: '--expiring-within <duration>', description: `active and expiring within this, not yet expired (${DURATION_HELP})` },
+    { flags: '--unused-for <duration>', description: `live and not used for this long (${DURATION_HELP})` },
+    { flags: '--fail-if-any', description: 'exit 1 when the list is not empty (for a daily cron alert)' },
+    { flags: '--limit <n>', description: 'page size, 1-1000', default: '50' },
+    { flags: '--cursor <cursor>', description: 'continue after this cursor (next_cursor in JSON)' },
+  ],
+  examples: [{ caption: 'daily cron', lines: ['partnerctl list-keys --status active --older-than 90d --fail-if-any --json'] }],
+  run: (session, out, { options }) => runListKeys(session, out, options),
+});
+
+interface ListKeysOptions {
+  partner?: string;
+  status?: string;
+  olderThan?: string;
+  expiringWithin?: string;
+  unusedFor?: string;
+  failIfAny?: boolean;
+  limit?: string;
+  cursor?: string;
+}
+
+async function runListKeys(session: Session, out: Output, options: ListKeysOptions): Promise<number> {
   const limit = parseLimit(options.limit, 50);
   const filters = {
     ...(options.partner !== undefined ? { partner: options.partner } : {}),
@@ -147,7 +193,7 @@ export async function runListKeys(
     ...(options.unusedFor !== undefined ? { unusedForMs: parseDuration(options.unusedFor, '--unused-for') } : {}),
     ...(options.cursor !== undefined ? { cursor: options.cursor } : {}),
   };
-  const db = await session.db();
+  const [{ listKeyPairs }, db] = await Promise.all([import('../../domain/key-pairs.js'), session.db()]);
   const page = await listKeyPairs(db, { ...filters, limit });
   const code = options.failIfAny && page.keys.length > 0 ? EXIT.error : EXIT.ok;
   if (out.json) {

@@ -1,25 +1,35 @@
-import { formatRate, limitsJson, parseCount, parseRate, setLimits, type LimitsChange, type PartnerLimits } from '../../domain/limits.js';
+import type { LimitsChange } from '../../domain/limits.js';
+import { defineCommand } from '../definition.js';
 import type { Output } from '../output.js';
 import type { Session } from '../session.js';
-import { resolvePartnerArgument } from './partners.js';
+import { PARTNER_ARGUMENT, resolvePartnerArgument } from './common.js';
 
-export interface SetLimitsOptions {
+export const setLimitsCommand = defineCommand<SetLimitsOptions>({
+  name: 'set-limits',
+  description: "set a partner's data-request limits (the others keep the server's defaults); running servers apply them within a second",
+  arguments: [PARTNER_ARGUMENT],
+  options: [
+    { flags: '--rate <n>/<s|m|h>', description: 'requests per second, minute or hour, e.g. 50/s' },
+    { flags: '--burst <n>', description: "requests allowed at once after a quiet spell (default: the rate's count)" },
+    { flags: '--daily-quota <n>', description: 'requests per UTC day' },
+    { flags: '--clear', description: "drop the partner's own limits: the server's defaults apply again" },
+  ],
+  examples: [{ lines: ['partnerctl set-limits acme --rate 50/s --burst 100 --daily-quota 1000000'] }],
+  run: (session, out, { args, options }) => runSetLimits(session, out, args[0], options),
+});
+
+interface SetLimitsOptions {
   rate?: string;
   burst?: string;
   dailyQuota?: string;
   clear?: boolean;
 }
 
-/** For tables and show-partner: "50/s, burst 100, 10000 a day", or "server defaults". */
-export function describeLimits(limits: PartnerLimits): string {
-  const parts: string[] = [];
-  if (limits.rate) parts.push(formatRate(limits.rate));
-  if (limits.burst !== null) parts.push(`burst ${limits.burst}`);
-  if (limits.dailyQuota !== null) parts.push(`${limits.dailyQuota} a day`);
-  return parts.length === 0 ? 'server defaults' : parts.join(', ');
-}
-
-export async function runSetLimits(session: Session, out: Output, partnerArgument: string | undefined, options: SetLimitsOptions): Promise<void> {
+async function runSetLimits(session: Session, out: Output, partnerArgument: string | undefined, options: SetLimitsOptions): Promise<void> {
+  const [{ limitsJson, parseCount, parseRate, setLimits }, { describeLimits }] = await Promise.all([
+    import('../../domain/limits.js'),
+    import('./describe-limits.js'),
+  ]);
   const change: LimitsChange = {
     ...(options.rate !== undefined ? { rate: parseRate(options.rate) } : {}),
     ...(options.burst !== undefined ? { burst: parseCount(options.burst, 'burst') } : {}),

@@ -1,21 +1,57 @@
+// Database and signing-key maintenance. `db migrate` and `db status` work on the database itself, below the
+// domain (its schema and migration table), so they use src/db directly; they load it only when they run.
 import { existsSync } from 'node:fs';
 import { redactUrl } from '../../config.js';
-import { openDatabase } from '../../db/client.js';
-import { applyMigrations, migrationStatus } from '../../db/migrate.js';
-import { recordSigningKeys } from '../../db/repositories/signing-keys.js';
-import { openSigningKeys } from '../../domain/signing-key-guard.js';
-import { rotateSigningKey, RETIRED_KEY_OVERLAP_SECONDS, SigningKeys } from '../../domain/signing-keys.js';
 import { EXIT } from '../../errors.js';
+import { defineCommand } from '../definition.js';
 import type { Output } from '../output.js';
 import type { Session } from '../session.js';
+
+export const dbCommand = defineCommand({
+  name: 'db',
+  description: 'database maintenance',
+  subcommands: [
+    defineCommand({
+      name: 'migrate',
+      description: 'apply pending migrations (needed once per release on PostgreSQL; SQLite migrates itself)',
+      run: (session, out) => runDbMigrate(session, out),
+    }),
+    defineCommand({
+      name: 'status',
+      description: 'show applied and pending migrations (exit 1 when not up to date)',
+      readOnly: true,
+      run: (session, out) => runDbStatus(session, out),
+    }),
+  ],
+});
+
+export const signingKeyCommand = defineCommand({
+  name: 'signing-key',
+  description: 'token signing keys',
+  subcommands: [
+    defineCommand<{ newFile?: boolean }>({
+      name: 'rotate',
+      description: 'add a new current signing key; the previous one verifies its tokens until they expire',
+      options: [
+        {
+          flags: '--new-file',
+          description:
+            'the key file is lost: start a new one although keys recorded in the database have signed tokens (every token they signed is refused from then on)',
+        },
+      ],
+      run: (session, out, { options }) => runSigningKeyRotate(session, out, options),
+    }),
+  ],
+});
 
 function where(session: Session): string {
   const config = session.databaseConfig;
   return config.provider === 'sqlite' ? config.url : redactUrl(config.url);
 }
 
-export async function runDbMigrate(session: Session, out: Output): Promise<void> {
+async function runDbMigrate(session: Session, out: Output): Promise<void> {
   const config = session.databaseConfig;
+  const { applyMigrations } = await import('../../db/migrate.js');
   // Nothing pending is answered from the _prisma_migrations table with plain SQL, without the schema
   // engine: at once, even while servers hold the file. Only real work loads the engine.
   const pending = await pendingMigrations(config);
@@ -34,6 +70,7 @@ export async function runDbMigrate(session: Session, out: Output): Promise<void>
 /** How many migrations are pending or failed; -1 when that cannot be read (no file, no table yet). */
 async function pendingMigrations(config: Session['databaseConfig']): Promise<number> {
   if (config.provider === 'sqlite' && !existsSync(config.url)) return -1;
+  const [{ openDatabase }, { migrationStatus }] = await Promise.all([import('../../db/client.js'), import('../../db/migrate.js')]);
   let db;
   try {
     db = await openDatabase(config);
@@ -51,9 +88,10 @@ async function pendingMigrations(config: Session['databaseConfig']): Promise<num
 }
 
 /** Exit 0 when the schema is current, 1 when migrations are pending or failed (for runbooks to test). */
-export async function runDbStatus(session: Session, out: Output): Promise<number> {
+async function runDbStatus(session: Session, out: Output): Promise<number> {
   const config = session.databaseConfig;
   session.refuseMissingDatabase();
+  const [{ openDatabase }, { migrationStatus }] = await Promise.all([import('../../db/client.js'), import('../../db/migrate.js')]);
   const db = await openDatabase(config);
   try {
     const status = await migrationStatus(db);
@@ -74,13 +112,15 @@ export async function runDbStatus(session: Session, out: Output): Promise<number
   }
 }
 
-export async function runSigningKeyRotate(session: Session, out: Output, options: { newFile?: boolean } = {}): Promise<void> {
+async function runSigningKeyRotate(session: Session, out: Output, options: { newFile?: boolean }): Promise<void> {
   const file = session.signingKeyFile;
-  const db = await session.db();
+  const [{ rotateSigningKeyFile }, { RETIRED_KEY_OVERLAP_SECONDS }, db] = await Promise.all([
+    import('../../domain/signing-key-guard.js'),
+    import('../../domain/signing-keys.js'),
+    session.db(),
+  ]);
   // A missing file where keys have already signed tokens is refused unless --new-file says it is lost.
-  await openSigningKeys(db, file, { allowNew: options.newFile === true });
-  const result = rotateSigningKey(file);
-  await db.sql.transaction((tx) => recordSigningKeys(tx, SigningKeys.open(file).kids(), new Date()), { timeoutMs: 5_000 });
+  const result = await rotateSigningKeyFile(db, file, { allowNew: options.newFile === true });
   if (out.json) {
     out.emitJson({ file, kid: result.kid, retired_kid: result.retiredKid, pruned: result.pruned });
     return;

@@ -1,28 +1,28 @@
-import { AppError } from '../../errors.js';
-import {
-  createPartner,
-  listPartners,
-  setPartnerStatus,
-  showPartner,
-  type PartnerRecord,
-  type PartnerStatus,
-} from '../../domain/partners.js';
-import { limitsJson, partnerLimits } from '../../domain/limits.js';
+import type { PartnerRecord, PartnerStatus } from '../../domain/partners.js';
 import { validateCompanyId, validatePartnerName } from '../../domain/validation.js';
-import { describeLimits } from './limits.js';
+import { defineCommand } from '../definition.js';
 import { iso, type Output } from '../output.js';
-import { askPartner, askText, confirmDestructive, requireValue } from '../prompts.js';
+import { askText, confirmDestructive, requireValue } from '../prompts.js';
 import type { Session } from '../session.js';
+import { parseLimit, PARTNER_ARGUMENT, resolvePartnerArgument } from './common.js';
 
-export async function resolvePartnerArgument(session: Session, partner: string | undefined): Promise<string> {
-  return requireValue(session, partner, '<partner> (a partner id or name)', () => askPartner(session));
+export const createPartnerCommand = defineCommand<CreatePartnerOptions>({
+  name: 'create-partner',
+  description: 'create a partner account',
+  options: [
+    { flags: '--name <name>', description: 'unique partner name (1-100 characters)' },
+    { flags: '--if-not-exists', description: 'succeed and return the existing partner when the name is taken' },
+  ],
+  examples: [{ lines: ['partnerctl create-partner --name "Acme Pricing" --json'] }],
+  run: (session, out, { options }) => runCreatePartner(session, out, options),
+});
+
+interface CreatePartnerOptions {
+  name?: string;
+  ifNotExists?: boolean;
 }
 
-export async function runCreatePartner(
-  session: Session,
-  out: Output,
-  options: { name?: string; ifNotExists?: boolean },
-): Promise<void> {
+async function runCreatePartner(session: Session, out: Output, options: CreatePartnerOptions): Promise<void> {
   const name = await requireValue(session, options.name, '--name <name>', () =>
     askText(session, 'Partner name', (value) => {
       try {
@@ -33,7 +33,7 @@ export async function runCreatePartner(
       }
     }),
   );
-  const db = await session.db();
+  const [{ createPartner }, db] = await Promise.all([import('../../domain/partners.js'), session.db()]);
   const { partner, created } = await createPartner(db, session.who, { name, ifNotExists: options.ifNotExists });
   if (out.json) {
     out.emitJson({ partner_id: partner.id, name: partner.name, status: partner.status, created, created_at: iso(partner.createdAt) });
@@ -48,23 +48,30 @@ export async function runCreatePartner(
   if (created) out.line(`Next: partnerctl issue-keys ${partner.id}`);
 }
 
-export function parseLimit(value: string | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
-  const limit = Number(value);
-  if (!/^\d+$/.test(value) || limit < 1 || limit > 1000) {
-    throw new AppError('invalid_argument', `--limit must be a whole number from 1 to 1000, got '${value}'`);
-  }
-  return limit;
+export const listPartnersCommand = defineCommand<ListPartnersOptions>({
+  name: 'list-partners',
+  description: 'list partners, oldest first, a page at a time',
+  options: [
+    { flags: '--status <status>', description: 'only partners with this status', choices: ['active', 'disabled'] },
+    { flags: '--limit <n>', description: 'page size, 1-1000', default: '50' },
+    { flags: '--cursor <cursor>', description: 'continue after this cursor (printed at the end of a page; next_cursor in JSON)' },
+    { flags: '--company <company_id>', description: 'only the partners mapped to this company (support: who can reach it?)' },
+  ],
+  readOnly: true,
+  run: (session, out, { options }) => runListPartners(session, out, options),
+});
+
+interface ListPartnersOptions {
+  status?: string;
+  limit?: string;
+  cursor?: string;
+  company?: string;
 }
 
-export async function runListPartners(
-  session: Session,
-  out: Output,
-  options: { status?: string; limit?: string; cursor?: string; company?: string },
-): Promise<void> {
+async function runListPartners(session: Session, out: Output, options: ListPartnersOptions): Promise<void> {
   const limit = parseLimit(options.limit, 50);
   if (options.company !== undefined) validateCompanyId(options.company);
-  const db = await session.db();
+  const [{ listPartners }, db] = await Promise.all([import('../../domain/partners.js'), session.db()]);
   const page = await listPartners(db, {
     status: options.status as PartnerStatus | undefined,
     limit,
@@ -124,9 +131,22 @@ function statusText(chalk: Awaited<ReturnType<Output['chalk']>>, status: string)
   return chalk.yellow(status);
 }
 
-export async function runShowPartner(session: Session, out: Output, partnerArgument: string | undefined): Promise<void> {
+export const showPartnerCommand = defineCommand({
+  name: 'show-partner',
+  description: 'show a partner, its key pairs (never secrets), its company count and first 20 companies (list-companies for all)',
+  arguments: [PARTNER_ARGUMENT],
+  readOnly: true,
+  run: (session, out, { args }) => runShowPartner(session, out, args[0]),
+});
+
+async function runShowPartner(session: Session, out: Output, partnerArgument: string | undefined): Promise<void> {
   const reference = await resolvePartnerArgument(session, partnerArgument);
-  const db = await session.db();
+  const [{ showPartner }, { limitsJson, partnerLimits }, { describeLimits }, db] = await Promise.all([
+    import('../../domain/partners.js'),
+    import('../../domain/limits.js'),
+    import('./describe-limits.js'),
+    session.db(),
+  ]);
   const { partner, keyPairs, companies, companyCount } = await showPartner(db, reference);
   const limits = await partnerLimits(db.sql, partner.id);
   if (out.json) {
@@ -189,7 +209,21 @@ function partnerJson(partner: PartnerRecord) {
   return { partner_id: partner.id, name: partner.name, status: partner.status, created_at: iso(partner.createdAt) };
 }
 
-export async function runSetPartnerStatus(
+export const disablePartnerCommand = defineCommand({
+  name: 'disable-partner',
+  description: 'disable a partner: its keys mint nothing and its tokens are refused (asks to confirm)',
+  arguments: [PARTNER_ARGUMENT],
+  run: (session, out, { args }) => runSetPartnerStatus(session, out, args[0], 'disabled'),
+});
+
+export const enablePartnerCommand = defineCommand({
+  name: 'enable-partner',
+  description: 'enable a disabled partner again',
+  arguments: [PARTNER_ARGUMENT],
+  run: (session, out, { args }) => runSetPartnerStatus(session, out, args[0], 'active'),
+});
+
+async function runSetPartnerStatus(
   session: Session,
   out: Output,
   partnerArgument: string | undefined,
@@ -199,7 +233,7 @@ export async function runSetPartnerStatus(
   if (status === 'disabled') {
     await confirmDestructive(session, `Disable partner '${reference}' (its tokens are refused at once, its keys mint nothing)`);
   }
-  const db = await session.db();
+  const [{ setPartnerStatus }, db] = await Promise.all([import('../../domain/partners.js'), session.db()]);
   const { partner, changed } = await setPartnerStatus(db, session.who, reference, status);
   if (out.json) {
     out.emitJson({ ...partnerJson(partner), changed });

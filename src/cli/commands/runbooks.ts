@@ -1,14 +1,7 @@
 import { closeSync, fsyncSync, openSync, unlinkSync, writeSync } from 'node:fs';
-import {
-  applyDesiredState,
-  exportDesiredState,
-  parseDesiredState,
-  planDesiredState,
-  type DesiredState,
-  type Plan,
-} from '../../domain/desired-state.js';
+import type { Plan } from '../../domain/desired-state.js';
 import { AppError } from '../../errors.js';
-import { readInput } from '../inputs.js';
+import { defineCommand } from '../definition.js';
 import type { Output } from '../output.js';
 import { progressBar } from '../progress.js';
 import type { Session } from '../session.js';
@@ -32,14 +25,51 @@ export async function parseDocument(text: string, source: string): Promise<unkno
   }
 }
 
-export async function runApply(
-  session: Session,
-  out: Output,
-  options: { file?: string; dryRun?: boolean; prune?: boolean; issueKeysTo?: string },
-): Promise<void> {
+export const applyCommand = defineCommand<ApplyOptions>({
+  name: 'apply',
+  description: 'make the database match a document of partners (name, status, companies): plan, then apply in one transaction',
+  options: [
+    { flags: '-f, --file <file|->', description: "the document, YAML or JSON ('-' reads stdin)" },
+    { flags: '--dry-run', description: 'print the plan only; change nothing' },
+    {
+      flags: '--prune',
+      description: 'also unmap the companies of the named partners that the document does not list (never removes a partner or a key)',
+    },
+    {
+      flags: '--issue-keys-to <file>',
+      description: 'issue a key pair to each named partner without an active one; secrets go to this new file (mode 0600), never to stdout',
+    },
+  ],
+  notes: `The document:
+  partners:
+    - name: Acme Pricing
+      # optional: absent keeps an existing partner's status; new partners are
+      # active
+      status: active
+      # optional: absent leaves the partner's mappings alone
+      companies: [company-1, company-2]
+
+Re-applying the same document changes nothing (exit 0, "changes": 0).`,
+  examples: [{ lines: ['partnerctl export > partners.yaml', 'partnerctl apply -f partners.yaml --dry-run'] }],
+  readOnly: (options) => options.dryRun === true,
+  run: (session, out, { options }) => runApply(session, out, options),
+});
+
+interface ApplyOptions {
+  file?: string;
+  dryRun?: boolean;
+  prune?: boolean;
+  issueKeysTo?: string;
+}
+
+async function runApply(session: Session, out: Output, options: ApplyOptions): Promise<void> {
   if (options.file === undefined) {
     throw new AppError('missing_argument', 'missing -f <file|->', { hint: "pass -f desired.yaml, or -f - to read stdin" });
   }
+  const [{ applyDesiredState, parseDesiredState, planDesiredState }, { readInput }] = await Promise.all([
+    import('../../domain/desired-state.js'),
+    import('../inputs.js'),
+  ]);
   const source = options.file === '-' ? '-f - (stdin)' : `-f ${options.file}`;
   const state = parseDesiredState(await parseDocument(await readInput(session, options.file, '-f'), source), source);
   const planOptions = { prune: options.prune === true, issueKeys: options.issueKeysTo !== undefined };
@@ -148,8 +178,16 @@ function printPlan(out: Output, plan: Plan): void {
   );
 }
 
-export async function runExport(session: Session, out: Output, options: { partner?: string[] }): Promise<void> {
-  const db = await session.db();
+export const exportCommand = defineCommand<{ partner?: string[] }>({
+  name: 'export',
+  description: 'print partners, their status and companies as a document for apply (YAML; JSON with --json)',
+  options: [{ flags: '--partner <partner>', description: 'only this partner (id or name); repeat for more', repeatable: true }],
+  readOnly: true,
+  run: (session, out, { options }) => runExport(session, out, options),
+});
+
+async function runExport(session: Session, out: Output, options: { partner?: string[] }): Promise<void> {
+  const [{ exportDesiredState }, db] = await Promise.all([import('../../domain/desired-state.js'), session.db()]);
   const state = await exportDesiredState(db, options.partner ?? []);
   if (out.json) {
     out.emitJson(state);

@@ -1,26 +1,45 @@
-import { usageReport } from '../../domain/usage.js';
 import { parseTimeOrDuration } from '../../domain/validation.js';
 import { AppError } from '../../errors.js';
+import { defineCommand } from '../definition.js';
 import { iso, type Output } from '../output.js';
 import type { Session } from '../session.js';
-import { parseLimit } from './partners.js';
+import { parseLimit } from './common.js';
 
 const GROUPINGS = ['company', 'hour', 'day'] as const;
 export const USAGE_DEFAULT_SINCE = '24h';
 
-export async function runUsage(
-  session: Session,
-  out: Output,
-  partner: string | undefined,
-  options: { since?: string; by?: string; limit?: string },
-): Promise<void> {
+export const usageCommand = defineCommand<UsageOptions>({
+  name: 'usage',
+  description: 'data requests counted by the servers, per partner (and company, hour or UTC day); heaviest first',
+  arguments: [{ name: '[partner]', description: 'only this partner' }],
+  options: [
+    { flags: '--since <time|duration>', description: 'hours from this ISO time, or this long ago (2h, 7d); default 24h' },
+    { flags: '--by <company|hour|day>', description: 'one row per partner and company, hour or UTC day (default: per partner)' },
+    { flags: '--limit <n>', description: 'how many rows, 1-1000', default: '50' },
+  ],
+  notes:
+    'requests = accepted + client_errors + server_errors; a 429 counts in client_errors and rate_limited.\n' +
+    'Servers write their counts at least every 10 s: the newest seconds may not show yet.',
+  examples: [
+    { caption: 'which partners hit the engines hardest this week, and which company?', lines: ['partnerctl usage --since 7d --by company'] },
+  ],
+  run: (session, out, { args, options }) => runUsage(session, out, args[0], options),
+});
+
+interface UsageOptions {
+  since?: string;
+  by?: string;
+  limit?: string;
+}
+
+async function runUsage(session: Session, out: Output, partner: string | undefined, options: UsageOptions): Promise<void> {
   const limit = parseLimit(options.limit, 50);
   const since = parseTimeOrDuration(options.since ?? USAGE_DEFAULT_SINCE, '--since');
   const by = options.by;
   if (by !== undefined && !(GROUPINGS as readonly string[]).includes(by)) {
     throw new AppError('invalid_argument', `--by must be company, hour or day, got '${by.slice(0, 40)}'`);
   }
-  const db = await session.db();
+  const [{ usageReport }, db] = await Promise.all([import('../../domain/usage.js'), session.db()]);
   const rows = await usageReport(db, {
     ...(partner !== undefined ? { partner } : {}),
     since,
