@@ -1,6 +1,6 @@
 import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { PartnerApiError, PartnerClient } from '../../src/client/index.js';
+import { PartnerApiError, PartnerClient } from '@partnerctl/client';
 import type { Database } from '../../src/db/client.js';
 import { setPartnerStatus } from '../../src/domain/partners.js';
 import { SigningKeys } from '../../src/domain/signing-keys.js';
