@@ -33,7 +33,7 @@ export interface PartnerResponse<T = unknown> {
   requestId: string | null;
 }
 
-/** A 4xx/5xx from the API (its error envelope's code, or `http_<status>` for an engine's own error body). */
+/** A 4xx/5xx from the API: its error envelope's code, or `http_<status>` when the body is not that envelope. */
 export class PartnerApiError extends Error {
   readonly status: number;
   readonly code: string;
