@@ -13,7 +13,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'suite',
-          include: ['test/**/*.test.ts'],
+          include: ['test/**/*.test.ts', 'packages/*/test/**/*.test.ts'],
           exclude: [TIMING],
           // Four workers on two cores: much of the suite waits (staleness bounds, expiries, child processes,
           // Redis and PostgreSQL round trips), and the waits overlap. Measured in one sitting on this

@@ -8,7 +8,7 @@ import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBacke
 import { runCli, type CliResult } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
 import { startUpstream, type TestUpstream } from '../http/support.js';
-import { PartnerClient } from '../../src/client/index.js';
+import { PartnerClient } from '@partnerctl/client';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 

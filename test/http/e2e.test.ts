@@ -1,6 +1,6 @@
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PartnerClient } from '../../src/client/index.js';
+import { PartnerClient } from '@partnerctl/client';
 import { runBinary } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';

@@ -1,6 +1,7 @@
-// The partner-side client of the public API. It follows the spec's recommended behaviour: exchange the key
-// pair for a token, keep it in memory with its expiry, re-exchange in the background about 60 s before it
-// expires, and on a 401 exchange once more and retry the request once. It depends on nothing but fetch.
+// The partner-side client of the public API: the package @partnerctl/client (packages/client). It follows
+// the spec's recommended behaviour: exchange the key pair for a token, keep it in memory with its expiry,
+// re-exchange in the background about 60 s before it expires, and on a 401 exchange once more and retry the
+// request once. It depends on nothing but Node's own fetch.
 
 export type QueryValue = string | number | boolean;
 
@@ -32,7 +33,7 @@ export interface PartnerResponse<T = unknown> {
   requestId: string | null;
 }
 
-/** A 4xx/5xx from the API (its error envelope's code, or `http_<status>` for an engine's own error body). */
+/** A 4xx/5xx from the API: its error envelope's code, or `http_<status>` when the body is not that envelope. */
 export class PartnerApiError extends Error {
   readonly status: number;
   readonly code: string;
