@@ -109,7 +109,7 @@ export interface PartnerDetails {
   companyCount: number;
 }
 
-export const SHOWN_COMPANIES = 20;
+const SHOWN_COMPANIES = 20;
 
 export async function showPartner(db: Database, reference: string): Promise<PartnerDetails> {
   const partner = await findPartner(db.sql, reference);

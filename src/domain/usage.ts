@@ -4,7 +4,7 @@ import { DeferredWrites, type OnWriteFailure } from './deferred-writes.js';
 import { findPartner } from './partners.js';
 
 const HOUR_MS = 3_600_000;
-export const USAGE_FLUSH_INTERVAL_MS = 10_000;
+const USAGE_FLUSH_INTERVAL_MS = 10_000;
 /** Cells kept between flushes at most (partner × company × hour); beyond, new keys are dropped and counted. */
 const MAX_CELLS = 200_000;
 
