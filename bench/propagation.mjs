@@ -102,10 +102,12 @@ async function trials({ name, env, servers, partners, trialCount, log }) {
       try {
         exitedAt = await runTimed(args, env);
       } catch (error) {
-        pollers.forEach((poller) => poller.cancel());
+        for (const poller of pollers) poller.cancel();
         throw error;
       }
-      const timer = setTimeout(() => pollers.forEach((poller) => poller.cancel()), GIVE_UP_MS);
+      const timer = setTimeout(() => {
+        for (const poller of pollers) poller.cancel();
+      }, GIVE_UP_MS);
       const results = await Promise.all(pollers.map((poller) => poller.done));
       clearTimeout(timer);
       results.forEach((result, i) => {

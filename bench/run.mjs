@@ -115,7 +115,7 @@ async function abba(specs) {
  * median req/s of them (p50/p99 from its median-req/s round). Medians rather than the best round: on this
  * shared machine one lucky round of either side moved a best-of-two ratio by 0.15.
  */
-async function wrkPasses(specs, passes, around = (spec, run) => run()) {
+async function wrkPasses(specs, passes, around = (_spec, run) => run()) {
   const common = { threads: config.wrkThreads, connections: config.wrkConnections };
   for (const spec of specs) await around(spec, () => wrk({ ...spec, ...common, seconds: 2, label: `${spec.label} (warm-up)` }));
   const rounds = {};
@@ -125,7 +125,8 @@ async function wrkPasses(specs, passes, around = (spec, run) => run()) {
     for (const spec of pass % 2 === 0 ? specs : [...specs].reverse()) {
       const result = await around(spec, () => wrk({ ...spec, ...common, seconds: config.wrkSeconds }));
       log(`wrk ${spec.label}: ${result.rps} req/s, p50 ${result.p50_ms} ms, p99 ${result.p99_ms} ms, ${result.cpu_us_per_request} µs CPU/request`);
-      (rounds[spec.label] ??= []).push(result);
+      rounds[spec.label] ??= [];
+      rounds[spec.label].push(result);
       results[spec.label] = result;
     }
     perPass.push(results);

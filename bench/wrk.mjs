@@ -43,7 +43,7 @@ function processTree(pid) {
 }
 
 /** User + system CPU seconds of the process tree so far. */
-export function cpuSeconds(pid) {
+function cpuSeconds(pid) {
   let ticks = 0;
   for (const each of processTree(pid)) {
     try {

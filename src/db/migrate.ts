@@ -14,7 +14,7 @@ export function schemaPath(provider: Provider): string {
   return join(PRISMA_DIR, provider, 'schema.prisma');
 }
 
-export function migrationsDir(provider: Provider): string {
+function migrationsDir(provider: Provider): string {
   return join(PRISMA_DIR, provider, 'migrations');
 }
 

@@ -34,11 +34,11 @@ export interface SqlReader {
 
 export const SQLITE_BUSY_TIMEOUT_MS = 15_000;
 /** How often (at most) a query checks that the SQLite file at the configured path is still the one open. */
-export const SQLITE_FILE_CHECK_INTERVAL_MS = 200;
+const SQLITE_FILE_CHECK_INTERVAL_MS = 200;
 const SQLITE_HEADER = Buffer.from('SQLite format 3\u0000', 'latin1');
 
 /** The SQLite file at `path` cannot be used: missing, replaced by something that is not a database, or unopenable. */
-export class DatabaseFileError extends Error {
+class DatabaseFileError extends Error {
   override readonly name = 'DatabaseFileError';
   readonly code = 'SQLITE_FILE_UNAVAILABLE';
 }

@@ -13,8 +13,8 @@ interface PartnerVerdict {
   tokensRevokedBefore: number | null;
 }
 
-export const DEFAULT_STALENESS_BOUND_MS = 1_000;
-export const DEFAULT_POLL_INTERVAL_MS = 250;
+const DEFAULT_STALENESS_BOUND_MS = 1_000;
+const DEFAULT_POLL_INTERVAL_MS = 250;
 
 /**
  * What the data-request gate needs to know from the database, held in memory. Every mutation bumps the

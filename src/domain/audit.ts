@@ -15,7 +15,7 @@ export interface AuditRecord {
 }
 
 /** The actions recorded today (the README lists them); `--action` takes any name of this shape. */
-export const AUDIT_ACTIONS = [
+const AUDIT_ACTIONS = [
   'partner.created',
   'partner.disabled',
   'partner.enabled',

@@ -1,5 +1,5 @@
 import type { Database } from '../db/client.js';
-import { companyIdsOf, deleteMapping, deleteMappings, insertMapping, insertMappings, isMapped, mappingCount, mappingPage } from '../db/repositories/companies.js';
+import { deleteMapping, deleteMappings, insertMapping, insertMappings, isMapped, mappingPage } from '../db/repositories/companies.js';
 import { AppError } from '../errors.js';
 import { findPartner, type PartnerRecord } from './partners.js';
 import { runUnit, type Actor, type Unit, type UnitPolicy } from './transactions.js';
@@ -12,7 +12,7 @@ export interface MappingChange {
   changed: boolean;
 }
 
-export async function mapCompanyIn(unit: Unit, reference: string, company: string): Promise<MappingChange> {
+async function mapCompanyIn(unit: Unit, reference: string, company: string): Promise<MappingChange> {
   const companyId = validateCompanyId(company);
   const partner = await findPartner(unit.tx, reference);
   if (await isMapped(unit.tx, partner.id, companyId)) return { partner, companyId, changed: false };
@@ -25,7 +25,7 @@ export function mapCompany(db: Database, who: Actor, reference: string, company:
   return runUnit(db, who, (unit) => mapCompanyIn(unit, reference, company));
 }
 
-export async function unmapCompanyIn(unit: Unit, reference: string, company: string): Promise<MappingChange> {
+async function unmapCompanyIn(unit: Unit, reference: string, company: string): Promise<MappingChange> {
   const companyId = validateCompanyId(company);
   const partner = await findPartner(unit.tx, reference);
   if ((await deleteMapping(unit.tx, partner.id, companyId)) === 0) return { partner, companyId, changed: false };
@@ -41,7 +41,7 @@ export function unmapCompany(db: Database, who: Actor, reference: string, compan
  * Company ids per audit event of a bulk change: the trail still answers "who mapped company X to this
  * partner, and when" (each event lists its ids), in a few events rather than one per company.
  */
-export const AUDIT_IDS_PER_EVENT = 1_000;
+const AUDIT_IDS_PER_EVENT = 1_000;
 
 export interface BulkMappingChange {
   partner: PartnerRecord;
@@ -52,7 +52,7 @@ export interface BulkMappingChange {
 }
 
 /** Distinct ids in first-seen order; every id must already be valid. */
-export function distinctCompanyIds(ids: readonly string[]): string[] {
+function distinctCompanyIds(ids: readonly string[]): string[] {
   for (const id of ids) validateCompanyId(id);
   return [...new Set(ids)];
 }
@@ -120,10 +120,6 @@ export function changeMappings(
   );
 }
 
-export async function countCompanies(db: Database, partnerId: string): Promise<number> {
-  return mappingCount(db.sql, partnerId);
-}
-
 export interface CompanyPage {
   partner: PartnerRecord;
   companies: { companyId: string; createdAt: Date }[];
@@ -140,5 +136,3 @@ export async function listCompanies(db: Database, reference: string, options: { 
   const companies = rows.slice(0, options.limit);
   return { partner, companies, nextCursor: rows.length > options.limit ? (companies.at(-1)?.companyId ?? null) : null };
 }
-
-export { companyIdsOf };

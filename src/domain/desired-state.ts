@@ -240,7 +240,8 @@ export async function applyDesiredState(
         if (step.map.length) await mapCompaniesIn(unit, partner, step.map);
         if (step.unmap.length) await unmapCompaniesIn(unit, partner, step.unmap);
         if (step.issueKeys) issued.push(await issueKeyPairIn(unit, partner.id, pairs.get(step.name) ?? (await newKeyPair())));
-        progress?.((done += 1 + step.map.length + step.unmap.length), size);
+        done += 1 + step.map.length + step.unmap.length;
+        progress?.(done, size);
       }
       return { plan, issued };
     },

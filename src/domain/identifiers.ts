@@ -69,8 +69,8 @@ export function newKeyMaterial(keyPairId: string = newId('kp')): { accessKey: st
 export const ACCESS_KEY_FORMAT = /^pctl_ak_[0-9A-Za-z]{28}$/;
 export const SECRET_KEY_FORMAT = /^pctl_sk_[0-9A-HJKMNP-TV-Z]{26}[0-9A-Za-z]{49}$/;
 /** Keys issued before: no checksum, no pair in the secret. They keep working. */
-export const LEGACY_ACCESS_KEY_FORMAT = /^pctl_ak_[0-9A-Za-z]{22}$/;
-export const LEGACY_SECRET_KEY_FORMAT = /^pctl_sk_[0-9A-Za-z]{43}$/;
+const LEGACY_ACCESS_KEY_FORMAT = /^pctl_ak_[0-9A-Za-z]{22}$/;
+const LEGACY_SECRET_KEY_FORMAT = /^pctl_sk_[0-9A-Za-z]{43}$/;
 
 /** Either format of access key (what the token endpoint accepts before looking anything up). */
 export const ACCESS_KEY_PATTERN = /^pctl_ak_(?:[0-9A-Za-z]{22}|[0-9A-Za-z]{28})$/;

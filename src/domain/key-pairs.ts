@@ -117,7 +117,7 @@ export interface RotationOptions extends KeyPairOptions {
  * In one unit the active pair stops minting (superseded, or revoked when its tokens must die now) and a new
  * pair becomes active, so there is never a moment with none or two.
  */
-export async function rotateKeyPairIn(unit: Unit, reference: string, pair: NewKeyPair, options: RotationOptions = {}): Promise<RotatedKeyPair> {
+async function rotateKeyPairIn(unit: Unit, reference: string, pair: NewKeyPair, options: RotationOptions = {}): Promise<RotatedKeyPair> {
   const revoke = options.revokeIssuedTokens === true;
   const partner = await findPartner(unit.tx, reference);
   const active = await activeKeyPair(unit.tx, partner.id);
@@ -188,7 +188,7 @@ export interface RevokedKeys {
  * and every token they minted is refused at once, and so are the partner's outstanding test tokens. With
  * `keyPairId`: exactly that pair. Nothing left to revoke is a re-run: `changed: false`.
  */
-export async function revokeKeyPairIn(unit: Unit, reference: string, options: { keyPairId?: string } = {}): Promise<RevokedKeys> {
+async function revokeKeyPairIn(unit: Unit, reference: string, options: { keyPairId?: string } = {}): Promise<RevokedKeys> {
   const partner = await findPartner(unit.tx, reference);
   const now = new Date();
   if (options.keyPairId !== undefined) {
@@ -233,7 +233,7 @@ export interface RevokedTokens {
  * again and goes on. A re-run after which no token issued since the previous one can still be live
  * changes nothing.
  */
-export async function revokeTokensIn(unit: Unit, reference: string): Promise<RevokedTokens> {
+async function revokeTokensIn(unit: Unit, reference: string): Promise<RevokedTokens> {
   const partner = await findPartner(unit.tx, reference);
   const now = Date.now();
   const previous = (await partnerGateRow(unit.tx, partner.id))?.tokensRevokedBefore ?? null;

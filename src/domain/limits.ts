@@ -15,7 +15,7 @@ export interface PartnerLimits {
   dailyQuota: number | null;
 }
 
-export const NO_LIMITS: PartnerLimits = Object.freeze({ rate: null, burst: null, dailyQuota: null });
+const NO_LIMITS: PartnerLimits = Object.freeze({ rate: null, burst: null, dailyQuota: null });
 
 function fromRow(row: LimitsRow | null): PartnerLimits {
   if (!row) return NO_LIMITS;
@@ -46,7 +46,7 @@ export interface LimitsChange {
 const same = (a: PartnerLimits, b: PartnerLimits): boolean => JSON.stringify(limitsJson(a)) === JSON.stringify(limitsJson(b));
 
 /** Sets the given fields of a partner's limits (the others stay), or clears them all; audited as `partner.limits_set`. */
-export async function setLimitsIn(
+async function setLimitsIn(
   unit: Unit,
   reference: string,
   change: LimitsChange,

@@ -121,7 +121,7 @@ export function searchPartners(db: Database, term: string, limit: number): Promi
   return partnersMatching(db.sql, term, limit);
 }
 
-export const SHOWN_COMPANIES = 20;
+const SHOWN_COMPANIES = 20;
 
 export async function showPartner(db: Database, reference: string): Promise<PartnerDetails> {
   const partner = await findPartner(db.sql, reference);

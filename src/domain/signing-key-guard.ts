@@ -10,7 +10,7 @@ const POLL_INTERVAL_MS = 1_000;
 /** While the file stays missing, the error is logged again this often. */
 const MISSING_REMINDER_MS = 60_000;
 
-export function keyFileMissing(path: string, known: number): AppError {
+function keyFileMissing(path: string, known: number): AppError {
   return new AppError(
     'signing_key_unavailable',
     `signing-key file ${path} is missing, but the database records ${known} signing key(s) that have signed tokens; a new file would make every token in flight invalid`,

@@ -24,7 +24,7 @@ export interface TokenClaims {
  * Token ids name their origin: `<partner id>.<key-pair id or "test">.<issued at, ms>.<64 random bits, hex>`,
  * so a leaked jti is traced to its partner and pair, and its issue time is known to the millisecond.
  */
-export const TOKEN_ID_FORMAT = /^(ptn_[0-9A-HJKMNP-TV-Z]{26})\.(kp_[0-9A-HJKMNP-TV-Z]{26}|test)\.(\d{13})\.([0-9a-f]{16})$/;
+const TOKEN_ID_FORMAT = /^(ptn_[0-9A-HJKMNP-TV-Z]{26})\.(kp_[0-9A-HJKMNP-TV-Z]{26}|test)\.(\d{13})\.([0-9a-f]{16})$/;
 
 export interface ParsedTokenId {
   partnerId: string;

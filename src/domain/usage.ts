@@ -4,7 +4,7 @@ import { DeferredWrites, type OnWriteFailure } from './deferred-writes.js';
 import { findPartner } from './partners.js';
 
 const HOUR_MS = 3_600_000;
-export const USAGE_FLUSH_INTERVAL_MS = 10_000;
+const USAGE_FLUSH_INTERVAL_MS = 10_000;
 /** Cells kept between flushes at most (partner × company × hour); beyond, new keys are dropped and counted. */
 const MAX_CELLS = 200_000;
 
@@ -115,9 +115,15 @@ export class UsageCounter extends DeferredWrites {
   /** The partner's cells of that hour, made when missing. */
   private companiesOf(hour: number, partnerId: string): Map<string, Cell> {
     let partners = this.hours.get(hour);
-    if (partners === undefined) this.hours.set(hour, (partners = new Map()));
+    if (partners === undefined) {
+      partners = new Map();
+      this.hours.set(hour, partners);
+    }
     let companies = partners.get(partnerId);
-    if (companies === undefined) partners.set(partnerId, (companies = new Map()));
+    if (companies === undefined) {
+      companies = new Map();
+      partners.set(partnerId, companies);
+    }
     return companies;
   }
 

@@ -57,7 +57,8 @@ export async function insertMappings(
       );
     }
     for (const row of rows) added.push(row.company_id);
-    progress?.((done += chunk.length));
+    done += chunk.length;
+    progress?.(done);
   }
   return added;
 }
@@ -85,7 +86,8 @@ export async function deleteMappings(
       );
     }
     for (const row of rows) removed.push(row.company_id);
-    progress?.((done += chunk.length));
+    done += chunk.length;
+    progress?.(done);
   }
   return removed;
 }
