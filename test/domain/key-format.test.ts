@@ -15,15 +15,15 @@ import { parseTokenId } from '../../src/domain/tokens.js';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
-/** The regular expressions the README publishes for secret scanners, from its "Key formats" block. */
+/** The regular expressions the docs publish for secret scanners, from the "Key formats" block of docs/leaked-credentials.md. */
 function readmePatterns(): { access: RegExp; secret: RegExp } {
-  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
-  const section = readme.slice(readme.indexOf('### Key formats'));
+  const readme = readFileSync(new URL('../../docs/leaked-credentials.md', import.meta.url), 'utf8');
+  const section = readme.slice(readme.indexOf('## Key formats'));
   const block = /```text\n([\s\S]*?)```/.exec(section)?.[1] ?? '';
   const lines = block.split('\n').filter((line) => line.trim() !== '');
   const access = lines.find((line) => line.includes('pctl_ak_'));
   const secret = lines.find((line) => line.includes('pctl_sk_'));
-  if (!access || !secret) throw new Error('the README has no key-format block');
+  if (!access || !secret) throw new Error('docs/leaked-credentials.md has no key-format block');
   return { access: new RegExp(access.trim()), secret: new RegExp(secret.trim()) };
 }
 
@@ -59,7 +59,7 @@ describe('key formats', () => {
     expect(43 * Math.log2(62)).toBeGreaterThan(256);
   });
 
-  it('publishes in the README regular expressions that match freshly issued keys and only them', () => {
+  it('publishes in docs/leaked-credentials.md regular expressions that match freshly issued keys and only them', () => {
     const { access, secret } = readmePatterns();
     for (let i = 0; i < 50; i++) {
       const { accessKey, secretKey } = newKeyMaterial(newId('kp'));
