@@ -1,3 +1,4 @@
+import { EventEmitter } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { PassThrough, Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
@@ -33,6 +34,7 @@ async function onWideTerminal(args: string[], columns: number): Promise<{ code: 
     err: new PassThrough(),
     in: Readable.from(['']),
     env: { ...ENV },
+    signals: new EventEmitter(),
     inIsTTY: false,
     outIsTTY: true,
     errIsTTY: true,
