@@ -3,13 +3,14 @@ import type { TestBackend } from '../support/backends.js';
 import { cliOk, gatewayUnderTest, provision, rawHttp, tokenFor, UUID, type recordingEngine, type Seen, type startServe } from './support.js';
 
 /**
- * The usual data request (GET, company_id alone, one bearer token) is answered without Fastify's lifecycle
- * (src/http/fast-path.ts); what it hands over to Fastify must come out as before, with the engine asked once.
+ * The usual data request (GET, company_id alone, one bearer token) enters the data path straight from Node's
+ * listener, without Fastify's intake (src/http/data-path/bare-entry.ts); its answers, refusals included, must
+ * be those of the one pipeline, with the engine asked once.
  */
 
 const header = (seen: Seen, name: string) => seen.rawHeaders.find((_, i) => i % 2 === 1 && seen.rawHeaders[i - 1]!.toLowerCase() === name);
 
-describe('the data path fast lane, against the real server', () => {
+describe('the data path entered from the bare listener, against the real server', () => {
   let backend: TestBackend;
   let engine: Awaited<ReturnType<typeof recordingEngine>>;
   let served: Awaited<ReturnType<typeof startServe>>;
