@@ -24,6 +24,8 @@ export class DataRequest {
   readonly headers: Record<string, string> = {};
   /** How long the engine took to answer (0 until it has). */
   engineMs = 0;
+  /** performance.now() when the request left for the engine. */
+  sentAt = 0;
   /** The query, as parsed once by `admit`. */
   query: Query = {};
 
@@ -57,7 +59,10 @@ export interface DataPathDeps {
 // The engine's own framing and what it says of its body: an error answer is the gateway's envelope instead.
 const ENGINE_ERROR_DROPPED = ['content-type', 'content-length', 'content-encoding', 'content-range', 'etag', 'last-modified', 'www-authenticate', 'proxy-authenticate'];
 
-function upstreamFailure(error: Error & { statusCode?: number; code?: string }): AppError {
+/** What a failed forward answers: the contract's own refusal as it is, the engine's failure as 502 or 504. */
+export function upstreamFailure(thrown: unknown): AppError {
+  if (thrown instanceof AppError) return thrown;
+  const error = thrown as Error & { statusCode?: number; code?: string };
   const timedOut = error.statusCode === 504 || /TIMEOUT/i.test(error.code ?? '');
   return timedOut
     ? new AppError('upstream_timeout', 'the recommendation engine did not answer in time', { cause: error })
@@ -125,29 +130,22 @@ export class DataPath {
     });
   }
 
-  /** The request, rewritten by the forwarding contract, to the engine; its answer, or 502/503/504. */
-  async forward(request: IncomingMessage, data: DataRequest, body: Buffer | null): Promise<EngineResponse> {
+  /**
+   * The request, rewritten by the forwarding contract, to the engine: its answer. A target the contract
+   * refuses throws at once; a failure of the engine rejects (`upstreamFailure` says which 502/504 it is).
+   */
+  forward(request: IncomingMessage, data: DataRequest, body: Buffer | null): Promise<EngineResponse> {
     const { forwarder, prefix } = this.deps;
     if (forwarder === null) throw new AppError('upstream_unavailable', 'no recommendation engine is configured');
-    const sent = performance.now();
-    try {
-      const engine = await forwarder.forward({
-        method: request.method!,
-        path: engineTarget(request.url ?? '', prefix),
-        headers: engineRequestHeaders(request.rawHeaders, request.headers.connection, {
-          partnerId: data.claims!.partnerId,
-          companyId: data.companyId!,
-          requestId: data.id,
-          contentLength: body === null ? null : body.length,
-        }),
-        body,
-      });
-      data.engineMs = performance.now() - sent;
-      return engine;
-    } catch (error) {
-      if (error instanceof AppError) throw error;
-      throw upstreamFailure(error as Error);
-    }
+    const path = engineTarget(request.url ?? '', prefix);
+    const headers = engineRequestHeaders(request.rawHeaders, request.headers.connection, {
+      partnerId: data.claims!.partnerId,
+      companyId: data.companyId!,
+      requestId: data.id,
+      contentLength: body === null ? null : body.length,
+    });
+    data.sentAt = performance.now();
+    return forwarder.forward({ method: request.method!, path, headers, body });
   }
 
   /**
@@ -155,6 +153,7 @@ export class DataPath {
    * unless the engine sent its own); an error as the gateway's envelope (the engine's body to the log).
    */
   answer(engine: EngineResponse, data: DataRequest): Answer {
+    data.engineMs = performance.now() - data.sentAt;
     const headers: Record<string, string | string[] | number> = engineResponseHeaders(engine.headers, this.deps.corsOn);
     for (const name in data.headers) headers[name] ??= data.headers[name]!;
     headers['x-request-id'] = data.id;
@@ -173,51 +172,84 @@ export class DataPath {
 
   /**
    * A whole data request without a body, straight from Node's listener: every step above, the answer (or
-   * the error's envelope) written on the response, then `finish`.
+   * the error's envelope) written on the response, then `finish`. Each step goes on at once when it could
+   * say without waiting (the usual case: no closure, no promise), else once it has.
    */
   serve(request: IncomingMessage, response: ServerResponse, data: DataRequest, finish: (finished: FinishedRequest) => void): void {
-    const done = (answer: Answer, failure?: unknown): void => {
-      response.writeHead(answer.status, answer.headers);
-      response.end(answer.body);
-      finish({
-        requestId: data.id,
-        partnerId: data.claims?.partnerId ?? null,
-        companyId: data.companyId,
-        method: request.method!,
-        url: request.url!,
-        status: answer.status,
-        durationMs: performance.now() - data.started,
-        engineMs: data.engineMs,
-        ...(failure === undefined ? {} : { failure }),
-      });
-    };
-    const refuse = (error: unknown): void => {
-      if (response.headersSent) {
-        response.destroy();
-        return;
-      }
-      const answer = errorAnswer(error, data.id);
-      // The gate's own headers win over the defaults (its WWW-Authenticate names the problem).
-      done({ status: answer.status, headers: { ...answer.headers, ...data.headers }, body: answer.body }, answer.failure);
-    };
-    // One step, then the next: at once when the step could say without waiting, else once it has.
-    const step = (run: () => void | Promise<void>, next: () => void): void => {
-      let pending: void | Promise<void>;
-      try {
-        pending = run();
-      } catch (error) {
-        refuse(error);
-        return;
-      }
-      if (pending === undefined) next();
-      else pending.then(next, refuse);
-    };
-    const forward = (): void => {
-      this.forward(request, data, null).then((engine) => done(this.answer(engine, data)), refuse).catch(refuse);
-    };
-    step(
-      () => this.admit(request, data),
-      () => step(() => this.authorize(request, data, null), forward),
+    const bare: Bare = { request, response, data, finish };
+    let pending: void | Promise<void>;
+    try {
+      pending = this.admit(request, data);
+    } catch (error) {
+      this.refuse(bare, error);
+      return;
+    }
+    if (pending === undefined) this.admitted(bare);
+    else pending.then(() => this.admitted(bare), (error: unknown) => this.refuse(bare, error));
+  }
+
+  private admitted(bare: Bare): void {
+    let pending: void | Promise<void>;
+    try {
+      pending = this.authorize(bare.request, bare.data, null);
+    } catch (error) {
+      this.refuse(bare, error);
+      return;
+    }
+    if (pending === undefined) this.authorized(bare);
+    else pending.then(() => this.authorized(bare), (error: unknown) => this.refuse(bare, error));
+  }
+
+  private authorized(bare: Bare): void {
+    let sent: Promise<EngineResponse>;
+    try {
+      sent = this.forward(bare.request, bare.data, null);
+    } catch (error) {
+      this.refuse(bare, error);
+      return;
+    }
+    sent.then(
+      (engine) => this.write(bare, this.answer(engine, bare.data), undefined),
+      (error: unknown) => this.refuse(bare, upstreamFailure(error)),
     );
   }
+
+  private refuse(bare: Bare, error: unknown): void {
+    if (bare.response.headersSent) {
+      bare.response.destroy();
+      return;
+    }
+    const answer = errorAnswer(error, bare.data.id);
+    // The gate's own headers win over the defaults (its WWW-Authenticate names the problem).
+    this.write(bare, { status: answer.status, headers: { ...answer.headers, ...bare.data.headers }, body: answer.body }, answer.failure);
+  }
+
+  private write({ request, response, data, finish }: Bare, answer: Answer, failure: unknown): void {
+    try {
+      response.writeHead(answer.status, answer.headers);
+      response.end(answer.body);
+    } catch {
+      response.destroy();
+    }
+    const finished: FinishedRequest = {
+      requestId: data.id,
+      partnerId: data.claims === null ? null : data.claims.partnerId,
+      companyId: data.companyId,
+      method: request.method!,
+      url: request.url!,
+      status: answer.status,
+      durationMs: performance.now() - data.started,
+      engineMs: data.engineMs,
+    };
+    if (failure !== undefined) finished.failure = failure;
+    finish(finished);
+  }
+}
+
+/** A request of the bare entry on its way through the steps. */
+interface Bare {
+  request: IncomingMessage;
+  response: ServerResponse;
+  data: DataRequest;
+  finish: (finished: FinishedRequest) => void;
 }

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
-import type { DataPath } from '../data-path/pipeline.js';
-import { DataRequest } from '../data-path/pipeline.js';
+import type { EngineResponse } from '../data-path/forwarder.js';
+import { DataRequest, upstreamFailure, type DataPath } from '../data-path/pipeline.js';
 import { BASE_PATH } from '../protocol/paths.js';
 import { methodNotAllowed } from './method-not-allowed.js';
 
@@ -29,7 +29,13 @@ export function registerDataRoutes(app: FastifyInstance, pipeline: DataPath): vo
   };
   const handler = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
     const data = request.dataRequest!;
-    const answer = pipeline.answer(await pipeline.forward(request.raw, data, request.bodyBytes), data);
+    let engine: EngineResponse;
+    try {
+      engine = await pipeline.forward(request.raw, data, request.bodyBytes);
+    } catch (error) {
+      throw upstreamFailure(error);
+    }
+    const answer = pipeline.answer(engine, data);
     return reply.code(answer.status).headers(answer.headers).send(answer.body);
   };
   app.route({ method: DATA_METHODS, url: BASE_PATH, ...options, handler });
