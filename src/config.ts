@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { createRequire } from 'node:module';
-import { parseRate, type Rate } from './domain/rates.js';
+import { parseRate, type Rate } from './rates.js';
 import { AppError, isAppError } from './errors.js';
 
 /**

@@ -3,10 +3,10 @@ import { deleteLimits, limitsOf, upsertLimits, type LimitsRow } from '../db/repo
 import type { Queryable } from '../db/unit.js';
 import { AppError } from '../errors.js';
 import { findPartner, type PartnerRecord } from './partners.js';
-import { formatRate, MAX_COUNT, type Rate } from './rates.js';
+import { formatRate, MAX_COUNT, type Rate } from '../rates.js';
 import { runUnit, type Actor, type Unit } from './transactions.js';
 
-export { formatRate, parseCount, parseRate, type Rate } from './rates.js';
+export { formatRate, parseCount, parseRate, type Rate } from '../rates.js';
 
 /** A partner's own limits; null fields fall back to the server's defaults. */
 export interface PartnerLimits {

@@ -1,5 +1,5 @@
 // Rates and counts as operators write them (`50/s`, `3000/m`): plain parsing, no database.
-import { AppError } from '../errors.js';
+import { AppError } from './errors.js';
 
 /** `count` requests per `periodSeconds` (1, 60 or 3600). */
 export interface Rate {
