@@ -1,7 +1,7 @@
 // `npm run bench`: the speed figures of issue 5, each next to a baseline measured in the same run.
 // Loopback only; bounded in time (a few minutes on 2 cores). See BENCHMARKS.md for the method.
 //
-// Environment: BENCH_DURATION (seconds per load phase, default 5), BENCH_CONNECTIONS (default 16),
+// Environment: BENCH_DURATION (seconds per load phase, default 5), BENCH_CONNECTIONS (default 64),
 // BENCH_SCALE (fraction of the 100,000-partner / 1,000,000-mapping database, default 1),
 // BENCH_CPU_PROF=<dir> (run both servers under `node --cpu-prof`), BENCH_KEEP=1 (keep the databases),
 // BENCH_ONLY=cost,limits,gate,in-process,exchange,cold,cli,propagation (a subset of the phases, while profiling).
