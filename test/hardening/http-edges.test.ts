@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { cliOk, expectEnvelope4xx, gatewayUnderTest, rawHttp, UUID, type RawResponse, type recordingEngine, type startServe } from './support.js';
+import { expectEnvelope4xx, gatewayUnderTest, rawHttp, UUID, type RawResponse, type recordingEngine, type startServe } from './support.js';
 
 /**
  * RFC 9110/9112 edge cases an attacker of a gateway tries, against the real `partnerctl serve` with raw

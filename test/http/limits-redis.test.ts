@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parseRate, effectiveLimits } from '../../src/domain/limits.js';
 import { policyOf, RedisLimiter } from '../../src/http/counters/limits.js';
 import { SharedRedis } from '../../src/http/counters/redis.js';
-import { backendAvailable, createBackend, type TestBackend } from '../support/backends.js';
+import { createBackend, type TestBackend } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
 import { bearer, startUpstream, type TestUpstream } from './support.js';
