@@ -136,7 +136,10 @@ export function rawHttp(
       if (body.length > 65_536) {
         await new Promise<void>((settled) => {
           const timer = setTimeout(settled, 200);
-          socket.once('data', () => (clearTimeout(timer), settled()));
+          socket.once('data', () => {
+            clearTimeout(timer);
+            settled();
+          });
         });
       }
       for (let offset = 0; offset < body.length && chunks.length === 0 && !socket.destroyed; offset += 65_536) {
