@@ -42,7 +42,7 @@ export interface Invocation<Options> {
   command: Command;
 }
 
-export type Run<Options> = (session: Session, out: Output, invocation: Invocation<Options>) => Promise<number | void>;
+export type Run<Options> = (session: Session, out: Output, invocation: Invocation<Options>) => Promise<number | undefined> | Promise<void>;
 
 export interface CommandDefinition<Options = Record<string, never>> {
   name: string;
