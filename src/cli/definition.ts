@@ -63,10 +63,13 @@ export interface CommandDefinition<Options = Record<string, never>> {
   readsServerConfig?: boolean;
   /** The exit code, or undefined for 0. A command with subcommands has no run of its own. */
   run?: Run<Options>;
-  subcommands?: CommandDefinition<any>[];
+  subcommands?: CommandDefinition<never>[];
 }
 
-/** Checks a definition against its own option types (and nothing else: it returns it as it is). */
-export function defineCommand<Options = Record<string, never>>(definition: CommandDefinition<Options>): CommandDefinition<any> {
+/**
+ * Checks a definition against its own option types (and nothing else: it returns it as it is). Options appear
+ * only as what run and readOnly take, so CommandDefinition<never> is a definition whatever its options.
+ */
+export function defineCommand<Options = Record<string, never>>(definition: CommandDefinition<Options>): CommandDefinition<never> {
   return definition;
 }
