@@ -28,10 +28,10 @@ describe('metrics on their own listener', () => {
   let keys: { access_key: string; secret_key: string };
   let partnerId: string;
 
-  const cli = async (...args: string[]) => {
+  const cli = async <T = Record<string, unknown>>(...args: string[]): Promise<T> => {
     const result = await runCli(['--json', '--yes', ...args], backend.env);
     expect(result.code, result.stderr).toBe(0);
-    return result.json<any>();
+    return result.json<T>();
   };
   const exchange = (server: Served, secret = keys.secret_key) =>
     fetch(`${server.url}/public/v1/auth/token`, {
@@ -47,8 +47,8 @@ describe('metrics on their own listener', () => {
   beforeAll(async () => {
     backend = await createBackend('sqlite');
     upstream = await startUpstream();
-    partnerId = (await cli('create-partner', '--name', 'Metered')).partner_id;
-    keys = await cli('issue-keys', 'Metered');
+    partnerId = (await cli<{ partner_id: string }>('create-partner', '--name', 'Metered')).partner_id;
+    keys = await cli<{ access_key: string; secret_key: string }>('issue-keys', 'Metered');
     await cli('map-company', 'Metered', '--company', 'acme');
   });
   afterAll(async () => {
