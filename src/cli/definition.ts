@@ -42,7 +42,7 @@ export interface Invocation<Options> {
   command: Command;
 }
 
-export type Run<Options> = (session: Session, out: Output, invocation: Invocation<Options>) => Promise<number | void>;
+export type Run<Options> = (session: Session, out: Output, invocation: Invocation<Options>) => Promise<number | undefined> | Promise<void>;
 
 export interface CommandDefinition<Options = Record<string, never>> {
   name: string;
@@ -63,10 +63,13 @@ export interface CommandDefinition<Options = Record<string, never>> {
   readsServerConfig?: boolean;
   /** The exit code, or undefined for 0. A command with subcommands has no run of its own. */
   run?: Run<Options>;
-  subcommands?: CommandDefinition<any>[];
+  subcommands?: CommandDefinition<never>[];
 }
 
-/** Checks a definition against its own option types (and nothing else: it returns it as it is). */
-export function defineCommand<Options = Record<string, never>>(definition: CommandDefinition<Options>): CommandDefinition<any> {
+/**
+ * Checks a definition against its own option types (and nothing else: it returns it as it is). Options appear
+ * only as what run and readOnly take, so CommandDefinition<never> is a definition whatever its options.
+ */
+export function defineCommand<Options = Record<string, never>>(definition: CommandDefinition<Options>): CommandDefinition<never> {
   return definition;
 }

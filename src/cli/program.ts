@@ -24,7 +24,7 @@ import { configureHelp } from './help.js';
 import type { GlobalOptions } from './session.js';
 
 /** Runs a command's definition once commander has parsed its command line. */
-export type Runner = (command: Command, definition: CommandDefinition<any>) => Promise<void>;
+export type Runner = (command: Command, definition: CommandDefinition<never>) => Promise<void>;
 
 /** The program itself: the options every command accepts, and what its help says after the commands. */
 export const PROGRAM = defineCommand({
@@ -110,7 +110,7 @@ export function buildProgram(run: Runner, argv: readonly string[] = []): Command
   return program;
 }
 
-function addCommand(parent: Command, definition: CommandDefinition<any>, run: Runner): void {
+function addCommand(parent: Command, definition: CommandDefinition<never>, run: Runner): void {
   const command = parent.command(definition.name, { hidden: definition.hidden === true }).description(definition.description);
   configureHelp(command, definition);
   for (const argument of definition.arguments ?? []) command.argument(argument.name, argument.description);
@@ -133,7 +133,7 @@ function collect(value: string, previous: string[] | undefined): string[] {
 }
 
 /** Whether the command only reads (by its definition), given its own parsed options. */
-export function isReadOnly(definition: CommandDefinition<any>, options: Record<string, unknown>): boolean {
+export function isReadOnly(definition: CommandDefinition<never>, options: Record<string, unknown>): boolean {
   const readOnly = definition.readOnly;
   return typeof readOnly === 'function' ? readOnly(options as never) : readOnly === true;
 }

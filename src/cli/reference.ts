@@ -21,7 +21,7 @@ function optionsTable(options: readonly OptionDefinition[]): string[] {
   ];
 }
 
-function section(command: Command, definition: CommandDefinition<any>, path: string): string[] {
+function section(command: Command, definition: CommandDefinition<never>, path: string): string[] {
   const usage = command.createHelp().commandUsage(command);
   const lines = [`## ${path}`, '', definition.description, '', '```text', usage, '```', ''];
   const args = definition.arguments ?? [];
@@ -49,8 +49,8 @@ function slug(heading: string): string {
 /** The whole command reference, as Markdown. */
 export function cliReference(): string {
   const program = buildProgram(async () => {});
-  const entries: { command: Command; definition: CommandDefinition<any>; path: string }[] = [];
-  const visit = (command: Command, definitions: readonly CommandDefinition<any>[], prefix: string) => {
+  const entries: { command: Command; definition: CommandDefinition<never>; path: string }[] = [];
+  const visit = (command: Command, definitions: readonly CommandDefinition<never>[], prefix: string) => {
     for (const definition of definitions) {
       if (definition.hidden) continue;
       const child = command.commands.find((candidate) => candidate.name() === definition.name)!;

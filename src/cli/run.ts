@@ -64,7 +64,8 @@ export async function runCli(argv: readonly string[], terminal: Terminal): Promi
         terminal,
         isReadOnly(definition, options),
       );
-      const invocation = { args: command.processedArgs as (string | undefined)[], options, command };
+      // The definition's own option types were checked where it was defined (defineCommand); here, commander's.
+      const invocation = { args: command.processedArgs as (string | undefined)[], options: options as never, command };
       exitCode = (await definition.run!(session, new Output(session), invocation)) ?? EXIT.ok;
     } catch (error) {
       exitCode = await report(error, session, argv, terminal);

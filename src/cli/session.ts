@@ -68,6 +68,7 @@ export class Session {
 
   get who(): Actor {
     const actor = (this.options.actor ?? this.config.defaultActor ?? osUser()).trim();
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: an actor name may hold no C0 control character or DEL
     if (actor === '' || actor.length > 200 || /[\u0000-\u001f\u007f]/.test(actor)) {
       throw new AppError('invalid_argument', '--actor must be 1 to 200 characters without control characters');
     }

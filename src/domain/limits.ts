@@ -3,7 +3,7 @@ import { deleteLimits, limitsOf, upsertLimits, type LimitsRow } from '../db/repo
 import type { Queryable } from '../db/unit.js';
 import { AppError } from '../errors.js';
 import { findPartner, type PartnerRecord } from './partners.js';
-import { formatRate, MAX_COUNT, type Rate } from '../rates.js';
+import { formatRate, type Rate } from '../rates.js';
 import { runUnit, type Actor, type Unit } from './transactions.js';
 
 export { formatRate, parseCount, parseRate, type Rate } from '../rates.js';

@@ -81,6 +81,7 @@ describe.each(BACKENDS)('partnerctl CLI on %s', (provider) => {
       expect(issued.code, issued.stderr).toBe(0);
       expect(issued.stdout).toMatch(/secret key\s+pctl_sk_/);
       expect(issued.stdout).toMatch(/shown once/);
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: an ESC [ would be a colour escape in the output
       expect(issued.stdout).not.toMatch(/\u001b\[/); // not a terminal: no colour
       const listed = await cli('list-partners');
       expect(listed.stdout).toContain('Readable');

@@ -16,7 +16,7 @@ function onTerminal(args: string[], env: NodeJS.ProcessEnv, answers: [RegExp, st
   const onData = (chunk: Buffer) => {
     screen += chunk.toString('utf8');
     const next = pending[0];
-    if (next && next[0].test(screen.slice(answeredUpTo))) {
+    if (next?.[0].test(screen.slice(answeredUpTo))) {
       pending.shift();
       answeredUpTo = screen.length;
       child.stdin.write(next[1]);

@@ -19,7 +19,7 @@ interface Keys {
   secret_key: string;
 }
 
-function payloadOf(token: string): Record<string, any> {
+function payloadOf(token: string): { jti: string; exp: number; [claim: string]: unknown } {
   return JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString('utf8'));
 }
 

@@ -141,6 +141,7 @@ describe.each(BACKENDS)('bad CLI input changes nothing (%s)', (provider) => {
     it('generated partner names holding a control or bidi character are all refused', async () => {
       const before = await writeMarks(probe);
       const control = fc.constantFrom('\u0001', '\u0007', '\u0008', '\u000b', '\u000c', '\u001b', '\u007f', '\u0090', '\u009b', '\u200e', '\u200f', '\u202a', '\u202e', '\u2066', '\u2069', '\u2028');
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: a NUL cannot travel in a command-line argument, so the generated text holds none
       const text = fc.string({ minLength: 1, maxLength: 20 }).map((value) => value.replace(/[\u0000\s]/g, 'x'));
       await fc.assert(
         fc.asyncProperty(text, control, text, async (prefix, bad, suffix) => {

@@ -165,7 +165,7 @@ describe.each(BACKENDS)('%s: faults', (provider) => {
       expect(logLine(server, 'signing-key file changed on disk')).toMatchObject({ level: 40, path: keyFile, kids: expect.arrayContaining(kids) });
       await sleep(PAST_STALENESS_BOUND_MS);
       expect(await status(dataUrl(server), bearer(token))).toBe(200);
-      const minted = await cliOk(backend, 'mint-test-token', partner.partnerId);
+      const minted = await cliOk<{ access_token: string }>(backend, 'mint-test-token', partner.partnerId);
       expect(await status(dataUrl(server), bearer(minted.access_token))).toBe(200);
     });
 

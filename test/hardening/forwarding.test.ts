@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { cliOk, gatewayUnderTest, rawHttp, UUID, type provision, type recordingEngine, type Seen, type startServe } from './support.js';
+import { gatewayUnderTest, rawHttp, UUID, type provision, type recordingEngine, type Seen, type startServe } from './support.js';
 
 /**
  * The forwarding contract (README) probed from outside: the real `partnerctl serve`, raw sockets for what

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { cliOk, expectEnvelope4xx, gatewayUnderTest, rawHttp, UUID, type RawResponse, type recordingEngine, type startServe } from './support.js';
+import { expectEnvelope4xx, gatewayUnderTest, rawHttp, UUID, type RawResponse, type recordingEngine, type startServe } from './support.js';
 
 /**
  * RFC 9110/9112 edge cases an attacker of a gateway tries, against the real `partnerctl serve` with raw
@@ -69,8 +69,8 @@ describe('HTTP edge cases, against the real server', () => {
   describe('the path never reaches the engine with control characters or dot segments', () => {
     it('refuses percent-encoded control characters (%00-%1f, %7f) anywhere in the path', async () => {
       for (const code of [0x00, 0x01, 0x09, 0x0a, 0x0d, 0x1b, 0x1f, 0x7f]) {
-        const escape = `%${code.toString(16).padStart(2, '0')}`;
-        for (const target of [`/public/v1/x${escape}y?company_id=acme`, `/public/v1/${escape.toUpperCase()}?company_id=acme`]) {
+        const encoded = `%${code.toString(16).padStart(2, '0')}`;
+        for (const target of [`/public/v1/x${encoded}y?company_id=acme`, `/public/v1/${encoded.toUpperCase()}?company_id=acme`]) {
           refused(await get(target), target, 400);
         }
       }

@@ -146,7 +146,12 @@ describe.each(BACKENDS)('rotate-keys under concurrency and crashes (%s)', (provi
       });
       const exited = new Promise((resolve) => child.on('exit', resolve));
       let stderr = '';
-      await new Promise<void>((resolve) => child.stderr.setEncoding('utf8').on('data', (chunk) => (stderr += chunk).includes(HOOK_LINE) && resolve()));
+      await new Promise<void>((resolve) =>
+        child.stderr.setEncoding('utf8').on('data', (chunk) => {
+          stderr += chunk;
+          if (stderr.includes(HOOK_LINE)) resolve();
+        }),
+      );
       child.kill('SIGKILL');
       await exited;
       const pairs = await pairsOf(probe, partner.partnerId);

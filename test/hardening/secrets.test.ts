@@ -53,7 +53,7 @@ describe.each(BACKENDS)('no secret or token at rest or in the logs (%s)', (provi
       const tokens: string[] = [];
       const partner = await provision(backend, 'secretive', ['acme']);
       secrets.push(partner.secretKey);
-      const rotated = await cliOk(backend, 'rotate-keys', partner.partnerId);
+      const rotated = await cliOk<{ access_key: string; secret_key: string }>(backend, 'rotate-keys', partner.partnerId);
       secrets.push(rotated.secret_key);
 
       const server = await startServe({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url, LOG_LEVEL: 'trace' });
@@ -75,13 +75,13 @@ describe.each(BACKENDS)('no secret or token at rest or in the logs (%s)', (provi
         }
         // A key sent where it does not belong is refused, and not logged.
         expect((await fetch(`${server.url}/public/v1/prices?company_id=acme&k=${rotated.secret_key}`, { headers: { authorization: `Bearer ${tokens[0]}` } })).status).toBe(400);
-        const testToken = await cliOk(backend, 'mint-test-token', partner.partnerId, '--ttl', '600');
+        const testToken = await cliOk<{ access_token: string }>(backend, 'mint-test-token', partner.partnerId, '--ttl', '600');
         tokens.push(testToken.access_token);
         expect((await fetch(`${server.url}/public/v1/prices?company_id=acme`, { headers: { authorization: `Bearer ${testToken.access_token}` } })).status).toBe(200);
-        const leaked = await cliOk(backend, 'rotate-keys', partner.partnerId, '--revoke-issued-tokens');
+        const leaked = await cliOk<{ access_key: string; secret_key: string }>(backend, 'rotate-keys', partner.partnerId, '--revoke-issued-tokens');
         secrets.push(leaked.secret_key);
         tokens.push(await tokenFor(server.url, leaked.access_key, leaked.secret_key));
-        expect((await cliOk(backend, 'revoke-keys', partner.partnerId)).revoked_key_pair_ids.length).toBeGreaterThan(0);
+        expect((await cliOk<{ revoked_key_pair_ids: string[] }>(backend, 'revoke-keys', partner.partnerId)).revoked_key_pair_ids.length).toBeGreaterThan(0);
         const audit = await runCli(['audit', '--limit', '100', '--json'], backend.env);
         expect(audit.code).toBe(0);
         expect(audit.json().events.length).toBeGreaterThanOrEqual(7);

@@ -11,15 +11,15 @@ import { serve, type Served } from '../support/serve.js';
 export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /** The CLI with --json, which must succeed; its JSON output. */
-export async function cliOk(backend: TestBackend, ...args: string[]): Promise<Record<string, any>> {
+export async function cliOk<T = Record<string, unknown>>(backend: TestBackend, ...args: string[]): Promise<T> {
   const result = await runCli(['--json', '--yes', ...args], backend.env);
   expect(result.code, `${args.join(' ')}: ${result.stderr}`).toBe(0);
-  return result.json();
+  return result.json<T>();
 }
 
 /** A partner made with the real CLI: created, keys issued, companies mapped. */
 export async function provision(backend: TestBackend, name: string, companies: string[] = []) {
-  const partner = await cliOk(backend, 'create-partner', '--name', name);
+  const partner = await cliOk<{ partner_id: string }>(backend, 'create-partner', '--name', name);
   const keys = await cliOk(backend, 'issue-keys', partner.partner_id);
   for (const company of companies) await cliOk(backend, 'map-company', partner.partner_id, '--company', company);
   return { partnerId: partner.partner_id as string, keyPairId: keys.key_pair_id as string, accessKey: keys.access_key as string, secretKey: keys.secret_key as string };
@@ -136,7 +136,10 @@ export function rawHttp(
       if (body.length > 65_536) {
         await new Promise<void>((settled) => {
           const timer = setTimeout(settled, 200);
-          socket.once('data', () => (clearTimeout(timer), settled()));
+          socket.once('data', () => {
+            clearTimeout(timer);
+            settled();
+          });
         });
       }
       for (let offset = 0; offset < body.length && chunks.length === 0 && !socket.destroyed; offset += 65_536) {

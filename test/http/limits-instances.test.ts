@@ -9,10 +9,10 @@ const REDIS_URL = inject('redisUrl');
 
 type Keys = { access_key: string; secret_key: string };
 
-async function cliIn(env: NodeJS.ProcessEnv, ...args: string[]): Promise<any> {
+async function cliIn(env: NodeJS.ProcessEnv, ...args: string[]): Promise<Record<string, unknown>> {
   const result = await runBinary(['--json', '--yes', ...args], env);
   expect(result.code, result.stderr).toBe(0);
-  return result.json<any>();
+  return result.json<Record<string, unknown>>();
 }
 
 async function tokenFrom(server: Served, keys: Keys): Promise<string> {

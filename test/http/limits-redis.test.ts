@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parseRate, effectiveLimits } from '../../src/domain/limits.js';
 import { policyOf, RedisLimiter } from '../../src/http/counters/limits.js';
 import { SharedRedis } from '../../src/http/counters/redis.js';
-import { backendAvailable, createBackend, type TestBackend } from '../support/backends.js';
+import { createBackend, type TestBackend } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
 import { bearer, startUpstream, type TestUpstream } from './support.js';
@@ -116,13 +116,13 @@ describe.skipIf(!redisUrl)('Redis down and back (a redis-server of the test\'s o
   });
 
   it('keeps serving on per-instance counters, stays ready with "redis":"unavailable", says so in the metrics and the log, and shares counters again once Redis is back', async () => {
-    const cli = async (...args: string[]) => {
+    const cli = async <T = Record<string, unknown>>(...args: string[]): Promise<T> => {
       const result = await runCli(['--json', '--yes', ...args], backend.env);
       expect(result.code, result.stderr).toBe(0);
-      return result.json<any>();
+      return result.json<T>();
     };
     const partner = await cli('create-partner', '--name', 'Steady');
-    const keys = await cli('issue-keys', 'Steady');
+    const keys = await cli<{ access_key: string; secret_key: string }>('issue-keys', 'Steady');
     await cli('map-company', 'Steady', '--company', 'acme');
     await cli('set-limits', 'Steady', '--rate', '100/m', '--burst', '50');
     const redisAt = `redis://127.0.0.1:${redisPort}`;

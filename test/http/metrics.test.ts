@@ -17,7 +17,7 @@ async function metricsUrlOf(server: Served): Promise<string> {
 }
 
 /** The value of one series line, exactly as written (`name{labels}`); undefined when absent. */
-function valueOf(text: string, series: string): number | undefined {
+function seriesValue(text: string, series: string): number | undefined {
   const line = text.split('\n').find((l) => l.startsWith(`${series} `));
   return line === undefined ? undefined : Number(line.slice(series.length + 1));
 }
@@ -28,10 +28,10 @@ describe('metrics on their own listener', () => {
   let keys: { access_key: string; secret_key: string };
   let partnerId: string;
 
-  const cli = async (...args: string[]) => {
+  const cli = async <T = Record<string, unknown>>(...args: string[]): Promise<T> => {
     const result = await runCli(['--json', '--yes', ...args], backend.env);
     expect(result.code, result.stderr).toBe(0);
-    return result.json<any>();
+    return result.json<T>();
   };
   const exchange = (server: Served, secret = keys.secret_key) =>
     fetch(`${server.url}/public/v1/auth/token`, {
@@ -47,8 +47,8 @@ describe('metrics on their own listener', () => {
   beforeAll(async () => {
     backend = await createBackend('sqlite');
     upstream = await startUpstream();
-    partnerId = (await cli('create-partner', '--name', 'Metered')).partner_id;
-    keys = await cli('issue-keys', 'Metered');
+    partnerId = (await cli<{ partner_id: string }>('create-partner', '--name', 'Metered')).partner_id;
+    keys = await cli<{ access_key: string; secret_key: string }>('issue-keys', 'Metered');
     await cli('map-company', 'Metered', '--company', 'acme');
   });
   afterAll(async () => {
@@ -80,29 +80,29 @@ describe('metrics on their own listener', () => {
       expect(response.status).toBe(200);
       expect(response.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
       const text = await response.text();
-      expect(valueOf(text, 'partnerctl_http_requests_total{route_class="token",status_class="2xx"}')).toBe(1);
-      expect(valueOf(text, 'partnerctl_http_requests_total{route_class="token",status_class="4xx"}')).toBe(1);
-      expect(valueOf(text, 'partnerctl_http_requests_total{route_class="data",status_class="2xx"}')).toBe(3);
-      expect(valueOf(text, 'partnerctl_http_requests_total{route_class="data",status_class="4xx"}')).toBe(1);
-      expect(valueOf(text, 'partnerctl_http_requests_total{route_class="other",status_class="4xx"}')).toBe(1);
-      expect(valueOf(text, 'partnerctl_token_exchanges_total{outcome="issued"}')).toBe(1);
-      expect(valueOf(text, 'partnerctl_token_exchanges_total{outcome="refused"}')).toBe(1);
-      expect(valueOf(text, 'partnerctl_token_exchanges_total{outcome="rate_limited"}')).toBe(0);
-      expect(valueOf(text, 'partnerctl_engine_duration_seconds_count')).toBe(3);
-      expect(valueOf(text, 'partnerctl_engine_duration_seconds_sum')).toBeGreaterThan(0);
-      expect(valueOf(text, 'partnerctl_http_request_duration_seconds_count{route_class="data"}')).toBe(4);
-      expect(valueOf(text, 'partnerctl_http_request_duration_seconds_bucket{le="+Inf",route_class="data"}')).toBe(4);
+      expect(seriesValue(text, 'partnerctl_http_requests_total{route_class="token",status_class="2xx"}')).toBe(1);
+      expect(seriesValue(text, 'partnerctl_http_requests_total{route_class="token",status_class="4xx"}')).toBe(1);
+      expect(seriesValue(text, 'partnerctl_http_requests_total{route_class="data",status_class="2xx"}')).toBe(3);
+      expect(seriesValue(text, 'partnerctl_http_requests_total{route_class="data",status_class="4xx"}')).toBe(1);
+      expect(seriesValue(text, 'partnerctl_http_requests_total{route_class="other",status_class="4xx"}')).toBe(1);
+      expect(seriesValue(text, 'partnerctl_token_exchanges_total{outcome="issued"}')).toBe(1);
+      expect(seriesValue(text, 'partnerctl_token_exchanges_total{outcome="refused"}')).toBe(1);
+      expect(seriesValue(text, 'partnerctl_token_exchanges_total{outcome="rate_limited"}')).toBe(0);
+      expect(seriesValue(text, 'partnerctl_engine_duration_seconds_count')).toBe(3);
+      expect(seriesValue(text, 'partnerctl_engine_duration_seconds_sum')).toBeGreaterThan(0);
+      expect(seriesValue(text, 'partnerctl_http_request_duration_seconds_count{route_class="data"}')).toBe(4);
+      expect(seriesValue(text, 'partnerctl_http_request_duration_seconds_bucket{le="+Inf",route_class="data"}')).toBe(4);
       // One signature check, then the token's verdict from memory (counted per lookup: a request the fast
       // lane hands to Fastify, such as the 404, looks the verdict up again there).
-      expect(valueOf(text, 'partnerctl_cache_misses_total{cache="token"}')).toBe(1);
-      expect(valueOf(text, 'partnerctl_cache_hits_total{cache="token"}')).toBeGreaterThanOrEqual(3);
-      expect(valueOf(text, 'partnerctl_cache_hits_total{cache="access"}')).toBeGreaterThan(0);
-      const age = valueOf(text, 'partnerctl_revision_age_seconds')!;
+      expect(seriesValue(text, 'partnerctl_cache_misses_total{cache="token"}')).toBe(1);
+      expect(seriesValue(text, 'partnerctl_cache_hits_total{cache="token"}')).toBeGreaterThanOrEqual(3);
+      expect(seriesValue(text, 'partnerctl_cache_hits_total{cache="access"}')).toBeGreaterThan(0);
+      const age = seriesValue(text, 'partnerctl_revision_age_seconds')!;
       expect(age).toBeGreaterThanOrEqual(0);
       expect(age).toBeLessThan(5);
-      expect(valueOf(text, 'partnerctl_database_up')).toBe(1);
-      expect(valueOf(text, 'partnerctl_redis_up')).toBe(-1);
-      expect(valueOf(text, 'process_cpu_seconds_total')).toBeGreaterThan(0);
+      expect(seriesValue(text, 'partnerctl_database_up')).toBe(1);
+      expect(seriesValue(text, 'partnerctl_redis_up')).toBe(-1);
+      expect(seriesValue(text, 'process_cpu_seconds_total')).toBeGreaterThan(0);
       expect(text).toContain('nodejs_eventloop_lag_seconds');
       // No series per partner unless asked for.
       expect(text).not.toContain('partnerctl_partner_requests_total');
@@ -126,9 +126,9 @@ describe('metrics on their own listener', () => {
       expect((await exchange(server)).status).toBe(429);
       await fetch(`${server.url}/public/v1/prices?company_id=acme`, { headers: bearer(token) });
       const text = await (await fetch(metricsUrl)).text();
-      expect(valueOf(text, 'partnerctl_token_exchanges_total{outcome="rate_limited"}')).toBe(1);
-      expect(valueOf(text, 'partnerctl_token_exchanges_total{outcome="issued"}')).toBe(2);
-      expect(valueOf(text, `partnerctl_partner_requests_total{partner_id="${partnerId}",status_class="2xx"}`)).toBe(1);
+      expect(seriesValue(text, 'partnerctl_token_exchanges_total{outcome="rate_limited"}')).toBe(1);
+      expect(seriesValue(text, 'partnerctl_token_exchanges_total{outcome="issued"}')).toBe(2);
+      expect(seriesValue(text, `partnerctl_partner_requests_total{partner_id="${partnerId}",status_class="2xx"}`)).toBe(1);
     } finally {
       await stop(server);
     }

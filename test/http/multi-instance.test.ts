@@ -14,10 +14,10 @@ describe('two serve instances on one PostgreSQL database', () => {
     let upstream: TestUpstream;
     let instances: Served[];
 
-    const cli = async (...args: string[]) => {
+    const cli = async <T = Record<string, unknown>>(...args: string[]): Promise<T> => {
       const result = await runBinary(['--json', '--yes', ...args], backend.env);
       expect(result.code, result.stderr).toBe(0);
-      return result.json<any>();
+      return result.json<T>();
     };
     const exchange = (server: Served, keys: { access_key: string; secret_key: string }) =>
       fetch(`${server.url}/public/v1/auth/token`, {
@@ -58,7 +58,7 @@ describe('two serve instances on one PostgreSQL database', () => {
 
     it('a token minted by one instance is accepted by the other (shared signing-key file)', async () => {
       await cli('create-partner', '--name', 'Shared');
-      const keys = await cli('issue-keys', 'Shared');
+      const keys = await cli<{ access_key: string; secret_key: string }>('issue-keys', 'Shared');
       await cli('map-company', 'Shared', '--company', 'acme');
       const [a, b] = instances as [Served, Served];
       const token = await tokenFrom(a, keys);
@@ -68,14 +68,14 @@ describe('two serve instances on one PostgreSQL database', () => {
 
     it('honours a rotation, an unmapping and a disabled partner on both instances', async () => {
       await cli('create-partner', '--name', 'Rotating');
-      const oldKeys = await cli('issue-keys', 'Rotating');
+      const oldKeys = await cli<{ access_key: string; secret_key: string }>('issue-keys', 'Rotating');
       await cli('map-company', 'Rotating', '--company', 'acme');
       await cli('map-company', 'Rotating', '--company', 'globex');
       const [a, b] = instances as [Served, Served];
       const oldToken = await tokenFrom(a, oldKeys);
       for (const instance of instances) expect(await dataStatus(instance, oldToken, 'globex')).toBe(200);
 
-      const newKeys = await cli('rotate-keys', 'Rotating');
+      const newKeys = await cli<{ access_key: string; secret_key: string }>('rotate-keys', 'Rotating');
       for (const instance of instances) {
         expect((await exchange(instance, oldKeys)).status).toBe(401);
         expect(await dataStatus(instance, oldToken, 'acme')).toBe(200); // lives out its 15 minutes

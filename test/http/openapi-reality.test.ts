@@ -14,6 +14,7 @@ import { seedPartner, UUID, type SeededPartner } from './support.js';
  * the described ones. Every described operation is exercised at least once.
  */
 
+// biome-ignore lint/suspicious/noExplicitAny: the OpenAPI document is walked as plain JSON; each test asserts what it reads
 type Doc = Record<string, any>;
 const BASE = '/public/v1';
 const ORIGIN = 'https://app.example.com';

@@ -12,10 +12,10 @@ describe.each(BACKENDS)('usage per partner, company and hour (%s)', (provider) =
     let backend: TestBackend;
     let upstream: TestUpstream;
 
-    const cli = async (...args: string[]) => {
+    const cli = async <T = Record<string, unknown>>(...args: string[]): Promise<T> => {
       const result = await runCli(['--json', '--yes', ...args], backend.env);
       expect(result.code, result.stderr).toBe(0);
-      return result.json<any>();
+      return result.json<T>();
     };
 
     beforeAll(async () => {
@@ -31,14 +31,14 @@ describe.each(BACKENDS)('usage per partner, company and hour (%s)', (provider) =
     });
 
     it('a real serve counts accepted, 4xx, 5xx and 429 per company and writes them on close; usage sums them', async () => {
-      const partner = await cli('create-partner', '--name', 'Usage A');
-      const keys = await cli('issue-keys', 'Usage A');
+      const partner = await cli<{ partner_id: string }>('create-partner', '--name', 'Usage A');
+      const keys = await cli<{ access_key: string; secret_key: string }>('issue-keys', 'Usage A');
       await cli('map-company', 'Usage A', '--company', 'acme');
       await cli('map-company', 'Usage A', '--company', 'globex');
       // Four requests at once, then 429 (one a minute after that).
       await cli('set-limits', 'Usage A', '--rate', '1/m', '--burst', '4');
       const other = await cli('create-partner', '--name', 'Usage B');
-      const otherKeys = await cli('issue-keys', 'Usage B');
+      const otherKeys = await cli<{ access_key: string; secret_key: string }>('issue-keys', 'Usage B');
       await cli('map-company', 'Usage B', '--company', 'acme');
 
       const server = await serve({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url });
@@ -90,7 +90,7 @@ describe.each(BACKENDS)('usage per partner, company and hour (%s)', (provider) =
         { partner_id: partner.partner_id, company_id: 'globex', period_start: hour, requests: 1, accepted: 1, client_errors: 0, server_errors: 0, rate_limited: 0 },
       ]);
 
-      const byHour = await cli('usage', '--by', 'hour', '--limit', '1');
+      const byHour = await cli<{ rows: Record<string, unknown>[] }>('usage', '--by', 'hour', '--limit', '1');
       expect(byHour.rows).toHaveLength(1);
       expect(byHour.rows[0]).toMatchObject({ period_start: hour, requests: 7 });
       const byDay = await cli('usage', partner.partner_id, '--by', 'day');
@@ -119,7 +119,7 @@ describe.each(BACKENDS)('usage per partner, company and hour (%s)', (provider) =
         const seeded = await seedPartner(db);
         const token = (await mintToken(t.keys, { partnerId: seeded.partnerId, keyPairId: seeded.keyPairId })).accessToken;
         const get = () => t.app.inject({ method: 'GET', url: '/public/v1/prices?company_id=acme', headers: bearer(token) });
-        const rowsOf = async () => (await cli('usage', seeded.partnerId, '--by', 'company')).rows;
+        const rowsOf = async () => (await cli<{ rows: Record<string, unknown>[] }>('usage', seeded.partnerId, '--by', 'company')).rows;
         const waitFor = async (requests: number) => {
           const started = Date.now();
           while (Date.now() - started < 5_000) {

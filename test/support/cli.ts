@@ -11,6 +11,7 @@ export interface CliResult {
   stdout: string;
   stderr: string;
   /** stdout parsed as JSON (throws if it is not exactly one JSON value). */
+  // biome-ignore lint/suspicious/noExplicitAny: a command's JSON output, of any shape; each test asserts the keys it reads
   json<T = Record<string, any>>(): T;
 }
 

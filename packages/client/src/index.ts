@@ -237,7 +237,7 @@ export class PartnerClient {
   }
 
   private renewInBackground(): void {
-    if (this.exchanging) return;
+    if (this.exchanging !== null) return;
     this.exchange().catch(() => {
       // The current token stays in use until it expires; try again shortly.
       const held = this.held;

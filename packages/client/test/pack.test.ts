@@ -84,7 +84,7 @@ describe('the packed @partnerctl/client, installed in an empty folder', () => {
         `;
         const env = { ...npmEnv(), BASE_URL: `${server.url}/public/v1`, ACCESS_KEY: partner.accessKey, SECRET_KEY: partner.secretKey };
         const out = await run(process.execPath, ['--input-type=module', '-e', script], { cwd: consumer, env });
-        const seen = JSON.parse(out.stdout) as Record<string, any>;
+        const seen = JSON.parse(out.stdout) as Record<string, unknown>;
         expect(fileURLToPath(seen.resolved as string)).toBe(join(consumer, 'node_modules/@partnerctl/client/dist/index.js'));
         expect(seen.exports).toEqual(['PartnerApiError', 'PartnerClient']);
         expect(seen).toMatchObject({ status: 200, data: { engine: 'ok' }, exchanges: 1, refused: { apiError: true, status: 404, code: 'not_found' } });

@@ -83,7 +83,7 @@ export interface Partner {
 export interface Operator {
   env: NodeJS.ProcessEnv;
   /** `partnerctl --json --yes <args>`, which must succeed; its JSON output. */
-  cli(...args: string[]): Promise<Record<string, any>>;
+  cli(...args: string[]): Promise<Record<string, unknown>>;
   /** A partner created with the CLI: keys issued, the given companies mapped. */
   partner(companies?: string[]): Promise<Partner>;
   dispose(): void;
@@ -102,7 +102,7 @@ export function createOperator(): Operator {
     HOST: '127.0.0.1',
     NO_COLOR: '1',
   };
-  const cli = async (...args: string[]) => JSON.parse((await run(process.execPath, [BIN, '--json', '--yes', ...args], { env })).stdout) as Record<string, any>;
+  const cli = async (...args: string[]) => JSON.parse((await run(process.execPath, [BIN, '--json', '--yes', ...args], { env })).stdout) as Record<string, unknown>;
   return {
     env,
     cli,

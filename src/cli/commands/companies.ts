@@ -11,7 +11,7 @@ interface MappingOptions {
 }
 
 /** map-company and unmap-company: the same flags, the opposite change. */
-function mappingCommand(name: string, action: 'map' | 'unmap', description: string): CommandDefinition<any> {
+function mappingCommand(name: string, action: 'map' | 'unmap', description: string): CommandDefinition<never> {
   return defineCommand<MappingOptions>({
     name,
     description,

@@ -113,9 +113,11 @@ export class Metrics {
     this.partners = options.perPartner ? new Map() : null;
     rawMetric(this.registry, 'partnerctl_http_requests_total', 'Requests answered by the public API, by route class (token, data, other) and status class', 'counter', () => {
       const out: Sample[] = [];
-      ROUTE_CLASSES.forEach((route, r) =>
-        STATUS_CLASSES.forEach((status, c) => out.push({ labels: { route_class: route, status_class: status }, value: this.requests[r * STATUS_CLASSES.length + c]! })),
-      );
+      ROUTE_CLASSES.forEach((route, r) => {
+        STATUS_CLASSES.forEach((status, c) => {
+          out.push({ labels: { route_class: route, status_class: status }, value: this.requests[r * STATUS_CLASSES.length + c]! });
+        });
+      });
       return out;
     });
     rawMetric(this.registry, 'partnerctl_http_request_duration_seconds', 'Time from the request received to the answer sent, by route class (the gateway total)', 'histogram', () =>

@@ -102,6 +102,7 @@ function normalisedName(name: string): string {
     // A broken escape is read as is.
   }
   decoded = decoded.toLowerCase();
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: a parameter name is cut at `[` or NUL, as engines read it
   const cut = decoded.search(/[[\u0000]/);
   if (cut >= 0) decoded = decoded.slice(0, cut);
   return decoded.replace(/[^a-z0-9]+/g, '_');
