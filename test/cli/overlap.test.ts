@@ -5,6 +5,10 @@ import { runBinary, runCli, type CliResult } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
 import { startUpstream, type TestUpstream } from '../http/support.js';
 
+/** A JSON answer of the CLI, read field by field (the shapes are what the assertions check). */
+// biome-ignore lint/suspicious/noExplicitAny: JSON read field by field
+type Json = any;
+
 /** The servers' staleness bound: every transition must be honoured within it. */
 const BOUND_MS = 1_000;
 
@@ -37,7 +41,7 @@ describe.each(BACKENDS)('planned rotation with an overlap (%s, two serve instanc
     let counter = 0;
 
     const run = (...args: string[]): Promise<CliResult> => runCli(['--json', '--yes', ...args], backend.env);
-    const cli = async <T = any>(...args: string[]): Promise<T> => {
+    const cli = async <T = Json>(...args: string[]): Promise<T> => {
       const result = await run(...args);
       expect(result.code, result.stderr).toBe(0);
       return result.json<T>();
@@ -72,7 +76,7 @@ describe.each(BACKENDS)('planned rotation with an overlap (%s, two serve instanc
       return shown.key_pairs.find((pair: { key_pair_id: string }) => pair.key_pair_id === keyPairId);
     };
     const retiredEvents = async (partnerId: string) =>
-      (await cli('audit', partnerId, '--action', 'keys.retired')).events.map((event: { details: any }) =>
+      (await cli('audit', partnerId, '--action', 'keys.retired')).events.map((event: { details: Json }) =>
         typeof event.details === 'string' ? JSON.parse(event.details) : event.details,
       );
     const newPartner = async (): Promise<Keys> => {
@@ -141,7 +145,7 @@ describe.each(BACKENDS)('planned rotation with an overlap (%s, two serve instanc
       expect(Date.parse(shown.switched_at)).toBeGreaterThanOrEqual(startedAt);
       expect(shown.retires_at).toBe(shown.switched_at);
       // The server records how it ended (off the request path): keys.retired, by the switch.
-      let events: any[] = [];
+      let events: Json[] = [];
       for (let tries = 0; tries < 40 && events.length === 0; tries++) {
         events = await retiredEvents(old.partner_id);
         if (events.length === 0) await sleep(100);
@@ -181,7 +185,7 @@ describe.each(BACKENDS)('planned rotation with an overlap (%s, two serve instanc
       await sleep(Math.max(0, end - Date.now()) + 50);
       // No exchange of the old pair since: nothing has settled it, yet every reader says superseded.
       expect((await pairOf(old.partner_id, old.key_pair_id)).status).toBe('superseded');
-      expect((await cli('list-keys', '--partner', old.partner_id, '--status', 'superseded')).keys.map((pair: any) => pair.key_pair_id)).toEqual([
+      expect((await cli('list-keys', '--partner', old.partner_id, '--status', 'superseded')).keys.map((pair: Json) => pair.key_pair_id)).toEqual([
         old.key_pair_id,
       ]);
       expect((await cli('lookup', old.secret_key)).status).toBe('superseded');
@@ -231,7 +235,7 @@ describe.each(BACKENDS)('planned rotation with an overlap (%s, two serve instanc
       expect(refusal.at - rotatedAt).toBeLessThanOrEqual(BOUND_MS);
       expect((await exchange(one, second)).status).toBe(200);
       const statuses = Object.fromEntries(
-        (await cli('show-partner', first.partner_id)).key_pairs.map((pair: any) => [pair.key_pair_id, pair.status]),
+        (await cli('show-partner', first.partner_id)).key_pairs.map((pair: Json) => [pair.key_pair_id, pair.status]),
       );
       expect(statuses).toEqual({ [first.key_pair_id]: 'superseded', [second.key_pair_id]: 'retiring', [third.key_pair_id]: 'active' });
       // Without --overlap too: the retiring pair and the active one are both superseded.
@@ -297,7 +301,7 @@ describe.each(BACKENDS)('planned rotation with an overlap (%s, two serve instanc
       expect(json.json().error.code).toBe('invalid_argument');
       // Nothing half-written: still the one active pair, nothing in the trail.
       const shown = await cli('show-partner', keys.partner_id);
-      expect(shown.key_pairs.map((pair: any) => [pair.key_pair_id, pair.status])).toEqual([[keys.key_pair_id, 'active']]);
+      expect(shown.key_pairs.map((pair: Json) => [pair.key_pair_id, pair.status])).toEqual([[keys.key_pair_id, 'active']]);
       expect((await cli('audit', keys.partner_id, '--action', 'keys.rotated')).events).toEqual([]);
       // The edges that are allowed: 30d, and --after-switch 0s.
       expect(await cli('rotate-keys', keys.partner_id, '--overlap', '30d', '--after-switch', '0s')).toMatchObject({ after_switch: '0s' });
