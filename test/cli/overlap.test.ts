@@ -278,6 +278,28 @@ describe.each(BACKENDS)('planned rotation with an overlap (%s, two serve instanc
       expect((await exchange(one, other)).status).toBe(401);
     });
 
+    it('lookup recommends no brake where nothing can be live: an access key alone, a revoked pair, a superseded pair without tokens', async () => {
+      const [one] = servers as [Served];
+      const unused = await newPartner();
+      await cli('rotate-keys', unused.partner_id);
+      // Superseded before it ever minted a token: nothing of it can be live.
+      const neverUsed = await cli('lookup', unused.secret_key);
+      expect(neverUsed).toMatchObject({ status: 'superseded', contain: null });
+      expect(neverUsed.note).toMatch(/no token it minted can still be live/);
+
+      const used = await newPartner();
+      await tokenOf(one, used);
+      await cli('rotate-keys', used.partner_id);
+      // It minted a token within 15 minutes: that token may be live, so the brake for exactly that pair.
+      const live = await cli('lookup', used.secret_key);
+      expect(live).toMatchObject({ status: 'superseded', contain: `partnerctl revoke-keys ${used.partner_id} --key-pair ${used.key_pair_id} --yes` });
+      expect((await cli('lookup', used.access_key)).contain).toBeNull();
+      await cli('revoke-keys', used.partner_id, '--key-pair', used.key_pair_id);
+      const revoked = await cli('lookup', used.secret_key);
+      expect(revoked).toMatchObject({ status: 'revoked', contain: null });
+      expect(revoked.note).toMatch(/nothing to contain/);
+    });
+
     it('refuses bad input with one line naming the flag, exit 2, nothing written', async () => {
       const keys = await newPartner();
       const refuse = async (args: string[], flag: string) => {
