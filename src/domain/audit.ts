@@ -22,6 +22,7 @@ const AUDIT_ACTIONS = [
   'partner.limits_set',
   'keys.issued',
   'keys.rotated',
+  'keys.retired',
   'keys.revoked',
   'tokens.revoked',
   'company.mapped',

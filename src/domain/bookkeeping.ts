@@ -1,7 +1,13 @@
 import type { Database } from '../db/client.js';
-import { touchLastRefused, touchLastUsed } from '../db/repositories/key-pairs.js';
+import { insertAuditEvents } from '../db/repositories/audit.js';
+import { keyPairById, noteSwitch, touchLastRefused, touchLastUsed } from '../db/repositories/key-pairs.js';
 import { recordSigningKeys } from '../db/repositories/signing-keys.js';
 import { DeferredWrites, type OnWriteFailure } from './deferred-writes.js';
+import { settleOverlap } from './key-pairs.js';
+import type { AuditEntry } from './transactions.js';
+
+/** Who the audit trail names for what the server records by itself (the end of an overlap it noticed). */
+export const SERVER_ACTOR = 'partnerctl serve';
 
 const RETRY_MIN_MS = 250;
 const RETRY_MAX_MS = 5_000;
@@ -17,6 +23,10 @@ export class Bookkeeping extends DeferredWrites {
   private readonly lastUsed = new Map<string, Date>();
   private readonly lastRefused = new Map<string, Date>();
   private readonly signingKeys = new Set<string>();
+  /** Retiring pair -> the new pair's first exchange and the end it moves the overlap to. */
+  private readonly switches = new Map<string, { at: Date; retiresAt: Date }>();
+  /** Retiring pairs found past their end: settled (superseded, `keys.retired` audited). */
+  private readonly overlapsEnded = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
   private delayMs = RETRY_MIN_MS;
 
@@ -47,6 +57,19 @@ export class Bookkeeping extends DeferredWrites {
     this.schedule(0);
   }
 
+  /** The switch: the partner's new pair exchanged at `at`, so its retiring pair retires at `retiresAt`. */
+  keyPairSwitched(retiringPairId: string, at: Date, retiresAt: Date): void {
+    if (!this.switches.has(retiringPairId)) this.switches.set(retiringPairId, { at, retiresAt });
+    this.schedule(0);
+  }
+
+  /** A retiring pair was tried after its overlap ended: record the end (nothing depends on when). */
+  overlapEnded(pairId: string): void {
+    if (this.overlapsEnded.size >= (this.options.maxPending ?? 100_000)) return;
+    this.overlapsEnded.add(pairId);
+    this.schedule(0);
+  }
+
   /** Signing keys that exist (and may have signed tokens): the database remembers them. */
   signingKeysSeen(kids: readonly string[]): void {
     for (const kid of kids) this.signingKeys.add(kid);
@@ -54,7 +77,7 @@ export class Bookkeeping extends DeferredWrites {
   }
 
   get pending(): number {
-    return this.lastUsed.size + this.lastRefused.size + this.signingKeys.size;
+    return this.lastUsed.size + this.lastRefused.size + this.signingKeys.size + this.switches.size + this.overlapsEnded.size;
   }
 
   protected cancelTimer(): void {
@@ -76,13 +99,33 @@ export class Bookkeeping extends DeferredWrites {
     const uses = [...this.lastUsed];
     const refusals = [...this.lastRefused];
     const kids = [...this.signingKeys];
+    const switches = [...this.switches];
+    const ended = [...this.overlapsEnded];
     this.lastUsed.clear();
     this.lastRefused.clear();
     this.signingKeys.clear();
+    this.switches.clear();
+    this.overlapsEnded.clear();
     const written = await this.write(async (tx) => {
       if (kids.length > 0) await recordSigningKeys(tx, kids, new Date());
       for (const [pairId, at] of uses) await touchLastUsed(tx, pairId, at);
       for (const [pairId, at] of refusals) await touchLastRefused(tx, pairId, at);
+      for (const [pairId, { at, retiresAt }] of switches) await noteSwitch(tx, pairId, at, retiresAt);
+      // An overlap already over (--after-switch 0s, or found past its end) is recorded with how it ended.
+      const events: AuditEntry[] = [];
+      for (const pairId of new Set([...ended, ...switches.map(([id]) => id)])) {
+        const event = await settleOverlap(tx, await keyPairById(tx, pairId));
+        if (event) events.push(event);
+      }
+      if (events.length > 0) {
+        const rows = events.map((event) => ({
+          actor: SERVER_ACTOR,
+          action: event.action,
+          partnerId: event.partnerId ?? null,
+          details: JSON.stringify(event.details ?? {}),
+        }));
+        await insertAuditEvents(tx, rows, new Date());
+      }
     });
     if (written) {
       this.delayMs = RETRY_MIN_MS;
@@ -99,6 +142,8 @@ export class Bookkeeping extends DeferredWrites {
       if (!newer || newer < at) this.lastRefused.set(pairId, at);
     }
     for (const kid of kids) this.signingKeys.add(kid);
+    for (const [pairId, value] of switches) if (!this.switches.has(pairId)) this.switches.set(pairId, value);
+    for (const pairId of ended) this.overlapsEnded.add(pairId);
     const delay = this.delayMs;
     this.delayMs = Math.min(RETRY_MAX_MS, this.delayMs * 2);
     this.schedule(delay);

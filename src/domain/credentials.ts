@@ -34,6 +34,11 @@ export class CredentialExchange {
   private readonly pairsByAccessKey = new Map<string, string>();
   private readonly lastUsedWrites = new Map<string, number>();
   private readonly lastRefusedWrites = new Map<string, number>();
+  /**
+   * Retiring pair -> the end the switch moved its overlap to, noted by this process (the database has it
+   * as soon as the bookkeeping writes it; until then this process must not wait for that).
+   */
+  private readonly switchedEnds = new Map<string, number>();
   private dummyHash: Promise<string> | undefined;
 
   constructor(
@@ -63,15 +68,41 @@ export class CredentialExchange {
       throw invalidCredentials();
     }
     onPair?.(pair.id);
-    const expired = pair.expiresAt !== null && pair.expiresAt.getTime() <= Date.now();
-    if (!(await this.secretMatches(pair.id, accessKey, pair.secretHash, secretKey)) || pair.status !== 'active' || expired) {
+    const matches = await this.secretMatches(pair.id, accessKey, pair.secretHash, secretKey);
+    const now = Date.now();
+    const expired = pair.expiresAt !== null && pair.expiresAt.getTime() <= now;
+    const status = this.statusNow(pair.id, pair.status, now);
+    // A retiring pair exchanges until its overlap ends; then it is refused like any superseded pair.
+    if (!matches || (status !== 'active' && status !== 'retiring') || expired) {
+      if (matches && pair.storedStatus === 'retiring' && status === 'superseded') this.bookkeeping.overlapEnded(pair.id);
       this.recordRefusal(pair.id, pair.lastRefusedAt);
       throw invalidCredentials();
     }
     if (pair.partnerStatus !== 'active') throw invalidCredentials();
     this.recordUse(pair.id, pair.lastUsedAt, pair.tokensRevokedBefore);
     const minted = await mintToken(this.keys, { partnerId: pair.partnerId, keyPairId: pair.id });
+    if (status === 'active' && pair.retiringUnswitched) this.noteSwitch(pair.retiringUnswitched, now);
     return { ...minted, keyPairId: pair.id };
+  }
+
+  /** The pair's status now: a retiring pair whose overlap a switch seen here has already ended is superseded. */
+  private statusNow(pairId: string, status: string, now: number): string {
+    if (status !== 'retiring') return status;
+    const end = this.switchedEnds.get(pairId);
+    return end !== undefined && end <= now ? 'superseded' : status;
+  }
+
+  /**
+   * The new pair's first successful exchange: the partner has switched, so its retiring pair retires
+   * `after_switch` from now (never later than its retires_at). Written by the bookkeeping; remembered here
+   * at once, so this process refuses the old pair on time whatever the write's delay.
+   */
+  private noteSwitch(retiring: { id: string; retiresAt: Date; afterSwitchSeconds: number }, now: number): void {
+    if (this.switchedEnds.has(retiring.id)) return;
+    const end = Math.min(retiring.retiresAt.getTime(), now + retiring.afterSwitchSeconds * 1000);
+    if (this.switchedEnds.size >= this.maxCached) this.switchedEnds.clear();
+    this.switchedEnds.set(retiring.id, end);
+    this.bookkeeping.keyPairSwitched(retiring.id, new Date(now), new Date(end));
   }
 
   /**

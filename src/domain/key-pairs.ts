@@ -3,23 +3,27 @@ import type { Database } from '../db/client.js';
 import { lastEventAt } from '../db/repositories/audit.js';
 import {
   activeKeyPair,
+  endOverlap,
   insertKeyPair,
   keyPairById,
   keyPairPage,
   keyPairsOf,
+  retireKeyPair,
+  retiringKeyPair,
   revokeKeyPairs,
   supersedeKeyPair,
   type KeyPairListRow,
   type KeyPairRow,
 } from '../db/repositories/key-pairs.js';
 import { partnerGateRow, setTokensRevokedBefore } from '../db/repositories/partners.js';
-import type { Queryable } from '../db/unit.js';
+import type { Queryable, SqlTx } from '../db/unit.js';
 import { AppError } from '../errors.js';
 import { KEY_PAIR_ID_PATTERN, newId, newKeyMaterial } from './identifiers.js';
 import { findPartner, type PartnerRecord } from './partners.js';
 import { hashSecret } from './secrets.js';
 import { TOKEN_TTL_SECONDS } from './tokens.js';
-import { runUnit, type Actor, type Unit } from './transactions.js';
+import { runUnit, type Actor, type AuditEntry, type Unit } from './transactions.js';
+import { formatDuration } from './validation.js';
 
 export interface IssuedKeyPair {
   partner: PartnerRecord;
@@ -96,28 +100,109 @@ async function tokensMayBeLiveSince(q: Queryable, partnerId: string, pairs: KeyP
   return testMinted !== null && testMinted.getTime() >= from;
 }
 
+/** `rotate-keys --overlap` at most this long. */
+export const MAX_OVERLAP_MS = 30 * 86_400_000;
+/** After the new pair's first exchange the retiring pair retires this much later (or the overlap, if shorter). */
+export const DEFAULT_AFTER_SWITCH_MS = 15 * 60_000;
+
+/** How an overlap ended: its retires_at passed, the switch (plus --after-switch), --finish, or another rotation. */
+export type OverlapEnd = 'time' | 'switch' | 'finish' | 'rotation';
+
+/** Whether a settled overlap ended by the switch (retires_at was moved to switched_at + after_switch) or by time. */
+function endedBy(pair: KeyPairRow): 'time' | 'switch' {
+  const { switchedAt, retiresAt, afterSwitchSeconds } = pair;
+  if (switchedAt && retiresAt && afterSwitchSeconds !== null && retiresAt.getTime() === switchedAt.getTime() + afterSwitchSeconds * 1000) {
+    return 'switch';
+  }
+  return 'time';
+}
+
+function retiredEvent(pair: KeyPairRow, how: OverlapEnd, at: Date): AuditEntry {
+  return {
+    action: 'keys.retired',
+    partnerId: pair.partnerId,
+    details: {
+      key_pair_id: pair.id,
+      access_key: pair.accessKey,
+      ended_by: how,
+      ended_at: at.toISOString(),
+      switched_at: pair.switchedAt?.toISOString() ?? null,
+    },
+  };
+}
+
+/**
+ * Records the end of an overlap that has already passed (nothing of ours has to run at that moment: the
+ * pair reads as superseded from its retires_at on): the stored status becomes 'superseded' and the event
+ * to audit is returned, naming how it ended. Null when the pair is not such a pair or another writer was
+ * first. Used by the commands that change a partner's keys and by the server's bookkeeping.
+ */
+export async function settleOverlap(tx: SqlTx, pair: KeyPairRow | null): Promise<AuditEntry | null> {
+  if (pair?.storedStatus !== 'retiring' || pair.status !== 'superseded' || !pair.retiresAt) return null;
+  if ((await endOverlap(tx, pair.id, pair.retiresAt)) === 0) return null;
+  return retiredEvent(pair, endedBy(pair), pair.retiresAt);
+}
+
+/** The partner's retiring pair whose overlap is still on (an ended one is settled first), or null. */
+async function liveRetiringIn(unit: Unit, partnerId: string): Promise<KeyPairRow | null> {
+  const pair = await retiringKeyPair(unit.tx, partnerId);
+  const event = await settleOverlap(unit.tx, pair);
+  if (event) unit.audit(event);
+  return pair && !event && pair.status === 'retiring' ? pair : null;
+}
+
 export interface RotatedKeyPair extends IssuedKeyPair {
-  supersededKeyPairId: string;
+  /** The old active pair when it stopped minting now (null when it is retiring instead). */
+  supersededKeyPairId: string | null;
   revokedIssuedTokens: boolean;
-  /** With --revoke-issued-tokens: every pair revoked (the active one and superseded ones). */
+  /** With --revoke-issued-tokens: every pair revoked (the active one, the retiring and superseded ones). */
   revokedKeyPairIds: string[];
   /** With --revoke-issued-tokens: tokens issued before this instant (ms) are refused, test tokens included. */
   tokensRevokedBefore: number | null;
+  /** With --overlap: the old pair, which still exchanges until `retiresAt` (or the switch). */
+  retiringKeyPairId: string | null;
+  retiresAt: Date | null;
+  afterSwitchMs: number | null;
+  /** A pair that was retiring from an earlier rotation and is superseded now. */
+  endedRetiringKeyPairId: string | null;
 }
 
 export interface RotationOptions extends KeyPairOptions {
   revokeIssuedTokens?: boolean;
+  /** `--overlap`: the old pair becomes retiring for this long (ms), at most 30 days. */
+  overlapMs?: number;
+  /** `--after-switch`: the overlap ends this long (ms) after the new pair's first exchange; 0 allowed, at most the overlap. */
+  afterSwitchMs?: number;
   /** Test hook for the crash-safety test: holds the rotation open inside its transaction. */
   pauseInsideMs?: number;
   /** Told when the test hook's pause begins (the CLI says so on stderr). */
   onPaused?: () => void;
 }
 
+/** Refuses overlap options that make no sense together (before anything is asked or written). */
+export function checkRotationOptions(options: RotationOptions): void {
+  const { overlapMs, afterSwitchMs } = options;
+  if (overlapMs !== undefined && options.revokeIssuedTokens) {
+    throw new AppError('invalid_argument', '--overlap cannot be combined with --revoke-issued-tokens: a leaked key never overlaps');
+  }
+  if (overlapMs !== undefined && overlapMs > MAX_OVERLAP_MS) {
+    throw new AppError('invalid_argument', `--overlap must be at most 30d, got ${formatDuration(overlapMs)}`);
+  }
+  if (afterSwitchMs !== undefined && overlapMs === undefined) {
+    throw new AppError('invalid_argument', '--after-switch needs --overlap');
+  }
+  if (afterSwitchMs !== undefined && overlapMs !== undefined && afterSwitchMs > overlapMs) {
+    throw new AppError('invalid_argument', `--after-switch must be at most the overlap (${formatDuration(overlapMs)}), got ${formatDuration(afterSwitchMs)}`);
+  }
+}
+
 /**
- * In one unit the active pair stops minting (superseded, or revoked when its tokens must die now) and a new
- * pair becomes active, so there is never a moment with none or two.
+ * In one unit the active pair stops minting (superseded, revoked when its tokens must die now, or retiring
+ * for an overlap) and a new pair becomes active, so there is never a moment with none or two. A pair still
+ * retiring from an earlier rotation is superseded now (at most one retiring pair).
  */
 async function rotateKeyPairIn(unit: Unit, reference: string, pair: NewKeyPair, options: RotationOptions = {}): Promise<RotatedKeyPair> {
+  checkRotationOptions(options);
   const revoke = options.revokeIssuedTokens === true;
   const partner = await findPartner(unit.tx, reference);
   const active = await activeKeyPair(unit.tx, partner.id);
@@ -125,19 +210,38 @@ async function rotateKeyPairIn(unit: Unit, reference: string, pair: NewKeyPair, 
     throw new AppError('no_active_key_pair', `partner '${partner.name}' has no active key pair to rotate`);
   }
   const now = new Date();
+  const retiring = await liveRetiringIn(unit, partner.id);
   let revokedKeyPairIds: string[] = [];
   let tokensRevokedBefore: number | null = null;
+  let endedRetiringKeyPairId: string | null = null;
+  let retiresAt: Date | null = null;
+  let afterSwitchMs: number | null = null;
   if (revoke) {
-    // A leak: the active pair and every superseded one (their tokens may still be live) are revoked, and
-    // every token of the partner issued before now is refused, test tokens included.
-    const superseded = (await keyPairsOf(unit.tx, partner.id)).filter((other) => other.status === 'superseded').map((other) => other.id);
-    revokedKeyPairIds = [active.id, ...superseded];
+    // A leak: the active pair and every retiring and superseded one (their tokens may still be live) are
+    // revoked, and every token of the partner issued before now is refused, test tokens included.
+    const others = (await keyPairsOf(unit.tx, partner.id))
+      .filter((other) => other.id !== active.id && (other.storedStatus === 'superseded' || other.storedStatus === 'retiring'))
+      .map((other) => other.id);
+    revokedKeyPairIds = [active.id, ...others];
     await revokeKeyPairs(unit.tx, [active.id], now, { superseding: active.id });
-    await revokeKeyPairs(unit.tx, superseded, now);
+    await revokeKeyPairs(unit.tx, others, now);
     tokensRevokedBefore = now.getTime();
     await setTokensRevokedBefore(unit.tx, partner.id, tokensRevokedBefore);
   } else {
-    await supersedeKeyPair(unit.tx, active.id, now);
+    if (retiring) {
+      await endOverlap(unit.tx, retiring.id, now);
+      unit.audit(retiredEvent(retiring, 'rotation', now));
+      endedRetiringKeyPairId = retiring.id;
+    }
+    if (options.overlapMs !== undefined) {
+      const end = Math.min(now.getTime() + options.overlapMs, active.expiresAt?.getTime() ?? Number.POSITIVE_INFINITY);
+      if (end > now.getTime()) {
+        retiresAt = new Date(end);
+        afterSwitchMs = options.afterSwitchMs ?? Math.min(DEFAULT_AFTER_SWITCH_MS, options.overlapMs);
+      }
+    }
+    if (retiresAt && afterSwitchMs !== null) await retireKeyPair(unit.tx, active.id, retiresAt, Math.round(afterSwitchMs / 1000));
+    else await supersedeKeyPair(unit.tx, active.id, now);
   }
   if (options.pauseInsideMs) {
     options.onPaused?.();
@@ -145,15 +249,21 @@ async function rotateKeyPairIn(unit: Unit, reference: string, pair: NewKeyPair, 
   }
   const expiresAt = expiryOf(now, options);
   await insertKeyPair(unit.tx, { ...pair, partnerId: partner.id, expiresAt }, now);
+  const retiringKeyPairId = retiresAt ? active.id : null;
+  const supersededKeyPairId = retiresAt ? null : active.id;
   unit.audit({
     action: 'keys.rotated',
     partnerId: partner.id,
     details: {
       key_pair_id: pair.id,
       access_key: pair.accessKey,
-      superseded_key_pair_id: active.id,
+      superseded_key_pair_id: supersededKeyPairId,
       revoked_issued_tokens: revoke,
       ...(revoke ? { revoked_key_pair_ids: revokedKeyPairIds, tokens_revoked_before: tokensRevokedBefore } : {}),
+      ...(retiresAt
+        ? { retiring_key_pair_id: retiringKeyPairId, retires_at: retiresAt.toISOString(), after_switch: formatDuration(afterSwitchMs ?? 0) }
+        : {}),
+      ...(endedRetiringKeyPairId ? { ended_retiring_key_pair_id: endedRetiringKeyPairId } : {}),
       ...(expiresAt ? { expires_at: expiresAt.toISOString() } : {}),
     },
   });
@@ -163,16 +273,44 @@ async function rotateKeyPairIn(unit: Unit, reference: string, pair: NewKeyPair, 
     accessKey: pair.accessKey,
     secretKey: pair.secretKey,
     expiresAt,
-    supersededKeyPairId: active.id,
+    supersededKeyPairId,
     revokedIssuedTokens: revoke,
     revokedKeyPairIds,
     tokensRevokedBefore,
+    retiringKeyPairId,
+    retiresAt,
+    afterSwitchMs: retiresAt ? afterSwitchMs : null,
+    endedRetiringKeyPairId,
   };
 }
 
 export async function rotateKeyPair(db: Database, who: Actor, reference: string, options: RotationOptions = {}): Promise<RotatedKeyPair> {
+  checkRotationOptions(options);
   const pair = await newKeyPair();
   return runUnit(db, who, (unit) => rotateKeyPairIn(unit, reference, pair, options));
+}
+
+export interface FinishedOverlap {
+  partner: PartnerRecord;
+  /** The pair whose overlap `--finish` ended (superseded now), or null when none was retiring. */
+  retiredKeyPairId: string | null;
+  endedAt: Date | null;
+  changed: boolean;
+}
+
+/** `rotate-keys --finish`: the retiring pair is superseded now; nothing retiring is a re-run (`changed: false`). */
+async function finishOverlapIn(unit: Unit, reference: string): Promise<FinishedOverlap> {
+  const partner = await findPartner(unit.tx, reference);
+  const retiring = await liveRetiringIn(unit, partner.id);
+  if (!retiring) return { partner, retiredKeyPairId: null, endedAt: null, changed: false };
+  const now = new Date();
+  await endOverlap(unit.tx, retiring.id, now);
+  unit.audit(retiredEvent(retiring, 'finish', now));
+  return { partner, retiredKeyPairId: retiring.id, endedAt: now, changed: true };
+}
+
+export function finishOverlap(db: Database, who: Actor, reference: string): Promise<FinishedOverlap> {
+  return runUnit(db, who, (unit) => finishOverlapIn(unit, reference));
 }
 
 export interface RevokedKeys {
@@ -184,7 +322,7 @@ export interface RevokedKeys {
 }
 
 /**
- * Without `keyPairId`: the partner's live pairs (active and superseded) are revoked, they mint nothing more
+ * Without `keyPairId`: the partner's live pairs (active, retiring and superseded) are revoked, they mint nothing more
  * and every token they minted is refused at once, and so are the partner's outstanding test tokens. With
  * `keyPairId`: exactly that pair. Nothing left to revoke is a re-run: `changed: false`.
  */
@@ -202,7 +340,7 @@ async function revokeKeyPairIn(unit: Unit, reference: string, options: { keyPair
     return { partner, revokedKeyPairIds: [pair.id], tokensRevokedBefore: null, changed: true };
   }
   const pairs = await keyPairsOf(unit.tx, partner.id);
-  const live = pairs.filter((pair) => pair.status === 'active' || pair.status === 'superseded');
+  const live = pairs.filter((pair) => pair.status === 'active' || pair.status === 'retiring' || pair.status === 'superseded');
   const brake = (await partnerGateRow(unit.tx, partner.id))?.tokensRevokedBefore ?? null;
   const testTokensLive = await tokensMayBeLiveSince(unit.tx, partner.id, [], brake ?? 0, now.getTime());
   if (live.length === 0 && !testTokensLive) return { partner, revokedKeyPairIds: [], tokensRevokedBefore: null, changed: false };
@@ -252,7 +390,7 @@ export function revokeTokens(db: Database, who: Actor, reference: string): Promi
   return runUnit(db, who, (unit) => revokeTokensIn(unit, reference));
 }
 
-export type KeyPairStatusFilter = 'active' | 'superseded' | 'revoked' | 'expired';
+export type KeyPairStatusFilter = 'active' | 'retiring' | 'superseded' | 'revoked' | 'expired';
 
 export interface KeyPairListing {
   keys: (KeyPairListRow & { effectiveStatus: string })[];

@@ -98,24 +98,58 @@ async function lookupKey(db: Database, text: string): Promise<LookupResult> {
   return pairResult(db, 'secret_key', pair, genuine);
 }
 
+/**
+ * When a token the pair minted may still be live until (ms), or null when none can be: a pair that stopped
+ * minting (superseded, retired, expired) more than 15 minutes ago, never minted, or whose tokens are all
+ * refused (revoked, or the partner's brake came after its last token). last_used_at is noted at most once a
+ * minute, hence the minute's margin.
+ */
+function tokensLiveUntil(pair: KeyPairRow, brake: number | null, status: string): number | null {
+  if (status === 'revoked' || pair.lastUsedAt === null) return null;
+  const stoppedAt = status === 'expired' ? pair.expiresAt?.getTime() : pair.supersededAt?.getTime();
+  const lastMint = Math.min(pair.lastUsedAt.getTime() + 60_000, stoppedAt ?? Number.POSITIVE_INFINITY);
+  if (brake !== null && brake > lastMint) return null;
+  const until = lastMint + TOKEN_TTL_SECONDS * 1000;
+  return until > Date.now() ? until : null;
+}
+
 async function pairResult(db: Database, kind: LookupKind, pair: KeyPairRow, genuine: boolean | null): Promise<LookupResult> {
   const partner = await partnerById(db.sql, pair.partnerId);
   const status = effectiveStatus(pair);
-  const mints = status === 'active' && partner?.status === 'active';
+  const mints = (status === 'active' || status === 'retiring') && partner?.status === 'active';
   const accepted = genuine !== false && mints;
+  const brake = (await partnerGateRow(db.sql, pair.partnerId))?.tokensRevokedBefore ?? null;
+  const liveUntil = status === 'active' || status === 'retiring' ? null : tokensLiveUntil(pair, brake, status);
+  const retiring =
+    status === 'retiring'
+      ? `retiring: it still exchanges until ${pair.retiresAt?.toISOString()} (or --finish); ${
+          pair.switchedAt ? `the partner switched to the new pair at ${pair.switchedAt.toISOString()}` : 'the partner has not switched to the new pair yet'
+        }`
+      : null;
   let note: string;
   let contain: string | null;
   if (genuine === false) {
     note = `this is not the secret of ${pair.id}: it matches no stored hash, so nothing of ours leaked`;
     contain = null;
+  } else if (kind === 'access_key') {
+    // An access key is public by design (it goes with every exchange): alone it lets no one in.
+    const state = retiring ?? `the pair is ${status}`;
+    note = `an access key alone is not a secret: nothing leaked unless its secret key did (look that up if so); ${state}`;
+    contain = null;
   } else if (status === 'active') {
     note = 'the active pair: rotate it now and refuse every token the partner holds';
     contain = `partnerctl rotate-keys ${pair.partnerId} --revoke-issued-tokens --yes`;
-  } else if (status === 'revoked') {
-    note = 'already revoked: it mints nothing and its tokens are refused (the command below changes nothing)';
+  } else if (status === 'retiring') {
+    note = `${retiring}; revoke it now: its tokens are refused at once and the new pair is untouched`;
     contain = `partnerctl revoke-keys ${pair.partnerId} --key-pair ${pair.id} --yes`;
+  } else if (status === 'revoked') {
+    note = 'already revoked: it mints nothing and its tokens are refused; nothing to contain';
+    contain = null;
+  } else if (liveUntil === null) {
+    note = `${status}: it mints nothing and no token it minted can still be live (tokens live 15 minutes); nothing to contain`;
+    contain = null;
   } else {
-    note = `${status}: it mints nothing, but tokens it minted may still be live; revoke it to refuse them`;
+    note = `${status}: it mints nothing, but tokens it minted may be live until ${new Date(liveUntil).toISOString()}; revoke it to refuse them`;
     contain = `partnerctl revoke-keys ${pair.partnerId} --key-pair ${pair.id} --yes`;
   }
   return {
@@ -125,7 +159,7 @@ async function pairResult(db: Database, kind: LookupKind, pair: KeyPairRow, genu
     status,
     genuine,
     accepted,
-    acceptedUntil: accepted ? pair.expiresAt : null,
+    acceptedUntil: accepted ? (status === 'retiring' ? pair.retiresAt : pair.expiresAt) : null,
     token: null,
     note,
     contain,

@@ -54,13 +54,23 @@ export function validateCompanyId(value: string): string {
 const DURATION_UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
 /** `90d`, `12h`, `30m`, `45s` -> milliseconds; `flag` names the option in the message. */
-export function parseDuration(value: string, flag: string): number {
+export function parseDuration(value: string, flag: string, options: { allowZero?: boolean } = {}): number {
   const match = /^(\d{1,6})([smhd])$/.exec(value);
   const ms = match ? Number(match[1]) * DURATION_UNITS[match[2]!]! : 0;
-  if (!match || ms <= 0) {
-    throw new AppError('invalid_argument', `${flag} must be a positive duration such as 90d, 12h, 30m or 45s, got '${value.slice(0, 40)}'`);
+  if (!match || (ms <= 0 && !options.allowZero)) {
+    const what = options.allowZero ? 'a duration such as 15m, 1h or 0s' : 'a positive duration such as 90d, 12h, 30m or 45s';
+    throw new AppError('invalid_argument', `${flag} must be ${what}, got '${value.slice(0, 40)}'`);
   }
   return ms;
+}
+
+/** Milliseconds -> the shortest exact `90d`, `12h`, `30m`, `45s` (whole seconds; `0s`). */
+export function formatDuration(ms: number): string {
+  const seconds = Math.round(ms / 1000);
+  for (const [unit, size] of [['d', 86_400], ['h', 3_600], ['m', 60]] as const) {
+    if (seconds > 0 && seconds % size === 0) return `${seconds / size}${unit}`;
+  }
+  return `${seconds}s`;
 }
 
 /** An ISO time (`2026-11-22T03:00:00Z`, `2026-11-22`) or a duration back from now (`2h`). */

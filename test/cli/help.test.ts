@@ -170,6 +170,13 @@ describe('help --json', () => {
     expect(result.code, result.stderr).toBe(0);
     const node = result.json<Node>();
     expect(node.name).toBe('rotate-keys');
-    expect(node.options.map((option) => option.flags)).toEqual(['--revoke-issued-tokens', '--expires-in <duration>', '-h, --help']);
+    expect(node.options.map((option) => option.flags)).toEqual([
+      '--revoke-issued-tokens',
+      '--overlap <duration>',
+      '--after-switch <duration>',
+      '--finish',
+      '--expires-in <duration>',
+      '-h, --help',
+    ]);
   });
 });

@@ -95,7 +95,14 @@ describe.each(BACKENDS)('leaked credentials on %s: lookup and containment agains
 
       const byAccess = await cli('lookup', a.access_key);
       expect(byAccess).toMatchObject({ ...base, kind: 'access_key', genuine: null, accepted: true, last_used_at: null, last_refused_at: null });
-      expect(byAccess.contain).toBe(`partnerctl rotate-keys ${a.partner_id} --revoke-issued-tokens --yes`);
+      // An access key is public by design: alone it recommends no brake, and says why.
+      expect(byAccess.contain).toBeNull();
+      expect(byAccess.note).toMatch(/access key alone is not a secret/);
+      const byAccessText = await runCli(['lookup', a.access_key], backend.env);
+      expect(byAccessText.stdout).toContain('Nothing to contain.');
+      expect(byAccessText.stdout).not.toContain('--revoke-issued-tokens');
+      // Its secret does recommend the brake.
+      expect((await cli('lookup', a.secret_key)).contain).toBe(`partnerctl rotate-keys ${a.partner_id} --revoke-issued-tokens --yes`);
 
       const bySecret = await cli('lookup', a.secret_key);
       expect(bySecret).toMatchObject({ ...base, kind: 'secret_key', genuine: true, accepted: true, access_key: a.access_key });

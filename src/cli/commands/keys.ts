@@ -1,5 +1,5 @@
 import type { IssuedKeyPair } from '../../domain/key-pairs.js';
-import { parseDuration } from '../../domain/validation.js';
+import { formatDuration, parseDuration } from '../../domain/validation.js';
 import { AppError } from '../../errors.js';
 import { defineCommand } from '../definition.js';
 import { iso, type Output } from '../output.js';
@@ -64,20 +64,35 @@ async function runIssueKeys(
 
 export const rotateKeysCommand = defineCommand<RotateKeysOptions>({
   name: 'rotate-keys',
-  description: 'replace the active key pair in one transaction: the old pair mints nothing more, its tokens live out their 15 minutes',
+  description:
+    'replace the active key pair in one transaction: the old pair mints nothing more (or, with --overlap, until its overlap ends), its tokens live out their 15 minutes',
   arguments: [PARTNER_ARGUMENT],
   options: [
     {
       flags: '--revoke-issued-tokens',
       description:
-        'leaked key: also revoke the old and every superseded pair and refuse every token the partner holds (test tokens too), at once (asks to confirm)',
+        'leaked key: also revoke the old and every retiring or superseded pair and refuse every token the partner holds (test tokens too), at once (asks to confirm)',
     },
+    {
+      flags: '--overlap <duration>',
+      description:
+        'planned rotation: the old pair is retiring and still exchanges until this long from now (at most 30d), or --after-switch after the new pair first exchanges, or --finish',
+    },
+    {
+      flags: '--after-switch <duration>',
+      description: 'with --overlap: the old pair retires this long after the new pair first exchanges (default 15m, or the overlap if shorter; 0s allowed)',
+    },
+    { flags: '--finish', description: 'end the overlap now: the retiring pair is superseded (nothing retiring: changed: false)' },
     { flags: '--expires-in <duration>', description: `the new pair mints nothing after this long (${DURATION_HELP})` },
   ],
   examples: [
     {
       caption: "leaked secret, at 3 a.m.; 'partnerctl lookup <secret>' prints this line",
       lines: ['partnerctl rotate-keys ptn_… --revoke-issued-tokens --yes --json'],
+    },
+    {
+      caption: 'routine rotation: hand the new secret over, watch switched_at, then finish',
+      lines: ['partnerctl rotate-keys ptn_… --overlap 7d --json', 'partnerctl show-partner ptn_…', 'partnerctl rotate-keys ptn_… --finish'],
     },
   ],
   run: (session, out, { args, options }) => runRotateKeys(session, out, args[0], options),
@@ -86,23 +101,38 @@ export const rotateKeysCommand = defineCommand<RotateKeysOptions>({
 interface RotateKeysOptions {
   revokeIssuedTokens?: boolean;
   expiresIn?: string;
+  overlap?: string;
+  afterSwitch?: string;
+  finish?: boolean;
 }
 
 async function runRotateKeys(session: Session, out: Output, partnerArgument: string | undefined, options: RotateKeysOptions): Promise<void> {
+  if (options.finish) {
+    const other = options.overlap !== undefined ? '--overlap' : options.afterSwitch !== undefined ? '--after-switch' : options.revokeIssuedTokens ? '--revoke-issued-tokens' : options.expiresIn !== undefined ? '--expires-in' : null;
+    if (other) throw new AppError('invalid_argument', `--finish cannot be combined with ${other}: it only ends the overlap`);
+    return runFinishOverlap(session, out, partnerArgument);
+  }
   const expiry = expiryOption(options.expiresIn);
+  const overlap = {
+    ...(options.overlap !== undefined ? { overlapMs: parseDuration(options.overlap, '--overlap') } : {}),
+    ...(options.afterSwitch !== undefined ? { afterSwitchMs: parseDuration(options.afterSwitch, '--after-switch', { allowZero: true }) } : {}),
+  };
+  const { checkRotationOptions, rotateKeyPair } = await import('../../domain/key-pairs.js');
+  checkRotationOptions({ ...overlap, revokeIssuedTokens: options.revokeIssuedTokens === true });
   const reference = await resolvePartnerArgument(session, partnerArgument);
   if (options.revokeIssuedTokens) {
     await confirmDestructive(
       session,
-      `Rotate the keys of '${reference}', revoke its active and superseded pairs and refuse every token it holds (test tokens too), at once`,
+      `Rotate the keys of '${reference}', revoke its active, retiring and superseded pairs and refuse every token it holds (test tokens too), at once`,
     );
   }
-  const [{ rotateKeyPair }, db] = await Promise.all([import('../../domain/key-pairs.js'), session.db()]);
+  const db = await session.db();
   const pauseInsideMs = session.config.testPauseInRotationMs;
   const onPaused = () => out.note('partnerctl: test hook: paused inside the rotation transaction');
   const rotated = await rotateKeyPair(db, session.who, reference, {
     revokeIssuedTokens: options.revokeIssuedTokens === true,
     ...expiry,
+    ...overlap,
     pauseInsideMs,
     onPaused,
   });
@@ -113,17 +143,50 @@ async function runRotateKeys(session: Session, out: Output, partnerArgument: str
       revoked_issued_tokens: rotated.revokedIssuedTokens,
       revoked_key_pair_ids: rotated.revokedKeyPairIds,
       tokens_revoked_before: rotated.tokensRevokedBefore === null ? null : new Date(rotated.tokensRevokedBefore).toISOString(),
+      retiring_key_pair_id: rotated.retiringKeyPairId,
+      retires_at: iso(rotated.retiresAt),
+      after_switch: rotated.afterSwitchMs === null ? null : formatDuration(rotated.afterSwitchMs),
+      ended_retiring_key_pair_id: rotated.endedRetiringKeyPairId,
       changed: true,
     });
     return;
   }
-  const fate = rotated.revokedIssuedTokens
-    ? `revoked with ${rotated.revokedKeyPairIds.length - 1} superseded pair(s): they mint nothing and every token issued before now is refused (test tokens too)`
-    : 'superseded: it mints nothing; tokens it already minted live out their 15 minutes';
+  const old = rotated.retiringKeyPairId
+    ? `${rotated.retiringKeyPairId} (retiring: it still exchanges until ${iso(rotated.retiresAt)}, or ${formatDuration(rotated.afterSwitchMs ?? 0)} after the new pair's first exchange, or --finish)`
+    : `${rotated.supersededKeyPairId} (${
+        rotated.revokedIssuedTokens
+          ? `revoked with ${rotated.revokedKeyPairIds.length - 1} retiring or superseded pair(s): they mint nothing and every token issued before now is refused (test tokens too)`
+          : 'superseded: it mints nothing; tokens it already minted live out their 15 minutes'
+      })`;
   await showNewSecret(out, 'Rotated the key pair.', rotated, [
-    ['old key pair', `${rotated.supersededKeyPairId} (${fate})`],
+    ['old key pair', old],
+    ...(rotated.endedRetiringKeyPairId
+      ? ([['ended overlap', `${rotated.endedRetiringKeyPairId} (was retiring from an earlier rotation: superseded now)`]] as [string, string][])
+      : []),
     ...(rotated.expiresAt ? ([['expires', iso(rotated.expiresAt)!]] as [string, string][]) : []),
   ]);
+}
+
+async function runFinishOverlap(session: Session, out: Output, partnerArgument: string | undefined): Promise<void> {
+  const reference = await resolvePartnerArgument(session, partnerArgument);
+  const [{ finishOverlap }, db] = await Promise.all([import('../../domain/key-pairs.js'), session.db()]);
+  const finished = await finishOverlap(db, session.who, reference);
+  const { partner } = finished;
+  if (out.json) {
+    out.emitJson({
+      partner_id: partner.id,
+      retired_key_pair_id: finished.retiredKeyPairId,
+      ended_by: finished.changed ? 'finish' : null,
+      superseded_at: iso(finished.endedAt),
+      changed: finished.changed,
+    });
+    return;
+  }
+  if (!finished.changed) {
+    out.line(`No key pair of ${partner.name} (${partner.id}) is retiring; nothing changed.`);
+    return;
+  }
+  out.line(`Ended the overlap of ${partner.name} (${partner.id}): ${finished.retiredKeyPairId} is superseded now and mints nothing; its tokens live out their 15 minutes.`);
 }
 
 export const revokeKeysCommand = defineCommand<{ keyPair?: string }>({
@@ -132,7 +195,7 @@ export const revokeKeysCommand = defineCommand<{ keyPair?: string }>({
     'revoke the live key pairs of a partner (no active pair is left) and refuse their tokens and its test tokens at once; nothing left to revoke exits 0, changed: false (asks to confirm)',
   arguments: [PARTNER_ARGUMENT],
   options: [
-    { flags: '--key-pair <kp_id>', description: 'revoke exactly this pair (active or superseded); its tokens are refused at once' },
+    { flags: '--key-pair <kp_id>', description: 'revoke exactly this pair (active, retiring or superseded); its tokens are refused at once' },
   ],
   run: (session, out, { args, options }) => runRevokeKeys(session, out, args[0], options),
 });

@@ -25,6 +25,8 @@ function lookupJson(result: LookupResult) {
     expires_at: iso(pair?.expiresAt),
     last_used_at: iso(pair?.lastUsedAt),
     last_refused_at: iso(pair?.lastRefusedAt),
+    retires_at: iso(pair?.retiresAt),
+    switched_at: iso(pair?.switchedAt),
     genuine: result.genuine,
     accepted: result.accepted,
     accepted_until: iso(result.acceptedUntil),
@@ -106,6 +108,12 @@ async function runLookup(session: Session, out: Output, value: string | undefine
       ['superseded', iso(pair.supersededAt)],
       ['revoked', iso(pair.revokedAt)],
       ['expires', iso(pair.expiresAt)],
+      ...(pair.status === 'retiring'
+        ? ([
+            ['retires', iso(pair.retiresAt)],
+            ['switched', pair.switchedAt ? iso(pair.switchedAt) : 'not yet (the new pair has not exchanged)'],
+          ] as [string, string | null][])
+        : []),
       ['last used', iso(pair.lastUsedAt)],
       ['last refused', iso(pair.lastRefusedAt)],
     );
@@ -121,7 +129,7 @@ async function runLookup(session: Session, out: Output, value: string | undefine
   out.line(await out.fields(rows));
   out.line();
   out.line(result.note);
-  if (result.contain) out.line(`Contain: ${chalk.bold(result.contain)}`);
+  out.line(result.contain ? `Contain: ${chalk.bold(result.contain)}` : 'Nothing to contain.');
 }
 
 export const revokeTokensCommand = defineCommand({
@@ -158,8 +166,8 @@ export const listKeysCommand = defineCommand<ListKeysOptions>({
     { flags: '--partner <partner>', description: 'only this partner (id, name, access key or key-pair id)' },
     {
       flags: '--status <status>',
-      description: 'only pairs with this status (expired: past --expires-in)',
-      choices: ['active', 'superseded', 'revoked', 'expired'],
+      description: 'only pairs with this status (expired: past --expires-in; retiring: in an overlap)',
+      choices: ['active', 'retiring', 'superseded', 'revoked', 'expired'],
     },
     { flags: '--older-than <duration>', description: `created longer ago than this (${DURATION_HELP})` },
     { flags: '--expiring-within <duration>', description: `active and expiring within this, not yet expired (${DURATION_HELP})` },
@@ -210,6 +218,8 @@ async function runListKeys(session: Session, out: Output, options: ListKeysOptio
         expires_at: iso(pair.expiresAt),
         last_used_at: iso(pair.lastUsedAt),
         last_refused_at: iso(pair.lastRefusedAt),
+        retires_at: iso(pair.retiresAt),
+        switched_at: iso(pair.switchedAt),
       })),
       next_cursor: page.nextCursor,
     });

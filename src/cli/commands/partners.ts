@@ -163,6 +163,8 @@ async function runShowPartner(session: Session, out: Output, partnerArgument: st
         last_used_at: iso(pair.lastUsedAt),
         expires_at: iso(pair.expiresAt),
         last_refused_at: iso(pair.lastRefusedAt),
+        retires_at: iso(pair.retiresAt),
+        switched_at: iso(pair.switchedAt),
       })),
       company_count: companyCount,
       companies: companies.map((company) => ({ company_id: company.companyId, created_at: iso(company.createdAt) })),
@@ -196,6 +198,10 @@ async function runShowPartner(session: Session, out: Output, partnerArgument: st
         keyPairs.map((pair) => [pair.id, pair.accessKey, statusText(chalk, pair.status), iso(pair.createdAt), iso(pair.lastUsedAt)]),
       ),
     );
+    for (const pair of keyPairs.filter((each) => each.status === 'retiring')) {
+      const switched = pair.switchedAt ? `the partner switched at ${iso(pair.switchedAt)}` : 'the partner has not switched yet (the new pair has not exchanged)';
+      out.line(`${pair.id} is retiring: it still exchanges until ${iso(pair.retiresAt)}; ${switched}.`);
+    }
   }
   out.line();
   out.line(chalk.bold(`Companies (${companyCount})`));

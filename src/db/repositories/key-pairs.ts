@@ -12,6 +12,16 @@ export interface KeyPairRow {
   lastUsedAt: Date | null;
   expiresAt: Date | null;
   lastRefusedAt: Date | null;
+  /** A retiring pair's end (already moved to the switch + after-switch when the new pair has exchanged). */
+  retiresAt: Date | null;
+  /** When the new pair first exchanged, for a pair retired by `rotate-keys --overlap`. */
+  switchedAt: Date | null;
+  afterSwitchSeconds: number | null;
+  /**
+   * The status as stored. `status` is what the pair is now: a stored 'retiring' pair whose overlap has
+   * ended reads as 'superseded' (superseded at its retires_at) before anything settles it.
+   */
+  storedStatus: string;
 }
 
 type Raw = {
@@ -25,22 +35,37 @@ type Raw = {
   last_used_at: unknown;
   expires_at: unknown;
   last_refused_at: unknown;
+  retires_at: unknown;
+  switched_at: unknown;
+  after_switch_seconds: unknown;
 };
 
-const COLUMNS = 'id, partner_id, access_key, status, created_at, superseded_at, revoked_at, last_used_at, expires_at, last_refused_at';
+const COLUMNS =
+  'id, partner_id, access_key, status, created_at, superseded_at, revoked_at, last_used_at, expires_at, last_refused_at, retires_at, switched_at, after_switch_seconds';
+
+/** A stored 'retiring' status read at `now`: 'superseded' once retires_at has passed (no timer settles it). */
+export function overlapStatus(stored: string, retiresAt: Date | null, now = Date.now()): string {
+  return stored === 'retiring' && (retiresAt === null || retiresAt.getTime() <= now) ? 'superseded' : stored;
+}
 
 function fromRaw(row: Raw): KeyPairRow {
+  const retiresAt = toDate(row.retires_at);
+  const status = overlapStatus(row.status, retiresAt);
   return {
     id: row.id,
     partnerId: row.partner_id,
     accessKey: row.access_key,
-    status: row.status,
+    status,
     createdAt: toDate(row.created_at)!,
-    supersededAt: toDate(row.superseded_at),
+    supersededAt: status === 'superseded' && row.status === 'retiring' ? retiresAt : toDate(row.superseded_at),
     revokedAt: toDate(row.revoked_at),
     lastUsedAt: toDate(row.last_used_at),
     expiresAt: toDate(row.expires_at),
     lastRefusedAt: toDate(row.last_refused_at),
+    retiresAt,
+    switchedAt: toDate(row.switched_at),
+    afterSwitchSeconds: row.after_switch_seconds == null ? null : Number(row.after_switch_seconds),
+    storedStatus: row.status,
   };
 }
 
@@ -88,6 +113,11 @@ export interface ExchangeRow {
   partnerStatus: string;
   /** The partner's brake (ms): tokens issued before it are refused. */
   tokensRevokedBefore: number | null;
+  /** A retiring pair's end (the status is read as 'superseded' after it). */
+  retiresAt: Date | null;
+  storedStatus: string;
+  /** For an active pair: its partner's retiring pair that has not seen the switch yet, if any. */
+  retiringUnswitched: { id: string; retiresAt: Date; afterSwitchSeconds: number } | null;
 }
 
 export async function keyPairForExchange(q: Queryable, accessKey: string): Promise<ExchangeRow | null> {
@@ -101,17 +131,31 @@ export async function keyPairForExchange(q: Queryable, accessKey: string): Promi
     partner_id: string;
     partner_status: string;
     tokens_revoked_before: unknown;
+    retires_at: unknown;
+    r_id: string | null;
+    r_retires_at: unknown;
+    r_after_switch_seconds: unknown;
   }>(
     `SELECT k.id, k.secret_hash, k.status, k.last_used_at, k.last_refused_at, k.expires_at, p.id AS partner_id, p.status AS partner_status,
-       p.tokens_revoked_before
-     FROM key_pairs k JOIN partners p ON p.id = k.partner_id WHERE k.access_key = $1`,
+       p.tokens_revoked_before, k.retires_at, r.id AS r_id, r.retires_at AS r_retires_at, r.after_switch_seconds AS r_after_switch_seconds
+     FROM key_pairs k JOIN partners p ON p.id = k.partner_id
+     LEFT JOIN key_pairs r ON k.status = 'active' AND r.partner_id = k.partner_id AND r.status = 'retiring' AND r.switched_at IS NULL
+     WHERE k.access_key = $1`,
     [accessKey],
   );
+  const retiresAt = row ? toDate(row.retires_at) : null;
+  const retiringRetiresAt = row ? toDate(row.r_retires_at) : null;
   return row
     ? {
         id: row.id,
         secretHash: row.secret_hash,
-        status: row.status,
+        status: overlapStatus(row.status, retiresAt),
+        storedStatus: row.status,
+        retiresAt,
+        retiringUnswitched:
+          row.r_id && retiringRetiresAt
+            ? { id: row.r_id, retiresAt: retiringRetiresAt, afterSwitchSeconds: Number(row.r_after_switch_seconds ?? 0) }
+            : null,
         lastUsedAt: toDate(row.last_used_at),
         lastRefusedAt: toDate(row.last_refused_at),
         expiresAt: toDate(row.expires_at),
@@ -130,6 +174,42 @@ export async function keyPairsOf(q: Queryable, partnerId: string): Promise<KeyPa
 
 export async function supersedeKeyPair(tx: SqlTx, id: string, now: Date): Promise<void> {
   await tx.run("UPDATE key_pairs SET status = 'superseded', superseded_at = $1 WHERE id = $2", [now, id]);
+}
+
+/** rotate-keys --overlap: the active pair still exchanges until `retiresAt` (or the switch). */
+export async function retireKeyPair(tx: SqlTx, id: string, retiresAt: Date, afterSwitchSeconds: number): Promise<void> {
+  await tx.run("UPDATE key_pairs SET status = 'retiring', retires_at = $1, after_switch_seconds = $2 WHERE id = $3 AND status = 'active'", [
+    retiresAt,
+    afterSwitchSeconds,
+    id,
+  ]);
+}
+
+/** Ends an overlap at `at` (superseded then; retires_at records when it ended). */
+export function endOverlap(tx: SqlTx, id: string, at: Date): Promise<number> {
+  return tx.run("UPDATE key_pairs SET status = 'superseded', superseded_at = $1, retires_at = $2 WHERE id = $3 AND status = 'retiring'", [
+    at,
+    at,
+    id,
+  ]);
+}
+
+/** A stored 'retiring' pair of the partner (its overlap may have ended: see `status`). */
+export async function retiringKeyPair(q: Queryable, partnerId: string): Promise<KeyPairRow | null> {
+  const [row] = await q.query<Raw>(`SELECT ${COLUMNS} FROM key_pairs WHERE partner_id = $1 AND status = 'retiring'`, [partnerId]);
+  return row ? fromRaw(row) : null;
+}
+
+/**
+ * The switch, noted outside any unit (by the bookkeeping): the new pair exchanged at `at`, so the retiring
+ * pair's end moves to `retiresAt` (the caller's min of the stored end and at + after_switch). Only once.
+ */
+export async function noteSwitch(q: Queryable, id: string, at: Date, retiresAt: Date): Promise<void> {
+  await q.query("UPDATE key_pairs SET switched_at = $1, retires_at = $2 WHERE id = $3 AND status = 'retiring' AND switched_at IS NULL", [
+    at,
+    retiresAt,
+    id,
+  ]);
 }
 
 /** Revokes the pairs (a pair being superseded by the same change gets that time too). */
@@ -165,7 +245,7 @@ export async function keyPairPage(
   q: Queryable,
   options: {
     partnerId?: string;
-    status?: 'active' | 'superseded' | 'revoked' | 'expired';
+    status?: 'active' | 'retiring' | 'superseded' | 'revoked' | 'expired';
     createdBefore?: Date;
     expiringBefore?: Date;
     unusedSince?: Date;
@@ -180,7 +260,13 @@ export async function keyPairPage(
   if (options.partnerId) conditions.push(`k.partner_id = ${p(options.partnerId)}`);
   if (options.status === 'revoked') conditions.push("k.status = 'revoked'");
   else if (options.status === 'expired') conditions.push(`k.status <> 'revoked' AND k.expires_at IS NOT NULL AND k.expires_at <= ${p(options.now)}`);
-  else if (options.status) conditions.push(`k.status = ${p(options.status)} AND (k.expires_at IS NULL OR k.expires_at > ${p(options.now)})`);
+  else if (options.status === 'retiring') conditions.push(`k.status = 'retiring' AND k.retires_at > ${p(options.now)}`);
+  else if (options.status === 'superseded') {
+    // A retiring pair past its retires_at is superseded, whether or not anything has settled it yet.
+    conditions.push(
+      `(k.status = 'superseded' OR (k.status = 'retiring' AND k.retires_at <= ${p(options.now)})) AND (k.expires_at IS NULL OR k.expires_at > ${p(options.now)})`,
+    );
+  } else if (options.status) conditions.push(`k.status = ${p(options.status)} AND (k.expires_at IS NULL OR k.expires_at > ${p(options.now)})`);
   if (options.createdBefore) conditions.push(`k.created_at < ${p(options.createdBefore)}`);
   if (options.expiringBefore) {
     conditions.push(`k.status = 'active' AND k.expires_at IS NOT NULL AND k.expires_at > ${p(options.now)} AND k.expires_at <= ${p(options.expiringBefore)}`);
