@@ -4,7 +4,8 @@ import { dirname, join } from 'node:path';
 import type { SqlDriverAdapter, SqlMigrationAwareDriverAdapterFactory } from '@prisma/driver-adapter-utils';
 import type { DatabaseConfig, Provider } from '../config.js';
 import { AppError, firstLine } from '../errors.js';
-import { databaseUnavailable, type Database } from './client.js';
+import { nameKey } from '../domain/validation.js';
+import { databaseUnavailable, openDatabase, type Database } from './client.js';
 import { SQLITE_BUSY_TIMEOUT_MS } from './sql.js';
 import { NO_FILTERS, openSchemaEngine, type MigrationList } from './schema-engine.js';
 
@@ -75,19 +76,23 @@ export async function applyMigrations(config: DatabaseConfig): Promise<string[]>
     throw databaseUnavailable(config, error);
   }
   try {
+    await withDatabase(config, refuseNameCollisions);
     const adapters = await trackedAdapterFactory(config);
     const path = schemaPath(config.provider);
     const engine = await openSchemaEngine(path, readFileSync(path, 'utf8'), adapters.factory);
+    let applied: string[];
     try {
       const result = await engine.applyMigrations({
         migrationsList: committedMigrations(config.provider),
         filters: NO_FILTERS,
       });
-      return result.appliedMigrationNames;
+      applied = result.appliedMigrationNames;
     } finally {
       engine.free();
       await adapters.disposeAll();
     }
+    await withDatabase(config, fillNameKeys);
+    return applied;
   } catch (error) {
     if (error instanceof AppError) throw error;
     if (/database is locked|SQLITE_BUSY|busy|timed out|lock/i.test(String((error as Error)?.message ?? error))) {
@@ -103,6 +108,68 @@ export async function applyMigrations(config: DatabaseConfig): Promise<string[]>
   } finally {
     await release();
   }
+}
+
+async function withDatabase(config: DatabaseConfig, work: (db: Database) => Promise<void>): Promise<void> {
+  const db = await openDatabase(config);
+  try {
+    await work(db);
+  } finally {
+    await db.close();
+  }
+}
+
+const NO_TABLE_OR_COLUMN = /no such (table|column)|does not exist/i;
+
+/**
+ * Partner names are unique ignoring case and Unicode form (partners.name_key, migration
+ * 20261124090000_partner_name_key). Names that an older version let in and that the rule makes one stop the
+ * migration before anything is applied, every group named: which partner keeps which name is the
+ * operator's decision, not a guess made here.
+ */
+async function refuseNameCollisions(db: Database): Promise<void> {
+  let rows: { id: string; name: string; name_key?: string | null }[];
+  try {
+    rows = await db.sql.query('SELECT id, name, name_key FROM partners ORDER BY id');
+  } catch (error) {
+    if (!NO_TABLE_OR_COLUMN.test(String((error as Error).message))) throw error;
+    try {
+      rows = await db.sql.query('SELECT id, name FROM partners ORDER BY id');
+    } catch (inner) {
+      if (NO_TABLE_OR_COLUMN.test(String((inner as Error).message))) return;
+      throw inner;
+    }
+  }
+  const byKey = new Map<string, { id: string; name: string }[]>();
+  for (const row of rows) {
+    const key = row.name_key ?? nameKey(row.name);
+    byKey.set(key, [...(byKey.get(key) ?? []), row]);
+  }
+  const groups = [...byKey.values()].filter((group) => group.length > 1);
+  if (groups.length === 0) return;
+  const named = groups.map((group) => group.map((row) => `${JSON.stringify(row.name)} (${row.id})`).join(' and ')).join('; ');
+  throw new AppError(
+    'partner_exists',
+    `cannot migrate: partner names are now unique ignoring case and Unicode form, and ${groups.length} group(s) of partners ` +
+      `share a name that way: ${named}; nothing was changed`,
+    {
+      hint:
+        "rename all but one partner of each group, then run 'partnerctl db migrate' again; there is no rename " +
+        "command: UPDATE partners SET name = '<new name>' WHERE id = '<id>'",
+    },
+  );
+}
+
+/** Gives every partner without one its name key (those created before the key existed). */
+async function fillNameKeys(db: Database): Promise<void> {
+  const rows = await db.sql.query<{ id: string; name: string }>('SELECT id, name FROM partners WHERE name_key IS NULL');
+  if (rows.length === 0) return;
+  await db.sql.transaction(
+    async (tx) => {
+      for (const row of rows) await tx.run('UPDATE partners SET name_key = $1 WHERE id = $2 AND name_key IS NULL', [nameKey(row.name), row.id]);
+    },
+    { timeoutMs: 60_000 },
+  );
 }
 
 /**

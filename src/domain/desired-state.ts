@@ -9,9 +9,9 @@ import type { Queryable } from '../db/unit.js';
 import { AppError } from '../errors.js';
 import { bulkPolicy, mapCompaniesIn, unmapCompaniesIn } from './companies.js';
 import { issueKeyPairIn, newKeyPair, type IssuedKeyPair, type NewKeyPair } from './key-pairs.js';
-import { createPartnerIn, findPartner, setPartnerStatusIn, type PartnerRecord, type PartnerStatus } from './partners.js';
+import { createPartnerIn, findPartner, refuseSimilarName, setPartnerStatusIn, type PartnerRecord, type PartnerStatus } from './partners.js';
 import { runUnit, type Actor } from './transactions.js';
-import { isValidCompanyId, validatePartnerName } from './validation.js';
+import { isValidCompanyId, nameKey, validatePartnerName } from './validation.js';
 
 export interface DesiredPartner {
   name: string;
@@ -71,9 +71,10 @@ export function parseDesiredState(value: unknown, source: string): DesiredState 
     if (typeof name === 'string') {
       try {
         const valid = validatePartnerName(name);
-        const earlier = seen.get(valid);
+        // Names are unique ignoring case and Unicode form, so `Initech` and `initech` are the same partner twice.
+        const earlier = seen.get(nameKey(valid));
         if (earlier !== undefined) problems.push(`partners[${i}].name: '${valid}' is already given at partners[${earlier}]`);
-        else seen.set(valid, i);
+        else seen.set(nameKey(valid), i);
       } catch (error) {
         problems.push(`partners[${i}].name: ${(error as Error).message}`);
       }
@@ -142,6 +143,8 @@ export async function planDesiredState(q: Queryable, state: DesiredState, option
   const partners: PartnerPlan[] = [];
   for (const desired of state.partners) {
     const existing = (await partnerByName(q, desired.name)) as PartnerRecord | null;
+    // A document names partners exactly: a name the same as another partner's but for case is refused.
+    if (!existing) await refuseSimilarName(q, desired.name);
     const wanted = desired.companies ?? [];
     let map: string[] = wanted;
     let unmap: string[] = [];

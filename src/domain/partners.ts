@@ -5,6 +5,7 @@ import {
   insertPartner,
   partnerById,
   partnerByName,
+  partnerByNameKey,
   partnerPage,
   searchPartners as partnersMatching,
   updatePartnerStatus,
@@ -13,7 +14,7 @@ import type { Queryable } from '../db/unit.js';
 import { AppError } from '../errors.js';
 import { ACCESS_KEY_PREFIX, KEY_PAIR_ID_PATTERN, newId, PARTNER_ID_PATTERN, SECRET_KEY_PREFIX } from './identifiers.js';
 import { runUnit, type Actor, type Unit } from './transactions.js';
-import { validatePartnerName } from './validation.js';
+import { nameKey, validatePartnerName } from './validation.js';
 
 export type PartnerStatus = 'active' | 'disabled';
 
@@ -32,14 +33,31 @@ export async function findPartner(reader: Queryable, reference: string): Promise
   else if (KEY_PAIR_ID_PATTERN.test(reference) || reference.startsWith(ACCESS_KEY_PREFIX)) {
     const pair = reference.startsWith(ACCESS_KEY_PREFIX) ? await keyPairByAccessKey(reader, reference) : await keyPairById(reader, reference);
     // A partner named so before these prefixes were reserved is still found by its name.
-    found = pair ? await partnerById(reader, pair.partnerId) : await partnerByName(reader, reference.normalize('NFC'));
+    found = pair ? await partnerById(reader, pair.partnerId) : await partnerNamed(reader, reference);
   } else if (reference.startsWith(SECRET_KEY_PREFIX)) {
     throw new AppError('invalid_argument', "a secret key does not name a partner here (keep it off command lines); use 'partnerctl lookup' on it");
-  } else found = await partnerByName(reader, reference.normalize('NFC'));
+  } else found = await partnerNamed(reader, reference);
   if (!found) {
     throw new AppError('partner_not_found', `no partner with id, name, access key or key-pair id '${printable(reference)}'`);
   }
   return found as PartnerRecord;
+}
+
+/** The partner with this name, or else the one whose name is the same ignoring case and Unicode form. */
+async function partnerNamed(reader: Queryable, name: string) {
+  return (await partnerByName(reader, name.normalize('NFC'))) ?? (await partnerByNameKey(reader, nameKey(name)));
+}
+
+/** Refuses a name that differs only in case or Unicode form from an existing partner's, naming that partner. */
+export async function refuseSimilarName(reader: Queryable, name: string): Promise<void> {
+  const similar = await partnerByNameKey(reader, nameKey(name));
+  if (similar && similar.name !== name) {
+    throw new AppError(
+      'partner_exists',
+      `a partner named '${printable(similar.name)}' already exists (${similar.id}); names are unique ignoring case and Unicode form`,
+      { hint: `refer to that partner as '${printable(similar.name)}' or ${similar.id}, or choose another name` },
+    );
+  }
 }
 
 export async function createPartnerIn(
@@ -50,9 +68,10 @@ export async function createPartnerIn(
   const existing = await partnerByName(unit.tx, name);
   if (existing) {
     if (input.ifNotExists) return { partner: existing as PartnerRecord, created: false };
-    throw new AppError('partner_exists', `a partner named '${name}' already exists (${existing.id})`);
+    throw new AppError('partner_exists', `a partner named '${printable(name)}' already exists (${existing.id})`);
   }
-  const partner = (await insertPartner(unit.tx, { id: newId('ptn'), name }, new Date())) as PartnerRecord;
+  await refuseSimilarName(unit.tx, name);
+  const partner = (await insertPartner(unit.tx, { id: newId('ptn'), name, nameKey: nameKey(name) }, new Date())) as PartnerRecord;
   unit.audit({ action: 'partner.created', partnerId: partner.id, details: { name } });
   return { partner, created: true };
 }

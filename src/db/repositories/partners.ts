@@ -27,11 +27,22 @@ export async function partnerByName(q: Queryable, name: string): Promise<Partner
   return row ? fromRaw(row) : null;
 }
 
-export async function insertPartner(tx: SqlTx, partner: { id: string; name: string; status?: string }, now: Date): Promise<PartnerRow> {
+/** The partner whose name is the same ignoring case and Unicode form (name_key is unique: one at most). */
+export async function partnerByNameKey(q: Queryable, key: string): Promise<PartnerRow | null> {
+  const [row] = await q.query<Raw>(`SELECT ${COLUMNS} FROM partners WHERE name_key = $1`, [key]);
+  return row ? fromRaw(row) : null;
+}
+
+export async function insertPartner(
+  tx: SqlTx,
+  partner: { id: string; name: string; nameKey: string; status?: string },
+  now: Date,
+): Promise<PartnerRow> {
   const status = partner.status ?? 'active';
-  await tx.run('INSERT INTO partners (id, name, status, created_at, updated_at) VALUES ($1, $2, $3, $4, $5)', [
+  await tx.run('INSERT INTO partners (id, name, name_key, status, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6)', [
     partner.id,
     partner.name,
+    partner.nameKey,
     status,
     now,
     now,

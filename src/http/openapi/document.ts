@@ -46,6 +46,18 @@ export const API_ERROR_CODES: readonly ErrorCode[] = (Object.keys(CODE_USE) as E
 /** Visible ASCII, 1 to 128 characters: the same rule as validation.ts's isValidCompanyId. */
 export const COMPANY_ID_PATTERN = `^[!-~]{1,${COMPANY_ID_MAX}}$`;
 
+/**
+ * One segment of a data path, as the value of the `path` parameter (which clients percent-encode): no control
+ * character, slash or backslash (their escapes are refused), and not a dot segment, whose escapes the server
+ * refuses too. Plain character classes, so generators can produce and negate it.
+ */
+export const DATA_PATH_SCHEMA = {
+  type: 'string',
+  minLength: 1,
+  pattern: '^[^\\x00-\\x1F\\x7F/\\\\]+$',
+  not: { pattern: '^(?:\\.|%2[eE]){1,2}(?:(?:;|%3[bB]).*)?$' },
+} as const;
+
 const ref = (kind: 'schemas' | 'responses' | 'headers' | 'parameters', name: string) => ({ $ref: `#/components/${kind}/${name}` });
 const json = (schema: object) => ({ 'application/json': { schema } });
 
@@ -152,7 +164,8 @@ function dataOperation(method: DataMethod, atBase: boolean) {
         : {}),
       '400': dataError(
         'invalid_request: the request is malformed; company_id missing, empty, repeated or misplaced; API keys ' +
-          'on a data request; dot segments or backslashes in the path' +
+          'on a data request; a path the `path` parameter refuses (dot segments, control characters, backslashes, ' +
+          'escaped slashes, broken escapes)' +
           (method === 'get' || head ? '; a body' : '') +
           '. Or the engine\'s own 400.',
       ),
@@ -354,11 +367,13 @@ export function openApiDocument(): object {
           in: 'path',
           required: true,
           description:
-            'The engine resource: the rest of the URL path after the base path, one or more segments with their ' +
-            'slashes (`prices`, `prices/sku/A1`), forwarded as sent. Write the slashes as they are: an escaped ' +
-            'slash (%2F) is forwarded escaped and is not a separator. A `.` or `..` segment (also percent-encoded), ' +
-            'a backslash, or a broken percent-escape: 400 `invalid_request`.',
-          schema: { type: 'string', minLength: 1, pattern: '^(?!(?:.*/)?(?:\\.|%2[eE]){1,2}(?:/|$))[^\\\\?#]+$' },
+            'The engine resource: the rest of the URL path after the base path, forwarded as sent. As a parameter ' +
+            'it is one segment (`prices`); a deeper resource (`prices/sku/A1`) is reached the same way with its ' +
+            'slashes written as they are. An escaped slash (`%2F`) is not a separator: 400 `invalid_request`, ' +
+            'like a `.` or `..` segment (also percent-encoded, also with `;parameters` such as `..;x`), a control ' +
+            'character (U+0000 to U+001F, U+007F) or a backslash, escaped or not, and a broken percent-escape ' +
+            '(one that does not decode to UTF-8 included).',
+          schema: DATA_PATH_SCHEMA,
         },
         CompanyIdQuery: {
           name: 'company_id',
