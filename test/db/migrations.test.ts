@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resolveDatabase, type DatabaseConfig } from '../../src/config.js';
 import { openDatabase, type Database } from '../../src/db/client.js';
 import { connect } from '../../src/db/connect.js';
-import { applyMigrations, committedMigrations, migrationStatus, needsSelfMigration } from '../../src/db/migrate.js';
+import { applyMigrations, migrationStatus, needsSelfMigration } from '../../src/db/migrate.js';
 import { AppError } from '../../src/errors.js';
 import { adminQuery, backendAvailable, BACKENDS, createBackend, type TestBackend } from '../support/backends.js';
 import { expectAppError } from '../domain/fixtures.js';
