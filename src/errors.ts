@@ -8,6 +8,7 @@ export const EXIT = {
   notFound: 3,
   conflict: 4,
   unavailable: 5,
+  forbidden: 7,
   cancelled: 130,
 } as const;
 
@@ -18,6 +19,7 @@ const CODES = {
   invalid_request: { status: 400, exit: EXIT.usage },
   invalid_credentials: { status: 401, exit: EXIT.error },
   unauthorized: { status: 401, exit: EXIT.error },
+  permission_denied: { status: 403, exit: EXIT.forbidden },
   not_found: { status: 404, exit: EXIT.notFound },
   partner_not_found: { status: 404, exit: EXIT.notFound },
   method_not_allowed: { status: 405, exit: EXIT.error },

@@ -15,6 +15,12 @@ async function report(thrown: unknown, session: Session | undefined, argv: reado
   if (name === 'ExitPromptError' || name === 'AbortPromptError') {
     error = new AppError('cancelled', 'cancelled; nothing changed');
   }
+  // A privilege the connected login lacks (PostgreSQL roles), refused before anything changed.
+  if (String((error as { code?: unknown } | undefined)?.code ?? '') === '42501') {
+    const { permissionDenied } = await import('../db/roles.js');
+    const db = await session?.db().catch(() => undefined);
+    if (db) error = await permissionDenied(db.sql, error);
+  }
   // The domain's translation is loaded only for a database error: --help and bad usage never load it.
   const known =
     error instanceof AppError

@@ -20,11 +20,12 @@ function migrationsDir(provider: Provider): string {
 }
 
 /** The committed history, in Prisma's folder layout, as the schema engine wants it. */
-export function committedMigrations(provider: Provider): MigrationList {
+export function committedMigrations(provider: Provider, through?: string): MigrationList {
   const baseDir = migrationsDir(provider);
   const names = readdirSync(baseDir, { withFileTypes: true })
     .filter((entry) => entry.isDirectory())
     .map((entry) => entry.name)
+    .filter((name) => through === undefined || name <= through)
     .sort();
   return {
     baseDir,
@@ -67,23 +68,26 @@ export async function migrationStatus(db: Database): Promise<MigrationStatus> {
   };
 }
 
-/** Applies what is pending, holding a cross-process lock so that two first runs cannot race. */
-export async function applyMigrations(config: DatabaseConfig): Promise<string[]> {
+/**
+ * Applies what is pending, holding a cross-process lock so that two first runs cannot race, then chains the
+ * audit events written before the audit chain existed. `through` stops at that migration (tests of upgrades).
+ */
+export async function applyMigrations(config: DatabaseConfig, options: { through?: string } = {}): Promise<string[]> {
   let release: () => Promise<void>;
   try {
     release = await takeMigrationLock(config);
   } catch (error) {
     throw databaseUnavailable(config, error);
   }
+  let applied: string[];
   try {
     await withDatabase(config, refuseNameCollisions);
     const adapters = await trackedAdapterFactory(config);
     const path = schemaPath(config.provider);
     const engine = await openSchemaEngine(path, readFileSync(path, 'utf8'), adapters.factory);
-    let applied: string[];
     try {
       const result = await engine.applyMigrations({
-        migrationsList: committedMigrations(config.provider),
+        migrationsList: committedMigrations(config.provider, options.through),
         filters: NO_FILTERS,
       });
       applied = result.appliedMigrationNames;
@@ -92,6 +96,7 @@ export async function applyMigrations(config: DatabaseConfig): Promise<string[]>
       await adapters.disposeAll();
     }
     await withDatabase(config, fillNameKeys);
+    await chainAuditTrail(config);
     return applied;
   } catch (error) {
     if (error instanceof AppError) throw error;
@@ -170,6 +175,27 @@ async function fillNameKeys(db: Database): Promise<void> {
     },
     { timeoutMs: 60_000 },
   );
+}
+
+/**
+ * Chains the audit events written before the chain existed, once (a no-op when there are none, or before the
+ * migration that adds the chain). Runs right after the migrations, as the role that applied them: on
+ * PostgreSQL only the audit table's owner may update its rows. Returns how many events it chained.
+ */
+export async function chainAuditTrail(config: DatabaseConfig): Promise<number> {
+  const { chainLegacyEvents } = await import('./repositories/audit.js');
+  const db = await openDatabase(config);
+  try {
+    const [table] = await db.sql.query<{ n: unknown }>(
+      config.provider === 'sqlite'
+        ? "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'audit_chain'"
+        : "SELECT COUNT(*) AS n FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'audit_chain'",
+    );
+    if (Number(table?.n ?? 0) === 0) return 0;
+    return await db.sql.transaction((tx) => chainLegacyEvents(tx), { timeoutMs: 600_000 });
+  } finally {
+    await db.close();
+  }
 }
 
 /**

@@ -233,7 +233,8 @@ export async function openSqlReader(config: DatabaseConfig, options: SqlReaderOp
     pgPool: pool,
     epoch: 0,
     verify: async () => {},
-    query: async <Row>(sql: string, params: readonly unknown[] = []) => (await pool.query(sql, params as unknown[])).rows as Row[],
+    query: async <Row>(sql: string, params: readonly unknown[] = []) =>
+      (await pool.query(sql, params as unknown[]).catch(withStatement(sql))).rows as Row[],
     transaction: async <T>(work: (tx: SqlTx) => Promise<T>, options: TransactionOptions) => {
       const client = await pool.connect();
       let broken = false;
@@ -246,8 +247,9 @@ export async function openSqlReader(config: DatabaseConfig, options: SqlReaderOp
         }
         const tx: SqlTx = {
           provider: 'postgresql',
-          query: async <Row>(sql: string, params: readonly unknown[] = []) => (await client.query(sql, params as unknown[])).rows as Row[],
-          run: async (sql, params = []) => (await client.query(sql, params as unknown[])).rowCount ?? 0,
+          query: async <Row>(sql: string, params: readonly unknown[] = []) =>
+            (await client.query(sql, params as unknown[]).catch(withStatement(sql))).rows as Row[],
+          run: async (sql, params = []) => (await client.query(sql, params as unknown[]).catch(withStatement(sql))).rowCount ?? 0,
         };
         const result = await work(withDeadline(tx, options.timeoutMs));
         await client.query('COMMIT');
@@ -262,6 +264,14 @@ export async function openSqlReader(config: DatabaseConfig, options: SqlReaderOp
       }
     },
     close: () => pool.end(),
+  };
+}
+
+/** Keeps the statement on a PostgreSQL error, so that a refused privilege can be named (src/db/roles.ts). */
+function withStatement(sql: string): (error: unknown) => never {
+  return (error) => {
+    if (error && typeof error === 'object' && !('statement' in error)) Object.assign(error, { statement: sql });
+    throw error;
   };
 }
 

@@ -1,10 +1,10 @@
 import type { Database } from '../db/client.js';
-import { insertAuditEvents } from '../db/repositories/audit.js';
+import { announceRevision, bumpRevision } from '../db/repositories/revision.js';
 import { keyPairById, noteSwitch, touchLastRefused, touchLastUsed } from '../db/repositories/key-pairs.js';
 import { recordSigningKeys } from '../db/repositories/signing-keys.js';
 import { DeferredWrites, type OnWriteFailure } from './deferred-writes.js';
 import { settleOverlap } from './key-pairs.js';
-import type { AuditEntry } from './transactions.js';
+import { appendToChain, type AuditEntry } from './transactions.js';
 
 /** Who the audit trail names for what the server records by itself (the end of an overlap it noticed). */
 export const SERVER_ACTOR = 'partnerctl serve';
@@ -124,7 +124,11 @@ export class Bookkeeping extends DeferredWrites {
           partnerId: event.partnerId ?? null,
           details: JSON.stringify(event.details ?? {}),
         }));
-        await insertAuditEvents(tx, rows, new Date());
+        // Into the one chain, under the revision row's lock as every unit of work (and the change reaches
+        // the other servers as any other).
+        await bumpRevision(tx);
+        await appendToChain(tx, rows, new Date());
+        await announceRevision(tx);
       }
     });
     if (written) {

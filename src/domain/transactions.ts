@@ -1,6 +1,9 @@
+import { hostname, userInfo } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Database } from '../db/client.js';
-import { insertAuditEvents } from '../db/repositories/audit.js';
+import { atText, eventHash, GENESIS } from '../db/audit-hash.js';
+import { chainHead, insertAuditEvents } from '../db/repositories/audit.js';
+import { isPermissionError, permissionDenied } from '../db/roles.js';
 import { announceRevision, bumpRevision } from '../db/repositories/revision.js';
 import { TransactionTimeout, type SqlTx } from '../db/unit.js';
 import { AppError } from '../errors.js';
@@ -51,7 +54,7 @@ export async function runUnit<T>(db: Database, who: Actor, work: (unit: Unit) =>
         const events: AuditEntry[] = [];
         const result = await work({ tx, who, audit: (entry) => void events.push(entry) });
         if (events.length === 0) throw new Unchanged(result);
-        await insertAuditEvents(
+        await appendToChain(
           tx,
           events.map((event) => ({
             actor: who.actor,
@@ -68,6 +71,8 @@ export async function runUnit<T>(db: Database, who: Actor, work: (unit: Unit) =>
     } catch (error) {
       if (error instanceof Unchanged) return error.result as T;
       if (error instanceof AppError) throw error;
+      // Rolled back: nothing changed. Named outside the failed transaction.
+      if (isPermissionError(error)) throw await permissionDenied(db.sql, error);
       if (isTransient(error) && attempt < retries) {
         await sleep(20 * (attempt + 1) + Math.random() * 50);
         continue;
@@ -75,6 +80,51 @@ export async function runUnit<T>(db: Database, who: Actor, work: (unit: Unit) =>
       throw translateDatabaseError(error);
     }
   }
+}
+
+/**
+ * Appends events to the one audit chain. Call it inside the write lock (the revision row bumped first in
+ * the same transaction, as every unit of work does), so the head read here is the head when the
+ * transaction commits: one chain, in commit order.
+ */
+export async function appendToChain(
+  tx: SqlTx,
+  events: readonly { actor: string; action: string; partnerId: string | null; details: string }[],
+  at: Date,
+): Promise<void> {
+  const head = await chainHead(tx);
+  if (head.unchained) {
+    throw new AppError('schema_out_of_date', 'audit events written before the audit chain existed are not chained yet', {
+      hint: "run 'partnerctl db migrate' once as the database's owner",
+    });
+  }
+  // PostgreSQL's trigger writes session_user whatever is sent; the hash must cover the same value.
+  const principal = tx.provider === 'postgresql' ? head.sessionUser : localPrincipal();
+  let seq = head.seq;
+  let prevHash = head.hash ?? GENESIS;
+  const chained = events.map((event) => {
+    seq += 1;
+    const content = { ...event, seq, at: atText(tx.provider, at), principal, principalVerified: tx.provider === 'postgresql', prevHash };
+    const hash = eventHash(content);
+    const row = { ...event, at, principal, seq, prevHash, hash };
+    prevHash = hash;
+    return row;
+  });
+  await insertAuditEvents(tx, chained);
+}
+
+let cachedLocalPrincipal: string | undefined;
+
+/** On SQLite nothing vouches for anyone: the OS user and host of this process, recorded as unverified. */
+function localPrincipal(): string {
+  if (cachedLocalPrincipal === undefined) {
+    let user = 'unknown';
+    try {
+      user = userInfo().username;
+    } catch {}
+    cachedLocalPrincipal = `${user}@${hostname()}`;
+  }
+  return cachedLocalPrincipal;
 }
 
 class Unchanged {

@@ -3,7 +3,7 @@ import { AppError } from '../errors.js';
 // C0 and C1 control characters, DEL, and the Unicode line/paragraph separators and bidi controls that
 // make a name print differently from what it is.
 // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is this pattern's purpose
-const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/u;
+export const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/u;
 
 const PARTNER_NAME_MAX = 100;
 export const COMPANY_ID_MAX = 128;

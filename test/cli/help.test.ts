@@ -81,7 +81,7 @@ describe('help', () => {
     expect(lookup).toContain("the leaked value; '-' reads it from stdin (kept out of the shell's history); asked for on a terminal when omitted");
     const root = (await onWideTerminal(['--help'], 200)).stdout.replace(/\s+/g, ' ');
     expect(root).toContain('PARTNERCTL_DB_POOL_SIZE PostgreSQL connections per process (default 10 for serve, 2 otherwise)');
-    expect(root).toContain('4 conflict with the current state, 5 database or service unavailable, 130 cancelled.');
+    expect(root).toContain('5 database or service unavailable, 7 permission denied (the database role lacks the privilege), 130 cancelled.');
   });
 
   it('ends a command screen with its notes and examples', async () => {
@@ -147,7 +147,7 @@ describe('help --json', () => {
       },
     ]);
     const db = tree.commands.find((command) => command.name === 'db')!;
-    expect(db.commands.map((command) => command.name)).toEqual(['migrate', 'status', 'help']);
+    expect(db.commands.map((command) => command.name)).toEqual(['migrate', 'status', 'roles', 'help']);
     expect(db.commands[0]!.usage).toBe('partnerctl db migrate [options]');
     expect(tree.commands.find((command) => command.name === 'set-limits')!.examples).toEqual([
       'partnerctl set-limits acme --rate 50/s --burst 100 --daily-quota 1000000',

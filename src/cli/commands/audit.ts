@@ -1,4 +1,5 @@
 import { parseTimeOrDuration } from '../../domain/validation.js';
+import { EXIT } from '../../errors.js';
 import { defineCommand } from '../definition.js';
 import { iso, type Output } from '../output.js';
 import type { Session } from '../session.js';
@@ -12,17 +13,34 @@ export const auditCommand = defineCommand<AuditOptions>({
     { flags: '--limit <n>', description: 'how many events, 1-1000', default: '50' },
     { flags: '--since <time|duration>', description: 'only events at or after this ISO time, or this long ago (2h, 7d)' },
     { flags: '--action <name>', description: 'only this action (keys.revoked, tokens.revoked, company.mapped…; the README lists them)' },
+    { flags: '--principal <name>', description: 'only events of this database login (or user@host on SQLite)' },
     { flags: '--company <company_id>', description: 'only events whose details name this company' },
     { flags: '--cursor <cursor>', description: 'continue after this cursor (next_cursor in JSON)' },
   ],
   readOnly: true,
   run: (session, out, { args, options }) => runAudit(session, out, args[0], options),
+  subcommands: [
+    defineCommand<{ head?: string }>({
+      name: 'verify',
+      description: 'check the audit chain: exit 0 when intact, 1 naming the first event altered, removed or inserted',
+      options: [{ flags: '--head <hash>', description: "also prove nothing was cut from the end: a hash 'audit head' printed earlier" }],
+      readOnly: true,
+      run: (session, out, { options }) => runAuditVerify(session, out, options.head),
+    }),
+    defineCommand({
+      name: 'head',
+      description: "print the latest event's id and hash (keep it where the database's owner cannot rewrite it)",
+      readOnly: true,
+      run: (session, out) => runAuditHead(session, out),
+    }),
+  ],
 });
 
 interface AuditOptions {
   limit?: string;
   since?: string;
   action?: string;
+  principal?: string;
   company?: string;
   cursor?: string;
 }
@@ -36,6 +54,7 @@ async function runAudit(session: Session, out: Output, partner: string | undefin
     limit,
     ...(since ? { since } : {}),
     ...(options.action !== undefined ? { action: options.action } : {}),
+    ...(options.principal !== undefined ? { principal: options.principal } : {}),
     ...(options.company !== undefined ? { company: options.company } : {}),
     ...(options.cursor !== undefined ? { cursor: options.cursor } : {}),
   });
@@ -45,6 +64,8 @@ async function runAudit(session: Session, out: Output, partner: string | undefin
         id: event.id,
         at: iso(event.at),
         actor: event.actor,
+        principal: event.principal,
+        principal_verified: event.principalVerified,
         action: event.action,
         partner_id: event.partnerId,
         partner_name: event.partnerName,
@@ -58,10 +79,11 @@ async function runAudit(session: Session, out: Output, partner: string | undefin
   else {
     out.line(
       await out.table(
-        ['AT', 'ACTOR', 'ACTION', 'PARTNER', 'DETAILS'],
+        ['AT', 'ACTOR', 'PRINCIPAL', 'ACTION', 'PARTNER', 'DETAILS'],
         events.map((event) => [
           iso(event.at),
           event.actor,
+          event.principal === null ? null : `${event.principal}${event.principalVerified ? '' : ' (unverified)'}`,
           event.action,
           event.partnerId === null ? null : `${event.partnerName ?? '?'} (${event.partnerId})`,
           JSON.stringify(event.details),
@@ -70,4 +92,41 @@ async function runAudit(session: Session, out: Output, partner: string | undefin
     );
   }
   if (nextCursor) out.line(`More: --cursor ${nextCursor}`);
+}
+
+async function runAuditVerify(session: Session, out: Output, head: string | undefined): Promise<number> {
+  const [{ verifyAuditChain }, db] = await Promise.all([import('../../domain/audit.js'), session.db()]);
+  const report = await verifyAuditChain(db, head === undefined ? {} : { expectedHead: head });
+  const since = report.since && {
+    chain_started_at: iso(report.since.startedAt),
+    events_before_chain: report.since.legacyThrough,
+  };
+  if (out.json) {
+    out.emitJson({
+      ok: report.ok,
+      events: report.events,
+      head: report.head,
+      ...(report.ok ? {} : { broken_at: report.brokenAt, reason: report.reason }),
+      message: report.message,
+      ...(since ?? {}),
+    });
+  } else {
+    out.line(report.ok ? `OK: ${report.message}; head ${report.head ?? '(none)'}` : `BROKEN (${report.reason}): ${report.message}`);
+    if (report.since && report.since.legacyThrough > 0) {
+      out.line(
+        `Events #1-#${report.since.legacyThrough} predate the chain: they were chained at ${iso(report.since.startedAt)}, and are vouched for only from then on.`,
+      );
+    }
+  }
+  return report.ok ? EXIT.ok : EXIT.error;
+}
+
+async function runAuditHead(session: Session, out: Output): Promise<void> {
+  const [{ auditHead }, db] = await Promise.all([import('../../domain/audit.js'), session.db()]);
+  const head = await auditHead(db);
+  if (out.json) {
+    out.emitJson({ id: head?.id ?? null, seq: head?.seq ?? null, hash: head?.hash ?? null });
+    return;
+  }
+  out.line(head ? `${head.id} ${head.hash}` : 'No audit events.');
 }

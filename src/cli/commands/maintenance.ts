@@ -22,6 +22,14 @@ export const dbCommand = defineCommand({
       readOnly: true,
       run: (session, out) => runDbStatus(session, out),
     }),
+    defineCommand<{ apply?: boolean }>({
+      name: 'roles',
+      description: 'print the SQL creating the four PostgreSQL roles (support, oncall, admin, server); --apply runs it',
+      options: [{ flags: '--apply', description: 'run it (as the database owner or a role with CREATEROLE)' }],
+      notes: 'Re-runnable: roles the cluster already has are reused. Run it again after db migrate. See docs/roles.md.',
+      readOnly: (options) => options.apply !== true,
+      run: (session, out, { options }) => runDbRoles(session, out, options.apply === true),
+    }),
   ],
 });
 
@@ -51,11 +59,13 @@ function where(session: Session): string {
 
 async function runDbMigrate(session: Session, out: Output): Promise<void> {
   const config = session.databaseConfig;
-  const { applyMigrations } = await import('../../db/migrate.js');
+  const { applyMigrations, chainAuditTrail } = await import('../../db/migrate.js');
   // Nothing pending is answered from the _prisma_migrations table with plain SQL, without the schema
   // engine: at once, even while servers hold the file. Only real work loads the engine.
   const pending = await pendingMigrations(config);
+  // Nothing pending still finishes an audit chain an interrupted run left unchained.
   const applied = pending === 0 ? [] : await applyMigrations(config);
+  if (pending === 0) await chainAuditTrail(config);
   if (out.json) {
     out.emitJson({ provider: config.provider, database: where(session), applied });
     return;
@@ -129,4 +139,40 @@ async function runSigningKeyRotate(session: Session, out: Output, options: { new
   out.line(
     `The previous key ${result.retiredKid} still verifies the tokens it signed for ${RETIRED_KEY_OVERLAP_SECONDS} s; running servers pick the change up within a second.`,
   );
+}
+
+async function runDbRoles(session: Session, out: Output, apply: boolean): Promise<void> {
+  const config = session.databaseConfig;
+  const { AppError } = await import('../../errors.js');
+  if (config.provider !== 'postgresql') {
+    throw new AppError('invalid_argument', 'roles exist on PostgreSQL only; SQLite has no logins (its audit trail records the OS user, unverified)');
+  }
+  const { rolesSql, ROLES } = await import('../../db/roles.js');
+  const database = decodeURIComponent(new URL(config.url).pathname.replace(/^\//, '')) || 'postgres';
+  const sql = rolesSql(database);
+  if (!apply) {
+    if (out.json) out.emitJson({ database, roles: ROLES, sql });
+    else out.line(sql.trimEnd());
+    return;
+  }
+  const { default: pg } = await import('pg');
+  const client = new pg.Client({ connectionString: config.url, connectionTimeoutMillis: 5_000 });
+  try {
+    await client.connect();
+    await client.query(`BEGIN; ${sql} COMMIT;`);
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => {});
+    const { isPermissionError } = await import('../../db/roles.js');
+    if (isPermissionError(error)) {
+      throw new AppError('permission_denied', `creating the roles needs the database's owner or CREATEROLE: ${(error as Error).message}`, {
+        hint: 'run it as the database owner, or print the SQL and hand it to one',
+        cause: error,
+      });
+    }
+    throw new AppError('database_unavailable', `applying the roles failed: ${(error as Error).message}`, { cause: error });
+  } finally {
+    await client.end().catch(() => {});
+  }
+  if (out.json) out.emitJson({ database, roles: ROLES, applied: true });
+  else out.line(`Roles ${ROLES.join(', ')} are set up in ${database}.`);
 }

@@ -1,3 +1,4 @@
+import { atTextSql, eventHash, GENESIS } from '../audit-hash.js';
 import { toDate } from '../sql.js';
 import { valuesBatches, type Queryable, type SqlTx } from '../unit.js';
 
@@ -5,19 +6,151 @@ export interface AuditRow {
   id: number;
   at: Date;
   actor: string;
+  principal: string | null;
+  principalVerified: boolean;
   action: string;
   partnerId: string | null;
   details: string;
 }
 
-export async function insertAuditEvents(
+/** An event about to be appended to the chain: its content, its position and both hashes. */
+export interface ChainedInsert {
+  at: Date;
+  actor: string;
+  principal: string | null;
+  action: string;
+  partnerId: string | null;
+  details: string;
+  seq: number;
+  prevHash: string;
+  hash: string;
+}
+
+/**
+ * The chain's last event (by position) and the principal this connection is vouched as (PostgreSQL's
+ * session_user; null on SQLite). Read inside the unit's write lock, so no other writer can append between
+ * this read and the unit's insert. `unchained` says that events written before the chain existed still
+ * wait for the migration runner.
+ */
+export async function chainHead(
   tx: SqlTx,
-  events: readonly { actor: string; action: string; partnerId: string | null; details: string }[],
-  at: Date,
-): Promise<void> {
-  const rows = events.map((event) => [at, event.actor, event.action, event.partnerId, event.details] as const);
+): Promise<{ seq: number; hash: string | null; sessionUser: string | null; unchained: boolean }> {
+  const sessionUser = tx.provider === 'postgresql' ? 'session_user' : 'NULL';
+  const [row] = await tx.query<{ seq: unknown; hash: string | null; session_user: string | null; unchained: unknown }>(
+    `SELECT (SELECT seq FROM audit_events WHERE seq IS NOT NULL ORDER BY seq DESC LIMIT 1) AS seq,
+            (SELECT hash FROM audit_events WHERE seq IS NOT NULL ORDER BY seq DESC LIMIT 1) AS hash,
+            ${sessionUser} AS session_user,
+            EXISTS (SELECT 1 FROM audit_events WHERE hash IS NULL AND id <= (SELECT legacy_through FROM audit_chain WHERE id = 1)) AS unchained`,
+  );
+  return {
+    seq: row?.seq === null || row?.seq === undefined ? 0 : Number(row.seq),
+    hash: row?.hash ?? null,
+    sessionUser: row?.session_user ?? null,
+    unchained: Boolean(Number(row?.unchained ?? 0)) || row?.unchained === true,
+  };
+}
+
+/** Appends events in chain order. On PostgreSQL a trigger sets principal and principal_verified itself. */
+export async function insertAuditEvents(tx: SqlTx, events: readonly ChainedInsert[]): Promise<void> {
+  const rows = events.map(
+    (event) =>
+      [event.at, event.actor, event.principal, tx.provider === 'postgresql', event.action, event.partnerId, event.details, event.seq, event.prevHash, event.hash] as const,
+  );
   for (const batch of valuesBatches(rows)) {
-    await tx.run(`INSERT INTO audit_events (at, actor, action, partner_id, details) VALUES ${batch.placeholders}`, batch.params);
+    await tx.run(
+      `INSERT INTO audit_events (at, actor, principal, principal_verified, action, partner_id, details, seq, prev_hash, hash) VALUES ${batch.placeholders}`,
+      batch.params,
+    );
+  }
+}
+
+/** A stored event as the chain sees it: every hashed column, `at` as the database holds it. */
+export interface ChainRow {
+  id: number;
+  at: string;
+  actor: string;
+  principal: string | null;
+  principalVerified: boolean;
+  action: string;
+  partnerId: string | null;
+  details: string;
+  seq: number | null;
+  prevHash: string | null;
+  hash: string | null;
+}
+
+/** Events in id (commit) order after `afterId`, a page at a time. */
+export async function chainPage(q: Queryable, afterId: number, limit: number): Promise<ChainRow[]> {
+  const rows = await q.query<{
+    id: unknown;
+    at: string;
+    actor: string;
+    principal: string | null;
+    principal_verified: unknown;
+    action: string;
+    partner_id: string | null;
+    details: string;
+    seq: unknown;
+    prev_hash: string | null;
+    hash: string | null;
+  }>(
+    `SELECT id, ${atTextSql(q.provider)} AS at, actor, principal, principal_verified, action, partner_id, details, seq, prev_hash, hash
+     FROM audit_events WHERE id > $1 ORDER BY id LIMIT $2`,
+    [afterId, limit],
+  );
+  return rows.map((row) => ({
+    id: Number(row.id),
+    at: row.at,
+    actor: row.actor,
+    principal: row.principal,
+    principalVerified: row.principal_verified === true || Number(row.principal_verified) === 1,
+    action: row.action,
+    partnerId: row.partner_id,
+    details: row.details,
+    seq: row.seq === null ? null : Number(row.seq),
+    prevHash: row.prev_hash,
+    hash: row.hash,
+  }));
+}
+
+/** Where the chain starts (null before the migration that added it). */
+export async function chainStart(q: Queryable): Promise<{ startedAt: Date; legacyThrough: number } | null> {
+  const [row] = await q.query<{ started_at: unknown; legacy_through: unknown }>('SELECT started_at, legacy_through FROM audit_chain WHERE id = 1');
+  return row ? { startedAt: toDate(row.started_at)!, legacyThrough: Number(row.legacy_through) } : null;
+}
+
+/** The chain's last event by position: what `audit head` prints. */
+export async function latestChained(q: Queryable): Promise<{ id: number; seq: number; hash: string } | null> {
+  const [row] = await q.query<{ id: unknown; seq: unknown; hash: string }>(
+    'SELECT id, seq, hash FROM audit_events WHERE seq IS NOT NULL ORDER BY seq DESC LIMIT 1',
+  );
+  return row ? { id: Number(row.id), seq: Number(row.seq), hash: row.hash } : null;
+}
+
+/**
+ * Chains the events written before the chain existed (id up to legacy_through, hash still null), oldest
+ * first, ahead of every event chained since (there are none until this has run: units refuse to append
+ * while any wait). Run by the migration runner as the database's owner (the only role PostgreSQL lets
+ * update audit rows). Returns how many it chained.
+ */
+export async function chainLegacyEvents(tx: SqlTx): Promise<number> {
+  const start = await chainStart(tx);
+  if (!start) return 0;
+  const [chained] = await tx.query<{ n: unknown }>('SELECT COUNT(*) AS n FROM audit_events WHERE hash IS NOT NULL');
+  if (Number(chained?.n ?? 0) > 0) return 0;
+  let prevHash = GENESIS;
+  let seq = 0;
+  let afterId = 0;
+  for (;;) {
+    const page = (await chainPage(tx, afterId, 1000)).filter((row) => row.id <= start.legacyThrough);
+    if (page.length === 0) return seq;
+    for (const row of page) {
+      seq += 1;
+      const hash = eventHash({ ...row, seq, prevHash });
+      await tx.run('UPDATE audit_events SET seq = $1, prev_hash = $2, hash = $3 WHERE id = $4', [seq, prevHash, hash, row.id]);
+      prevHash = hash;
+      afterId = row.id;
+    }
   }
 }
 
@@ -31,13 +164,14 @@ export interface AuditPageRow extends AuditRow {
  */
 export async function auditPage(
   q: Queryable,
-  options: { partnerId?: string; since?: Date; action?: string; company?: string; beforeId?: number; limit: number },
+  options: { partnerId?: string; since?: Date; action?: string; principal?: string; company?: string; beforeId?: number; limit: number },
 ): Promise<AuditPageRow[]> {
   const params: unknown[] = [];
   const conditions: string[] = [];
   if (options.partnerId) conditions.push(`e.partner_id = $${params.push(options.partnerId)}`);
   if (options.since) conditions.push(`e.at >= $${params.push(options.since)}`);
   if (options.action) conditions.push(`e.action = $${params.push(options.action)}`);
+  if (options.principal) conditions.push(`e.principal = $${params.push(options.principal)}`);
   if (options.company) {
     conditions.push(`e.details LIKE $${params.push(`%${JSON.stringify(options.company).replace(/[\\%_]/g, (c) => `\\${c}`)}%`)} ESCAPE '\\'`);
   }
@@ -46,12 +180,14 @@ export async function auditPage(
     id: number | string;
     at: unknown;
     actor: string;
+    principal: string | null;
+    principal_verified: unknown;
     action: string;
     partner_id: string | null;
     partner_name: string | null;
     details: string;
   }>(
-    `SELECT e.id, e.at, e.actor, e.action, e.partner_id, p.name AS partner_name, e.details
+    `SELECT e.id, e.at, e.actor, e.principal, e.principal_verified, e.action, e.partner_id, p.name AS partner_name, e.details
      FROM audit_events e LEFT JOIN partners p ON p.id = e.partner_id
      ${conditions.length ? `WHERE ${conditions.join(' AND ')}` : ''}
      ORDER BY e.id DESC LIMIT $${params.push(options.limit)}`,
@@ -61,6 +197,8 @@ export async function auditPage(
     id: Number(row.id),
     at: toDate(row.at)!,
     actor: row.actor,
+    principal: row.principal,
+    principalVerified: row.principal_verified === true || Number(row.principal_verified) === 1,
     action: row.action,
     partnerId: row.partner_id,
     partnerName: row.partner_name,

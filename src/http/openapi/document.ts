@@ -16,6 +16,7 @@ const CODE_USE: Record<ErrorCode, 'api' | 'cli'> = {
   invalid_request: 'api',
   invalid_credentials: 'api',
   unauthorized: 'api',
+  permission_denied: 'cli',
   not_found: 'api',
   partner_not_found: 'cli',
   method_not_allowed: 'api',

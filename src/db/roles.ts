@@ -1,0 +1,108 @@
+// The four PostgreSQL roles of `partnerctl db roles`, and the words for a privilege the connected role lacks.
+// Operators log in as their own users, members of one of these roles; the audit trail records that login.
+import { AppError } from '../errors.js';
+import type { Queryable } from './unit.js';
+
+export const ROLES = ['partnerctl_support', 'partnerctl_oncall', 'partnerctl_admin', 'partnerctl_server'] as const;
+const [SUPPORT, ONCALL, ADMIN, SERVER] = ROLES;
+
+function ident(name: string): string {
+  return `"${name.replace(/"/g, '""')}"`;
+}
+
+/**
+ * The SQL that creates the roles (reusing any the cluster already has, say from another database) and gives
+ * them exactly their privileges in `database`: what an earlier run granted here is taken back first, so
+ * running it again, after a migration added tables, leaves exactly this. None of the roles may update or
+ * delete audit events, and none becomes an owner.
+ */
+export function rolesSql(database: string): string {
+  const all = ROLES.join(', ');
+  return `-- partnerctl db roles: four roles for ${database}; re-runnable (run it again after 'db migrate').
+DO $roles$
+BEGIN
+${ROLES.map((role) => `  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '${role}') THEN CREATE ROLE ${role} NOLOGIN; END IF;`).join('\n')}
+END
+$roles$;
+
+-- Exactly these privileges in this database: take back what an earlier run granted.
+REVOKE ALL ON ALL TABLES IN SCHEMA public FROM ${all};
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM ${all};
+GRANT CONNECT ON DATABASE ${ident(database)} TO ${all};
+GRANT USAGE ON SCHEMA public TO ${all};
+
+-- ${SUPPORT}: read everything, map and unmap companies, mint test tokens.
+GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${SUPPORT};
+GRANT UPDATE (value) ON revision TO ${SUPPORT};
+GRANT INSERT ON audit_events TO ${SUPPORT};
+GRANT USAGE ON SEQUENCE audit_events_id_seq TO ${SUPPORT};
+GRANT INSERT, DELETE ON company_mappings TO ${SUPPORT};
+GRANT INSERT ON signing_keys TO ${SUPPORT};
+
+-- ${ONCALL}: support's, plus revoke and rotate keys, revoke tokens, disable and enable partners.
+GRANT ${SUPPORT} TO ${ONCALL};
+GRANT INSERT, UPDATE (status, superseded_at, revoked_at, retires_at, switched_at, after_switch_seconds) ON key_pairs TO ${ONCALL};
+GRANT UPDATE (status, updated_at, tokens_revoked_before) ON partners TO ${ONCALL};
+
+-- ${ADMIN}: everything (apply, create partners, issue keys, limits, and every table added since),
+-- but never UPDATE or DELETE of audit events, nor the migration history.
+GRANT ${ONCALL} TO ${ADMIN};
+GRANT INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO ${ADMIN};
+REVOKE UPDATE, DELETE ON audit_events FROM ${ADMIN};
+REVOKE INSERT, UPDATE, DELETE ON audit_chain, _prisma_migrations FROM ${ADMIN};
+GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO ${ADMIN};
+
+-- ${SERVER}: what 'partnerctl serve' needs and nothing else (it cannot create partners or keys).
+GRANT SELECT ON partners, key_pairs, company_mappings, partner_limits, revision, signing_keys, usage_hours, _prisma_migrations TO ${SERVER};
+GRANT UPDATE (last_used_at, last_refused_at) ON key_pairs TO ${SERVER};
+-- An overlap's end, seen by the server (the partner's switch, a pair past its retires_at), and its audit event.
+GRANT UPDATE (switched_at, retires_at, status, superseded_at) ON key_pairs TO ${SERVER};
+GRANT SELECT, INSERT ON audit_events TO ${SERVER};
+GRANT USAGE ON SEQUENCE audit_events_id_seq TO ${SERVER};
+GRANT SELECT ON audit_chain TO ${SERVER};
+GRANT UPDATE (value) ON revision TO ${SERVER};
+GRANT INSERT, UPDATE ON usage_hours TO ${SERVER};
+GRANT INSERT ON signing_keys TO ${SERVER};
+`;
+}
+
+/** Whether the database refused a statement for want of a privilege (SQLSTATE 42501). */
+export function isPermissionError(error: unknown): boolean {
+  return String((error as { code?: unknown } | undefined)?.code ?? '') === '42501';
+}
+
+/**
+ * One line for a refused statement: the login, the privilege it lacks (the statement's verb on the table the
+ * database named) and the first of the four roles that holds it here.
+ */
+export async function permissionDenied(q: Queryable, error: unknown): Promise<AppError> {
+  const message = (error as Error).message ?? '';
+  const statement = String((error as { statement?: unknown }).statement ?? '');
+  const object = /permission denied for (table|sequence|relation|schema|database) "?([\w.]+)"?/i.exec(message);
+  const kind = object?.[1]?.toLowerCase() ?? 'table';
+  const target = object?.[2] ?? 'unknown';
+  const verb = kind === 'sequence' ? 'USAGE' : (/^\s*(SELECT|INSERT|UPDATE|DELETE|TRUNCATE)\b/i.exec(statement)?.[1]?.toUpperCase() ?? 'SELECT');
+  let login = 'this login';
+  let holder: string | undefined;
+  try {
+    const check =
+      kind === 'sequence'
+        ? 'has_sequence_privilege(r.oid, $1, $2)'
+        : "(has_table_privilege(r.oid, $1, $2) OR ($2 IN ('SELECT', 'INSERT', 'UPDATE') AND has_any_column_privilege(r.oid, $1, $2)))";
+    const rows = await q.query<{ login: string; holder: string | null }>(
+      `SELECT session_user AS login,
+              (SELECT r.rolname FROM pg_roles r WHERE r.rolname = ANY($3::text[]) AND ${check}
+               ORDER BY array_position($3::text[], r.rolname::text) LIMIT 1) AS holder`,
+      [target, verb, [...ROLES]],
+    );
+    login = rows[0]?.login ?? login;
+    holder = rows[0]?.holder ?? undefined;
+  } catch {
+    // The words stay useful without the lookup.
+  }
+  const who = holder ? `${holder} has it` : "none of the roles of 'partnerctl db roles' has it";
+  return new AppError('permission_denied', `${verb} on ${target} is not granted to ${login}; ${who}`, {
+    hint: holder ? `ask for membership: GRANT ${holder} TO ${login} (docs/roles.md)` : 'see docs/roles.md',
+    cause: error,
+  });
+}
