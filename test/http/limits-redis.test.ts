@@ -92,6 +92,34 @@ describe.skipIf(!redisUrl)('the limiter in Redis', () => {
   });
 });
 
+describe.skipIf(!redisUrl)('a new limit in Redis', () => {
+  it('takes effect at once in both directions: the bucket kept for the old limit does not outlive it', async () => {
+    const shared = new SharedRedis(redisUrl!, undefined, { now: () => Date.now() });
+    try {
+      await until('the connection', async () => (shared.available ? true : undefined));
+      const key = `test:${process.pid}:${Math.random().toString(36).slice(2)}`;
+      const of = (rate: string, burst: number) => policyOf(effectiveLimits({ rate: parseRate(rate), burst, dailyQuota: null }, { rate: null, burst: null })!);
+      const [slow, fast] = [of('1/h', 1), of('100/s', 100)];
+      const limiter = new RedisLimiter(shared, 'partnerctl:test:');
+      expect((await limiter.take(key, slow)).allowed).toBe(true);
+      expect(await limiter.take(key, slow)).toMatchObject({ allowed: false, retryAfterSeconds: 3600 });
+      await sleep(20);
+      expect(await limiter.take(key, fast)).toMatchObject({ limit: 100, retryAfterSeconds: 1 });
+      await sleep(1_100);
+      const raised = [];
+      for (let i = 0; i < 50; i++) raised.push(await limiter.take(key, fast));
+      expect(raised.filter((d) => !d.allowed)).toEqual([]);
+      expect((await limiter.take(key, slow)).allowed).toBe(false);
+      await sleep(1_100);
+      expect((await limiter.take(key, slow)).allowed).toBe(true);
+      expect(await limiter.take(key, slow)).toMatchObject({ allowed: false, limit: 1, retryAfterSeconds: 3600 });
+      await shared.client.del(`partnerctl:test:${key}`);
+    } finally {
+      await shared.close();
+    }
+  });
+});
+
 describe.skipIf(!redisUrl)('Redis down and back (a redis-server of the test\'s own)', () => {
   let backend: TestBackend;
   let upstream: TestUpstream;
