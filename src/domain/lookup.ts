@@ -148,7 +148,8 @@ async function signatureGenuine(
 ): Promise<boolean | null> {
   if (!keys) return null;
   if (header.alg !== SIGNING_ALGORITHM || typeof header.kid !== 'string') return false;
-  const issuedMs = typeof claims.iat === 'number' ? claims.iat * 1000 : Date.now();
+  const iat = timeClaim(claims.iat);
+  const issuedMs = iat !== null ? iat * 1000 : Date.now();
   const key = keys.verificationKey(header.kid, issuedMs) ?? keys.verificationKey(header.kid);
   if (!key) return false;
   try {
@@ -158,6 +159,17 @@ async function signatureGenuine(
   }
   const audience = claims.aud;
   return claims.iss === TOKEN_ISSUER && (audience === TOKEN_AUDIENCE || (Array.isArray(audience) && audience.includes(TOKEN_AUDIENCE)));
+}
+
+/** The latest instant a Date can hold, in seconds (±8.64e15 ms). */
+const MAX_DATE_SECONDS = 8.64e12;
+
+/**
+ * A time claim (seconds since the epoch) as a number a Date can hold; null when absent or absurd (a forged
+ * `iat` of 1e20 or `exp` of 1e300): such a token is not ours, and its dates are not printed.
+ */
+function timeClaim(value: unknown): number | null {
+  return typeof value === 'number' && Number.isFinite(value) && Math.abs(value) <= MAX_DATE_SECONDS - TOKEN_TTL_SECONDS ? value : null;
 }
 
 /** Without the signing keys (a CLI host without the key file) the token is traced, but `genuine` is null. */
@@ -170,8 +182,8 @@ async function lookupToken(db: Database, text: string, keys: SigningKeys | null)
   const test = claims.test === true && claims.kp === undefined;
   const keyPairId = typeof claims.kp === 'string' ? claims.kp : null;
   const pair = keyPairId ? await keyPairById(db.sql, keyPairId) : null;
-  const iat = typeof claims.iat === 'number' ? claims.iat : null;
-  const exp = typeof claims.exp === 'number' ? claims.exp : null;
+  const iat = timeClaim(claims.iat);
+  const exp = timeClaim(claims.exp);
   const jti = typeof claims.jti === 'string' ? claims.jti : null;
   const issuedAtMs = iat === null ? null : jti ? issuedAtMsOf(jti, partner.id, keyPairId, iat) : iat * 1000;
   const retiredAt = keys?.retiredAt(typeof header.kid === 'string' ? header.kid : undefined) ?? null;
@@ -185,7 +197,8 @@ async function lookupToken(db: Database, text: string, keys: SigningKeys | null)
     claims,
     traceable: true,
   };
-  const validShape = iat !== null && exp !== null && exp - iat <= TOKEN_TTL_SECONDS && (test || pair !== null);
+  const absurd = (claims.iat !== undefined && iat === null) || (claims.exp !== undefined && exp === null);
+  const validShape = !absurd && iat !== null && exp !== null && iat >= 0 && exp - iat <= TOKEN_TTL_SECONDS && (test || pair !== null);
   const verdict = genuine === null ? null : genuine && validShape && signedWhileCurrent;
   return tokenResult(db, 'token', partner, pair, facts, verdict, issuedAtMs);
 }
