@@ -1,5 +1,5 @@
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createBackend, type TestBackend } from '../support/backends.js';
 import { runBinary } from '../support/cli.js';
@@ -91,4 +91,36 @@ describe('an engine trickling its body, a client trickling its request', () => {
     expect(engine.closedAt.length).toBeGreaterThan(closedBefore);
     expect(engine.closedAt.at(-1)! - started).toBeLessThan(2_500);
   }, 20_000);
+
+  it('stops on SIGTERM within the drain time (upstream timeout + 1 s) while the engine trickles and a client still sends its request', async () => {
+    const served = await start();
+    const { hostname, port } = new URL(served.url);
+    // A client sending its body one byte every 200 ms (the request timeout, 30 s, would let it go on).
+    const slowClient = connect(Number(port), hostname, () => {
+      slowClient.write(
+        `POST /public/v1/prices HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{`,
+      );
+    });
+    slowClient.on('error', () => {});
+    const dribble = setInterval(() => slowClient.writable && slowClient.write(' '), 200);
+    const slowClientClosed = new Promise<number>((resolve) => slowClient.on('close', () => resolve(Date.now())));
+    // And a request at the engine.
+    const atEngine = fetch(`${served.url}/public/v1/prices?company_id=acme`, { headers: { authorization: `Bearer ${token}` } });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const signalled = Date.now();
+    served.child.kill('SIGTERM');
+    try {
+      const response = await atEngine;
+      expect(response.status).toBe(504);
+      const code = await served.exited;
+      const stoppedAfter = Date.now() - signalled;
+      expect(code).toBe(0);
+      expect(stoppedAfter).toBeLessThan(1_000 + 1_000 + 1_500);
+      expect((await slowClientClosed) - signalled).toBeLessThan(1_000 + 1_000 + 1_500);
+      expect(served.stderr()).toMatch(/stopped/);
+    } finally {
+      clearInterval(dribble);
+      slowClient.destroy();
+    }
+  }, 60_000);
 });
