@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parseRate, effectiveLimits } from '../../src/domain/limits.js';
 import { policyOf, RedisLimiter } from '../../src/http/counters/limits.js';
 import { SharedRedis } from '../../src/http/counters/redis.js';
-import { backendAvailable, createBackend, type TestBackend } from '../support/backends.js';
+import { createBackend, type TestBackend } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
 import { bearer, startUpstream, type TestUpstream } from './support.js';
@@ -147,7 +147,7 @@ describe.skipIf(!redisUrl)('Redis down and back (a redis-server of the test\'s o
     const cli = async (...args: string[]) => {
       const result = await runCli(['--json', '--yes', ...args], backend.env);
       expect(result.code, result.stderr).toBe(0);
-      return result.json<any>();
+      return result.json<Record<string, string> & { access_key: string; secret_key: string }>();
     };
     const partner = await cli('create-partner', '--name', 'Steady');
     const keys = await cli('issue-keys', 'Steady');
