@@ -1,6 +1,6 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Database } from '../db/client.js';
-import { keyPairForExchange } from '../db/repositories/key-pairs.js';
+import { keyPairForExchange, touchLastUsed } from '../db/repositories/key-pairs.js';
 import { AppError, isAppError } from '../errors.js';
 import { Bookkeeping } from './bookkeeping.js';
 import { ACCESS_KEY_PATTERN, newKeyMaterial } from './identifiers.js';
@@ -10,6 +10,11 @@ import { mintToken, type MintedToken } from './tokens.js';
 
 const LAST_USED_WRITE_INTERVAL_MS = 60_000;
 const MAX_KEY_LENGTH = 256;
+/**
+ * How long the first exchange after a brake (revoke-tokens) waits for its mint to be on record before it is
+ * answered 503: the write never waits on another process's lock, it is tried again with a growing pause.
+ */
+const BRAKE_NOTE_WAIT_MS = 2_000;
 
 function invalidCredentials(): AppError {
   return new AppError('invalid_credentials', 'the access key and secret key are not valid');
@@ -79,7 +84,15 @@ export class CredentialExchange {
       throw invalidCredentials();
     }
     if (pair.partnerStatus !== 'active') throw invalidCredentials();
-    this.recordUse(pair.id, pair.lastUsedAt, pair.tokensRevokedBefore);
+    if (this.firstAfterBrake(pair.id, pair.lastUsedAt, pair.tokensRevokedBefore)) {
+      // `revoke-tokens` re-run tells whether a token may be live since its previous cut-off from last_used_at:
+      // the first token after a brake is on record before it is handed out (its iat taken before the write),
+      // so a re-run either sees it (and its cut-off, taken under the write lock, is later) or ran before it.
+      const minted = await mintToken(this.keys, { partnerId: pair.partnerId, keyPairId: pair.id });
+      await this.noteFirstAfterBrake(pair.id, new Date(minted.claims.issuedAtMs));
+      return { ...minted, keyPairId: pair.id };
+    }
+    this.recordUse(pair.id, pair.lastUsedAt);
     const minted = await mintToken(this.keys, { partnerId: pair.partnerId, keyPairId: pair.id });
     if (status === 'active' && pair.retiringUnswitched) this.noteSwitch(pair.retiringUnswitched, now);
     return { ...minted, keyPairId: pair.id };
@@ -161,16 +174,41 @@ export class CredentialExchange {
     this.bookkeeping.keyPairRefused(pairId, new Date(now));
   }
 
+  /** Whether this pair has minted nothing on record since the partner's brake (revoke-tokens). */
+  private firstAfterBrake(pairId: string, stored: Date | null, tokensRevokedBefore: number | null): boolean {
+    const last = Math.max(this.lastUsedWrites.get(pairId) ?? 0, stored?.getTime() ?? 0);
+    return tokensRevokedBefore !== null && last < tokensRevokedBefore;
+  }
+
   /**
-   * last_used_at is noted at most once a minute per pair (and for the first token after the partner's brake), so a busy partner does not queue writers, and
+   * last_used_at of the first token after a brake, written before the token is handed out: never waiting on
+   * another process's lock, tried again for up to BRAKE_NOTE_WAIT_MS, then 503 (the token is not handed out).
+   */
+  private async noteFirstAfterBrake(pairId: string, at: Date): Promise<void> {
+    const deadline = Date.now() + BRAKE_NOTE_WAIT_MS;
+    for (let pause = 25; ; pause = Math.min(pause * 2, 400)) {
+      try {
+        await this.db.sql.transaction((tx) => touchLastUsed(tx, pairId, at), { timeoutMs: BRAKE_NOTE_WAIT_MS, lockWaitMs: 0 });
+        this.lastUsedWrites.set(pairId, at.getTime());
+        if (this.lastUsedWrites.size > this.maxCached) this.lastUsedWrites.clear();
+        return;
+      } catch (error) {
+        if (Date.now() + pause > deadline) {
+          throw new AppError('database_unavailable', 'the service cannot issue a token right now', { cause: error });
+        }
+        await new Promise((resolve) => setTimeout(resolve, pause));
+      }
+    }
+  }
+
+  /**
+   * last_used_at is noted at most once a minute per pair, so a busy partner does not queue writers, and
    * written later by the bookkeeping (never waiting on a lock another process holds).
    */
-  private recordUse(pairId: string, stored: Date | null, tokensRevokedBefore: number | null): void {
+  private recordUse(pairId: string, stored: Date | null): void {
     const now = Date.now();
     const last = Math.max(this.lastUsedWrites.get(pairId) ?? 0, stored?.getTime() ?? 0);
-    // The first token after a brake is always noted, so `revoke-tokens` can tell a re-run that refuses nothing new.
-    const firstAfterBrake = tokensRevokedBefore !== null && last < tokensRevokedBefore;
-    if (now - last < LAST_USED_WRITE_INTERVAL_MS && !firstAfterBrake) return;
+    if (now - last < LAST_USED_WRITE_INTERVAL_MS) return;
     this.lastUsedWrites.set(pairId, now);
     if (this.lastUsedWrites.size > this.maxCached) this.lastUsedWrites.clear();
     this.bookkeeping.keyPairUsed(pairId, new Date(now));

@@ -2,6 +2,13 @@ import type { Database } from '../db/client.js';
 import type { SqlTx } from '../db/unit.js';
 
 const WRITE_TIMEOUT_MS = 2_000;
+/**
+ * How long stopping keeps retrying what is pending while the database is busy (another process's write
+ * lock, a row lock, a conflict with another instance stopping): docs/server.md (Shutdown) says so.
+ */
+export const STOP_WRITE_LIMIT_MS = 10_000;
+const STOP_RETRY_MIN_MS = 50;
+const STOP_RETRY_MAX_MS = 1_000;
 
 export type OnWriteFailure = (error: unknown, failures: number) => void;
 
@@ -39,12 +46,24 @@ export abstract class DeferredWrites {
     return this.flushing;
   }
 
-  /** No more timers: waits for a write under way, then one last attempt at what is left. */
-  async stop(): Promise<boolean> {
+  /**
+   * No more timers: waits for a write under way, then writes what is left, retrying (never waiting on a
+   * lock, sleeping between attempts) for up to `limitMs`; resolves whether everything was written. What is
+   * still pending then stays readable (`pending`, the subclass's totals) for the caller to report.
+   */
+  async stop(limitMs = STOP_WRITE_LIMIT_MS): Promise<boolean> {
     this.stopped = true;
     this.cancelTimer();
     await this.flushing;
-    return this.pending === 0 || this.flush();
+    const deadline = Date.now() + limitMs;
+    let delay = STOP_RETRY_MIN_MS;
+    for (;;) {
+      if (this.pending === 0) return true;
+      if ((await this.flush()) && this.pending === 0) return true;
+      if (Date.now() + delay > deadline) return this.pending === 0;
+      await new Promise((resolve) => setTimeout(resolve, delay));
+      delay = Math.min(STOP_RETRY_MAX_MS, delay * 2);
+    }
   }
 
   /** One short transaction that fails at once when another process holds the write lock; counts failures. */

@@ -373,6 +373,8 @@ export interface RevokedTokens {
  */
 async function revokeTokensIn(unit: Unit, reference: string): Promise<RevokedTokens> {
   const partner = await findPartner(unit.tx, reference);
+  // The cut-off is taken here, with the write lock held (runUnit's first statement takes it): every first
+  // token after the previous brake that is handed out before is on record by now (CredentialExchange).
   const now = Date.now();
   const previous = (await partnerGateRow(unit.tx, partner.id))?.tokensRevokedBefore ?? null;
   if (previous !== null) {

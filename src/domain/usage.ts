@@ -23,7 +23,8 @@ type Hours = Map<number, Map<string, Map<string, Cell>>>;
  * Data requests per partner × company × hour, counted in memory by one instance and added to usage_hours
  * in one batched upsert at least every 10 s (and on close), never on the request path. The write never
  * waits for a lock another process holds (see Bookkeeping): when it cannot write, the counts are kept and
- * merged into the next attempt. A crash loses what was counted since the last flush, 10 s at most.
+ * merged into the next attempt; on close it retries for a bounded time (STOP_WRITE_LIMIT_MS), then what it
+ * could not write is reported with its totals. A crash loses what was counted since the last flush, 10 s at most.
  */
 export class UsageCounter extends DeferredWrites {
   private hours: Hours = new Map();
@@ -72,6 +73,26 @@ export class UsageCounter extends DeferredWrites {
 
   get pending(): number {
     return this.cells;
+  }
+
+  /** What is counted and not written yet, summed: what a failed last write at shutdown loses. */
+  totals(): { requests: number; accepted: number; clientErrors: number; serverErrors: number; rateLimited: number; cells: number; partners: number } {
+    const sums = { requests: 0, accepted: 0, clientErrors: 0, serverErrors: 0, rateLimited: 0, cells: this.cells, partners: 0 };
+    const partners = new Set<string>();
+    for (const byPartner of this.hours.values()) {
+      for (const [partnerId, companies] of byPartner) {
+        partners.add(partnerId);
+        for (const cell of companies.values()) {
+          sums.accepted += cell.accepted;
+          sums.clientErrors += cell.clientErrors;
+          sums.serverErrors += cell.serverErrors;
+          sums.rateLimited += cell.rateLimited;
+        }
+      }
+    }
+    sums.requests = sums.accepted + sums.clientErrors + sums.serverErrors;
+    sums.partners = partners.size;
+    return sums;
   }
 
   protected cancelTimer(): void {

@@ -92,6 +92,34 @@ describe.skipIf(!redisUrl)('the limiter in Redis', () => {
   });
 });
 
+describe.skipIf(!redisUrl)('a new limit in Redis', () => {
+  it('takes effect at once in both directions: the bucket kept for the old limit does not outlive it', async () => {
+    const shared = new SharedRedis(redisUrl!, undefined, { now: () => Date.now() });
+    try {
+      await until('the connection', async () => (shared.available ? true : undefined));
+      const key = `test:${process.pid}:${Math.random().toString(36).slice(2)}`;
+      const of = (rate: string, burst: number) => policyOf(effectiveLimits({ rate: parseRate(rate), burst, dailyQuota: null }, { rate: null, burst: null })!);
+      const [slow, fast] = [of('1/h', 1), of('100/s', 100)];
+      const limiter = new RedisLimiter(shared, 'partnerctl:test:');
+      expect((await limiter.take(key, slow)).allowed).toBe(true);
+      expect(await limiter.take(key, slow)).toMatchObject({ allowed: false, retryAfterSeconds: 3600 });
+      await sleep(20);
+      expect(await limiter.take(key, fast)).toMatchObject({ limit: 100, retryAfterSeconds: 1 });
+      await sleep(1_100);
+      const raised = [];
+      for (let i = 0; i < 50; i++) raised.push(await limiter.take(key, fast));
+      expect(raised.filter((d) => !d.allowed)).toEqual([]);
+      expect((await limiter.take(key, slow)).allowed).toBe(false);
+      await sleep(1_100);
+      expect((await limiter.take(key, slow)).allowed).toBe(true);
+      expect(await limiter.take(key, slow)).toMatchObject({ allowed: false, limit: 1, retryAfterSeconds: 3600 });
+      await shared.client.del(`partnerctl:test:${key}`);
+    } finally {
+      await shared.close();
+    }
+  });
+});
+
 describe.skipIf(!redisUrl)('Redis down and back (a redis-server of the test\'s own)', () => {
   let backend: TestBackend;
   let upstream: TestUpstream;
@@ -179,6 +207,72 @@ describe.skipIf(!redisUrl)('Redis down and back (a redis-server of the test\'s o
     } finally {
       own.disconnect();
     }
+  }, 60_000);
+});
+
+describe.skipIf(!redisUrl)('a hung Redis (a redis-server of the test\'s own, frozen with SIGSTOP)', () => {
+  let backend: TestBackend;
+  let upstream: TestUpstream;
+  let redis: ChildProcess | undefined;
+  let server: Served | undefined;
+
+  beforeAll(async () => {
+    backend = await createBackend('sqlite');
+    upstream = await startUpstream();
+    redis = await startOwnRedis(await freePort());
+  });
+  afterAll(async () => {
+    if (redis && redis.exitCode === null) redis.kill('SIGCONT');
+    if (server) {
+      server.child.kill('SIGTERM');
+      await server.exited;
+    }
+    if (redis) await stopOwnRedis(redis);
+    await upstream?.close();
+    await backend?.dispose();
+  });
+
+  it('is reported as it is used: "redis":"unavailable" and partnerctl_redis_up 0 while frozen, ok and 1 once it answers again', async () => {
+    const cli = async (...args: string[]) => {
+      const result = await runCli(['--json', '--yes', ...args], backend.env);
+      expect(result.code, result.stderr).toBe(0);
+      return result.json<Record<string, string>>();
+    };
+    await cli('create-partner', '--name', 'Frozen');
+    const keys = await cli('issue-keys', 'Frozen');
+    await cli('map-company', 'Frozen', '--company', 'acme');
+    await cli('set-limits', 'Frozen', '--rate', '100/m', '--burst', '50');
+    const port = (redis!.spawnargs[redis!.spawnargs.indexOf('--port') + 1])!;
+    server = await serve({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url, REDIS_URL: `redis://127.0.0.1:${port}` }, ['--metrics-port', '0']);
+    const metricsUrl = await until('the metrics line', async () => /metrics on (http:\/\/\S+)\n/.exec(server!.stderr())?.[1]);
+    const token = await tokenFrom(server, keys as { access_key: string; secret_key: string });
+    const get = () => fetch(`${server!.url}/public/v1/prices?company_id=acme`, { headers: bearer(token) });
+    const redisState = async () => ((await (await fetch(`${server!.url}/readyz`)).json()) as { redis?: string }).redis;
+    const up = async () => {
+      const line = (await (await fetch(metricsUrl)).text()).split('\n').find((l) => l.startsWith('partnerctl_redis_up '));
+      return line === undefined ? undefined : Number(line.split(' ')[1]);
+    };
+    await until('redis to be ready', async () => ((await redisState()) === 'ok' ? true : undefined));
+    expect((await get()).status).toBe(200);
+    expect(await up()).toBe(1);
+
+    redis!.kill('SIGSTOP');
+    // Served on local counters (fail open), and said so by readiness and the metric.
+    for (let i = 0; i < 3; i++) expect((await get()).status).toBe(200);
+    await until('readiness to say unavailable', async () => ((await redisState()) === 'unavailable' ? true : undefined), 5_000);
+    expect(await up()).toBe(0);
+    // While it stays frozen, requests do not wait on it and the report does not flip back.
+    const started = Date.now();
+    for (let i = 0; i < 5; i++) expect((await get()).status).toBe(200);
+    expect(Date.now() - started).toBeLessThan(1_000);
+    await sleep(1_500);
+    expect(await redisState()).toBe('unavailable');
+    expect(await up()).toBe(0);
+
+    redis!.kill('SIGCONT');
+    await until('readiness to say ok again', async () => ((await redisState()) === 'ok' ? true : undefined), 5_000);
+    expect(await up()).toBe(1);
+    expect((await get()).status).toBe(200);
   }, 60_000);
 });
 

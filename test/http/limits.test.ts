@@ -39,6 +39,27 @@ describe('the limiter (GCRA with a daily quota)', () => {
     expect(accepted).toBeGreaterThanOrEqual(50 * 10);
   });
 
+  it('applies a new limit at once, in both directions: the state kept for the old one does not outlive it', () => {
+    let now = 7_000_000;
+    const limiter = new MemoryLimiter({ now: () => now });
+    const of = (rate: string, burst: number) => policyOf(effectiveLimits({ rate: parseRate(rate), burst, dailyQuota: null }, { rate: null, burst: null })!);
+    const slow = of('1/h', 1);
+    const fast = of('100/s', 100);
+    expect(limiter.take('p', slow).allowed).toBe(true);
+    expect(limiter.take('p', slow)).toMatchObject({ allowed: false, retryAfterSeconds: 3600 });
+    // Raised: at worst the empty bucket of the new limit, refilled at its own rate (not an hour of the old one).
+    now += 10;
+    expect(limiter.take('p', fast)).toMatchObject({ limit: 100, retryAfterSeconds: 1 });
+    now += 2_500;
+    const raised = [...Array(100)].map(() => limiter.take('p', fast));
+    expect(raised.every((d) => d.allowed)).toBe(true);
+    expect(limiter.take('p', fast)).toMatchObject({ allowed: false, retryAfterSeconds: 1 });
+    // Lowered again: the new limit applies to the next request, no more than its burst passes.
+    now += 2_000;
+    expect(limiter.take('p', slow).allowed).toBe(true);
+    expect(limiter.take('p', slow)).toMatchObject({ allowed: false, limit: 1, retryAfterSeconds: 3600 });
+  });
+
   it('counts a daily quota from 00:00 UTC', () => {
     let now = 20 * DAY_MS + DAY_MS - 5_000;
     const limiter = new MemoryLimiter({ now: () => now });

@@ -26,7 +26,10 @@ export interface Decision {
  * The generic cell rate algorithm (a token bucket kept as one timestamp, the "theoretical arrival time"):
  * `count` requests per period on average, up to `burst` at once after a quiet spell. With a daily quota on
  * top, counted from 00:00 UTC. Both forms below (memory and Redis) follow the same steps: the rate is
- * checked first, then the quota, and a refused request consumes neither.
+ * checked first, then the quota, and a refused request consumes neither. The kept timestamp never runs
+ * further ahead than the current policy's tolerance (under one policy it cannot; after set-limits it
+ * could, and the old limit would outlive its change): after a change the bucket is at most empty under the
+ new limit and refills at its rate, so a new limit takes effect at once, in both directions.
  */
 export interface Policy {
   /** Milliseconds between requests at the steady rate; 0 when only a quota applies. */
@@ -91,6 +94,7 @@ export class MemoryLimiter {
       cell.day = day;
       cell.used = 0;
     }
+    if (cell.tat > now + policy.toleranceMs) cell.tat = now + policy.toleranceMs;
     const tat = Math.max(cell.tat, now);
     if (policy.intervalMs > 0 && tat + policy.intervalMs - now > policy.toleranceMs) {
       return decide(policy, now, false, 'rate', tat, cell.used, tat + policy.intervalMs - policy.toleranceMs - now);
@@ -126,6 +130,10 @@ local tat = now
 if interval > 0 then
   tat = tonumber(redis.call('GET', KEYS[1]) or '0')
   if tat < now then tat = now end
+  if tat > now + tolerance then
+    tat = now + tolerance
+    redis.call('SET', KEYS[1], string.format('%.3f', tat), 'PX', math.ceil(tolerance) + 1000)
+  end
   if tat + interval - now > tolerance then
     return {0, 0, math.ceil(tat - now), 0, math.ceil(tat + interval - tolerance - now), now}
   end

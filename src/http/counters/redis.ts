@@ -5,16 +5,23 @@ import type { Clock } from '../../clock.js';
 const OUTAGE_LOG_INTERVAL_MS = 60_000;
 /** A command that has not answered by then counts as a failure; the request goes on with local counters. */
 const COMMAND_TIMEOUT_MS = 250;
+/** After a command timed out on a connection that looks alive: how often a PING checks whether Redis answers again. */
+const PROBE_INTERVAL_MS = 1_000;
 
 /**
  * The one Redis connection that shares counters between instances. It never queues commands while
  * disconnected (a command then fails at once and the caller falls back to its own in-memory counters),
  * reconnects by itself, and says so in the log: once when it is lost, at most once a minute while it stays
- * lost, and once when it is back.
+ * lost, and once when it is back. A Redis that keeps its connection but stops answering (hung, SIGSTOP) is
+ * lost too: after a command times out, requests use local counters at once and a PING every second tells
+ * when it answers again; `available` (readiness, `partnerctl_redis_up`) says what requests actually use.
  */
 export class SharedRedis {
   readonly client: Redis;
   private down = false;
+  /** A command timed out on a live-looking connection: not used until a PING answers. */
+  private stalled = false;
+  private probe: NodeJS.Timeout | undefined;
   private lastOutageLog = -Infinity;
   private closed = false;
   /** Times a command failed and local counters were used instead: for the metrics. */
@@ -36,8 +43,9 @@ export class SharedRedis {
       reconnectOnError: () => true,
     });
     this.client.on('ready', () => {
-      if (this.down) this.logger?.info('redis available again: limits are shared between instances');
+      if (this.down || this.stalled) this.logger?.info('redis available again: limits are shared between instances');
       this.down = false;
+      this.stalled = false;
     });
     this.client.on('error', (error: Error) => this.failed(error));
     this.client.on('close', () => {
@@ -47,7 +55,7 @@ export class SharedRedis {
 
   /** Connected and answering: commands go to Redis. */
   get available(): boolean {
-    return this.client.status === 'ready' && !this.down;
+    return this.client.status === 'ready' && !this.down && !this.stalled;
   }
 
   /** A command or the connection failed: local counters until the connection is ready again. */
@@ -55,8 +63,12 @@ export class SharedRedis {
     if (this.closed) return;
     this.fallbacks++;
     // A dropped connection: local counters until it is ready again. A command that timed out on a live
-    // connection: this request used local counters, the next one tries Redis again.
+    // connection: local counters until a PING answers.
     if (this.client.status !== 'ready') this.down = true;
+    else if (!this.stalled) {
+      this.stalled = true;
+      this.scheduleProbe();
+    }
     const now = this.clock.now();
     if (now - this.lastOutageLog >= OUTAGE_LOG_INTERVAL_MS) {
       this.lastOutageLog = now;
@@ -67,8 +79,26 @@ export class SharedRedis {
     }
   }
 
+  private scheduleProbe(): void {
+    if (this.closed || this.probe) return;
+    this.probe = setTimeout(() => {
+      this.probe = undefined;
+      if (this.closed || !this.stalled) return;
+      this.client.ping().then(
+        () => {
+          if (!this.stalled || this.closed) return;
+          this.stalled = false;
+          if (!this.down) this.logger?.info('redis available again: limits are shared between instances');
+        },
+        () => this.scheduleProbe(),
+      );
+    }, PROBE_INTERVAL_MS);
+    this.probe.unref();
+  }
+
   async close(): Promise<void> {
     this.closed = true;
+    clearTimeout(this.probe);
     this.client.disconnect();
   }
 }

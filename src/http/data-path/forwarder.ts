@@ -31,6 +31,15 @@ export interface EngineResponse {
   body: Buffer;
 }
 
+/** The engine's whole answer took longer than the upstream timeout (answered 504 upstream_timeout). */
+class EngineTimeout extends Error {
+  override readonly name = 'EngineTimeout';
+  readonly code = 'UND_ERR_ANSWER_TIMEOUT';
+  constructor(timeoutMs: number) {
+    super(`the engine's answer took longer than ${timeoutMs} ms`);
+  }
+}
+
 /** The seam between the gate and the transport to the engine: tests and benchmarks may bring their own. */
 export interface Forwarder {
   forward(request: EngineRequest): Promise<EngineResponse>;
@@ -38,7 +47,7 @@ export interface Forwarder {
 }
 
 export interface ForwarderOptions {
-  /** Time for the engine's headers, then again between body chunks (the old `timeout`). */
+  /** Time for the engine's whole answer, headers and body: then the request is aborted (its socket closed). */
   timeoutMs: number;
   /** Sockets kept open to the engine. */
   connections?: number;
@@ -53,8 +62,9 @@ export function createForwarder(origin: URL, options: ForwarderOptions): Forward
   const pool = new Pool(origin.origin, {
     connections: options.connections ?? 128,
     pipelining: 1,
-    headersTimeout: options.timeoutMs,
-    bodyTimeout: options.timeoutMs,
+    // The request's own timer below covers the whole answer; undici's per-phase timers would only add cost.
+    headersTimeout: 0,
+    bodyTimeout: 0,
     keepAliveTimeout: 30_000,
   });
   return {
@@ -64,6 +74,16 @@ export function createForwarder(origin: URL, options: ForwarderOptions): Forward
         let headers: Record<string, string | string[] | undefined> = {};
         const chunks: Buffer[] = [];
         let length = 0;
+        let abort: ((reason: Error) => void) | undefined;
+        let expired = false;
+        // One timer per request for the whole answer: undici's headersTimeout and bodyTimeout restart at every
+        // chunk, so an engine trickling its body would never run out. Aborting closes the engine connection.
+        const timer = setTimeout(() => {
+          expired = true;
+          const error = new EngineTimeout(options.timeoutMs);
+          if (abort) abort(error);
+          else reject(error);
+        }, options.timeoutMs);
         // undici's own handler interface instead of pool.request(): no stream object per answer, just its chunks.
         pool.dispatch(
           {
@@ -71,11 +91,12 @@ export function createForwarder(origin: URL, options: ForwarderOptions): Forward
             path: request.path,
             headers: request.headers,
             body: request.body,
-            headersTimeout: options.timeoutMs,
-            bodyTimeout: options.timeoutMs,
           },
           {
-            onConnect() {},
+            onConnect(abortRequest: (reason: Error) => void) {
+              abort = abortRequest;
+              if (expired) abortRequest(new EngineTimeout(options.timeoutMs));
+            },
             onHeaders(statusCode: number, rawHeaders: Buffer[]) {
               status = statusCode;
               headers = headersOf(rawHeaders);
@@ -87,9 +108,11 @@ export function createForwarder(origin: URL, options: ForwarderOptions): Forward
               return true;
             },
             onComplete() {
+              clearTimeout(timer);
               resolve({ status, headers, body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, length) });
             },
             onError(error: Error) {
+              clearTimeout(timer);
               reject(error);
             },
           } as unknown as Dispatcher.DispatchHandler,

@@ -11,6 +11,12 @@ import { createServices } from './services.js';
 
 const REQUEST_LOG_BATCH_CHARS = 12_288;
 const REQUEST_LOG_FLUSH_MS = 250;
+/**
+ * The drain time on SIGTERM is the upstream timeout plus this: a request at the engine is answered (504 at
+ * the latest) within the upstream timeout, and its answer gets this long to go out. Connections still open
+ * then (a client still sending its request, say) are closed. docs/server.md says so.
+ */
+export const SHUTDOWN_GRACE_MS = 1_000;
 
 /** What the server takes from the terminal it runs in: where its lines go, and the signals that stop it. */
 export interface ServerTerminal {
@@ -125,10 +131,13 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
         // Keep-alive connections become idle once their request is answered; close them as they do,
         // instead of waiting out the keep-alive timeout.
         const sweeper = setInterval(() => running.server.closeIdleConnections(), 100);
+        // The drain time bounds the wait for requests in flight, whatever a client or the engine does.
+        const drained = setTimeout(() => running.server.closeAllConnections(), config.upstreamTimeoutMs + SHUTDOWN_GRACE_MS);
         try {
           await running.close();
         } finally {
           clearInterval(sweeper);
+          clearTimeout(drained);
           await release();
         }
       })();

@@ -9,6 +9,7 @@ import { CredentialExchange } from '../../domain/credentials.js';
 import { openSigningKeys, SigningKeyWatch } from '../../domain/signing-key-guard.js';
 import type { SigningKeys } from '../../domain/signing-keys.js';
 import { TokenVerifier } from '../../domain/tokens.js';
+import { STOP_WRITE_LIMIT_MS } from '../../domain/deferred-writes.js';
 import { UsageCounter } from '../../domain/usage.js';
 import { AppError } from '../../errors.js';
 import type { ServerConfig } from '../../config.js';
@@ -121,8 +122,13 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
     closing ??= (async () => {
       for (const stop of stoppers.reverse()) await Promise.resolve(stop()).catch(() => {});
       access.stop();
-      await usage?.stop().catch(() => false);
-      await bookkeeping.stop().catch(() => false);
+      // Both retry while the database is busy, for STOP_WRITE_LIMIT_MS at most (side by side: one bound).
+      const [usageWritten] = await Promise.all([usage?.stop().catch(() => false) ?? true, bookkeeping.stop().catch(() => false)]);
+      if (usage && !usageWritten) {
+        const lost = usage.totals();
+        const line = `usage counts NOT written at shutdown after retrying for ${STOP_WRITE_LIMIT_MS / 1000} s: ${lost.requests} requests (${lost.accepted} accepted, ${lost.clientErrors} 4xx, ${lost.serverErrors} 5xx) of ${lost.partners} partners are lost`;
+        logger?.error({ lost }, line);
+      }
       await redis?.close();
       if (ownsDb) await db.close().catch(() => {});
     })();

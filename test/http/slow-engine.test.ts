@@ -1,0 +1,126 @@
+import { createServer, type Server } from 'node:http';
+import { connect, type AddressInfo } from 'node:net';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createBackend, type TestBackend } from '../support/backends.js';
+import { runBinary } from '../support/cli.js';
+import { serve, type Served } from '../support/serve.js';
+
+/**
+ * An engine that sends its headers, then one byte every 300 ms for 6 s: the upstream timeout covers its whole
+ * answer, and SIGTERM waits no longer than the drain time (upstream timeout + 1 s) for it, or for a client
+ * still sending its request.
+ */
+
+interface Trickler {
+  url: string;
+  /** When each engine connection closed, in ms since the epoch. */
+  closedAt: number[];
+  requests: number;
+  close(): Promise<void>;
+}
+
+async function startTrickler(): Promise<Trickler> {
+  const state: Trickler = { url: '', closedAt: [], requests: 0, close: async () => {} };
+  const server: Server = createServer((req, res) => {
+    state.requests++;
+    req.resume();
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': '21' });
+    const body = '{"engine":"trickled"}';
+    let sent = 0;
+    const timer = setInterval(() => {
+      if (sent >= body.length || res.destroyed) {
+        clearInterval(timer);
+        res.end();
+        return;
+      }
+      res.write(body[sent++]!);
+    }, 300);
+    res.on('close', () => clearInterval(timer));
+  });
+  server.on('connection', (socket) => socket.on('close', () => state.closedAt.push(Date.now())));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  state.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  state.close = () =>
+    new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    });
+  return state;
+}
+
+describe('an engine trickling its body, a client trickling its request', () => {
+  let backend: TestBackend;
+  let engine: Trickler;
+  let token: string;
+  let server: Served | undefined;
+
+  beforeAll(async () => {
+    backend = await createBackend('sqlite');
+    await runBinary(['create-partner', '--name', 'Patient'], backend.env);
+    await runBinary(['map-company', 'Patient', '--company', 'acme', '--yes'], backend.env);
+    token = (await runBinary(['mint-test-token', 'Patient', '--json'], backend.env)).json().access_token;
+    engine = await startTrickler();
+  });
+  afterEach(async () => {
+    if (server && server.child.exitCode === null) {
+      server.child.kill('SIGKILL');
+      await server.exited;
+    }
+    server = undefined;
+  });
+  afterAll(async () => {
+    await engine?.close();
+    await backend?.dispose();
+  });
+
+  const start = async () =>
+    (server = await serve({ ...backend.env, PUBLIC_API_UPSTREAM_URL: engine.url, PUBLIC_API_UPSTREAM_TIMEOUT_MS: '1000' }));
+
+  it('answers 504 upstream_timeout once the upstream timeout runs out, headers and body together, and closes the engine connection', async () => {
+    const served = await start();
+    const closedBefore = engine.closedAt.length;
+    const started = Date.now();
+    const response = await fetch(`${served.url}/public/v1/prices?company_id=acme`, { headers: { authorization: `Bearer ${token}` } });
+    const elapsed = Date.now() - started;
+    expect(response.status).toBe(504);
+    expect(((await response.json()) as { error: { code: string } }).error.code).toBe('upstream_timeout');
+    expect(elapsed).toBeGreaterThanOrEqual(950);
+    expect(elapsed).toBeLessThan(2_500);
+    // The engine's connection is closed (not kept for the next request while the engine still writes).
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(engine.closedAt.length).toBeGreaterThan(closedBefore);
+    expect(engine.closedAt.at(-1)! - started).toBeLessThan(2_500);
+  }, 20_000);
+
+  it('stops on SIGTERM within the drain time (upstream timeout + 1 s) while the engine trickles and a client still sends its request', async () => {
+    const served = await start();
+    const { hostname, port } = new URL(served.url);
+    // A client sending its body one byte every 200 ms (the request timeout, 30 s, would let it go on).
+    const slowClient = connect(Number(port), hostname, () => {
+      slowClient.write(
+        `POST /public/v1/prices HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{`,
+      );
+    });
+    slowClient.on('error', () => {});
+    const dribble = setInterval(() => slowClient.writable && slowClient.write(' '), 200);
+    const slowClientClosed = new Promise<number>((resolve) => slowClient.on('close', () => resolve(Date.now())));
+    // And a request at the engine.
+    const atEngine = fetch(`${served.url}/public/v1/prices?company_id=acme`, { headers: { authorization: `Bearer ${token}` } });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const signalled = Date.now();
+    served.child.kill('SIGTERM');
+    try {
+      const response = await atEngine;
+      expect(response.status).toBe(504);
+      const code = await served.exited;
+      const stoppedAfter = Date.now() - signalled;
+      expect(code).toBe(0);
+      expect(stoppedAfter).toBeLessThan(1_000 + 1_000 + 1_500);
+      expect((await slowClientClosed) - signalled).toBeLessThan(1_000 + 1_000 + 1_500);
+      expect(served.stderr()).toMatch(/stopped/);
+    } finally {
+      clearInterval(dribble);
+      slowClient.destroy();
+    }
+  }, 60_000);
+});
