@@ -18,6 +18,8 @@ const CODES = {
   invalid_request: { status: 400, exit: EXIT.usage },
   invalid_credentials: { status: 401, exit: EXIT.error },
   unauthorized: { status: 401, exit: EXIT.error },
+  // A partner with network rules (set-network), reached from an address outside them.
+  address_not_allowed: { status: 403, exit: EXIT.error },
   not_found: { status: 404, exit: EXIT.notFound },
   partner_not_found: { status: 404, exit: EXIT.notFound },
   method_not_allowed: { status: 405, exit: EXIT.error },

@@ -1,5 +1,5 @@
 import type { Database } from '../db/client.js';
-import { touchLastRefused, touchLastUsed } from '../db/repositories/key-pairs.js';
+import { touchLastRefused, touchLastUsed, touchUnlistedRefused } from '../db/repositories/key-pairs.js';
 import { recordSigningKeys } from '../db/repositories/signing-keys.js';
 import { DeferredWrites, type OnWriteFailure } from './deferred-writes.js';
 
@@ -16,6 +16,7 @@ const RETRY_MAX_MS = 5_000;
 export class Bookkeeping extends DeferredWrites {
   private readonly lastUsed = new Map<string, Date>();
   private readonly lastRefused = new Map<string, Date>();
+  private readonly unlistedRefused = new Map<string, { at: Date; address: string }>();
   private readonly signingKeys = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
   private delayMs = RETRY_MIN_MS;
@@ -47,6 +48,16 @@ export class Bookkeeping extends DeferredWrites {
     this.schedule(0);
   }
 
+  /** A pair's genuine secret was refused at `at` from `address`, outside its partner's network rules. */
+  keyPairRefusedFromUnlisted(pairId: string, at: Date, address: string): void {
+    const known = this.unlistedRefused.get(pairId);
+    if (!known || known.at < at) {
+      if (!known && this.unlistedRefused.size >= (this.options.maxPending ?? 100_000)) return;
+      this.unlistedRefused.set(pairId, { at, address });
+    }
+    this.schedule(0);
+  }
+
   /** Signing keys that exist (and may have signed tokens): the database remembers them. */
   signingKeysSeen(kids: readonly string[]): void {
     for (const kid of kids) this.signingKeys.add(kid);
@@ -54,7 +65,7 @@ export class Bookkeeping extends DeferredWrites {
   }
 
   get pending(): number {
-    return this.lastUsed.size + this.lastRefused.size + this.signingKeys.size;
+    return this.lastUsed.size + this.lastRefused.size + this.unlistedRefused.size + this.signingKeys.size;
   }
 
   protected cancelTimer(): void {
@@ -75,14 +86,17 @@ export class Bookkeeping extends DeferredWrites {
     if (this.pending === 0) return true;
     const uses = [...this.lastUsed];
     const refusals = [...this.lastRefused];
+    const unlisted = [...this.unlistedRefused];
     const kids = [...this.signingKeys];
     this.lastUsed.clear();
     this.lastRefused.clear();
+    this.unlistedRefused.clear();
     this.signingKeys.clear();
     const written = await this.write(async (tx) => {
       if (kids.length > 0) await recordSigningKeys(tx, kids, new Date());
       for (const [pairId, at] of uses) await touchLastUsed(tx, pairId, at);
       for (const [pairId, at] of refusals) await touchLastRefused(tx, pairId, at);
+      for (const [pairId, { at, address }] of unlisted) await touchUnlistedRefused(tx, pairId, at, address);
     });
     if (written) {
       this.delayMs = RETRY_MIN_MS;
@@ -97,6 +111,10 @@ export class Bookkeeping extends DeferredWrites {
     for (const [pairId, at] of refusals) {
       const newer = this.lastRefused.get(pairId);
       if (!newer || newer < at) this.lastRefused.set(pairId, at);
+    }
+    for (const [pairId, value] of unlisted) {
+      const newer = this.unlistedRefused.get(pairId);
+      if (!newer || newer.at < value.at) this.unlistedRefused.set(pairId, value);
     }
     for (const kid of kids) this.signingKeys.add(kid);
     const delay = this.delayMs;

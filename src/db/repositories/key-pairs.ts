@@ -12,6 +12,9 @@ export interface KeyPairRow {
   lastUsedAt: Date | null;
   expiresAt: Date | null;
   lastRefusedAt: Date | null;
+  /** The last exchange with the genuine secret refused from outside the partner's network rules, and its address. */
+  unlistedRefusedAt: Date | null;
+  unlistedRefusedAddress: string | null;
 }
 
 type Raw = {
@@ -25,9 +28,12 @@ type Raw = {
   last_used_at: unknown;
   expires_at: unknown;
   last_refused_at: unknown;
+  unlisted_refused_at: unknown;
+  unlisted_refused_address: string | null;
 };
 
-const COLUMNS = 'id, partner_id, access_key, status, created_at, superseded_at, revoked_at, last_used_at, expires_at, last_refused_at';
+const COLUMNS =
+  'id, partner_id, access_key, status, created_at, superseded_at, revoked_at, last_used_at, expires_at, last_refused_at, unlisted_refused_at, unlisted_refused_address';
 
 function fromRaw(row: Raw): KeyPairRow {
   return {
@@ -41,6 +47,8 @@ function fromRaw(row: Raw): KeyPairRow {
     lastUsedAt: toDate(row.last_used_at),
     expiresAt: toDate(row.expires_at),
     lastRefusedAt: toDate(row.last_refused_at),
+    unlistedRefusedAt: toDate(row.unlisted_refused_at),
+    unlistedRefusedAddress: row.unlisted_refused_address ?? null,
   };
 }
 
@@ -88,6 +96,8 @@ export interface ExchangeRow {
   partnerStatus: string;
   /** The partner's brake (ms): tokens issued before it are refused. */
   tokensRevokedBefore: number | null;
+  /** The partner's network rules (partner_networks.allow_from); null: none. */
+  allowFrom: string | null;
 }
 
 export async function keyPairForExchange(q: Queryable, accessKey: string): Promise<ExchangeRow | null> {
@@ -101,10 +111,11 @@ export async function keyPairForExchange(q: Queryable, accessKey: string): Promi
     partner_id: string;
     partner_status: string;
     tokens_revoked_before: unknown;
+    allow_from: string | null;
   }>(
     `SELECT k.id, k.secret_hash, k.status, k.last_used_at, k.last_refused_at, k.expires_at, p.id AS partner_id, p.status AS partner_status,
-       p.tokens_revoked_before
-     FROM key_pairs k JOIN partners p ON p.id = k.partner_id WHERE k.access_key = $1`,
+       p.tokens_revoked_before, n.allow_from
+     FROM key_pairs k JOIN partners p ON p.id = k.partner_id LEFT JOIN partner_networks n ON n.partner_id = p.id WHERE k.access_key = $1`,
     [accessKey],
   );
   return row
@@ -118,6 +129,7 @@ export async function keyPairForExchange(q: Queryable, accessKey: string): Promi
         partnerId: row.partner_id,
         partnerStatus: row.partner_status,
         tokensRevokedBefore: row.tokens_revoked_before == null ? null : Number(row.tokens_revoked_before),
+        allowFrom: row.allow_from ?? null,
       }
     : null;
 }
@@ -150,6 +162,14 @@ export async function touchLastUsed(q: Queryable, id: string, at: Date): Promise
 /** Bookkeeping outside any unit of work: when a refused pair (superseded, revoked, expired, wrong secret) was last tried. */
 export async function touchLastRefused(q: Queryable, id: string, at: Date): Promise<void> {
   await q.query('UPDATE key_pairs SET last_refused_at = $1 WHERE id = $2 AND (last_refused_at IS NULL OR last_refused_at < $3)', [at, id, at]);
+}
+
+/** Bookkeeping outside any unit of work: a genuine secret refused from outside the partner's network rules. */
+export async function touchUnlistedRefused(q: Queryable, id: string, at: Date, address: string): Promise<void> {
+  await q.query(
+    'UPDATE key_pairs SET unlisted_refused_at = $1, unlisted_refused_address = $2 WHERE id = $3 AND (unlisted_refused_at IS NULL OR unlisted_refused_at < $4)',
+    [at, address, id, at],
+  );
 }
 
 export interface KeyPairListRow extends KeyPairRow {

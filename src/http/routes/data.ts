@@ -14,7 +14,7 @@ const DATA_METHODS: HTTPMethods[] = ['GET', 'HEAD', 'DELETE', 'OPTIONS', 'POST',
 export function registerDataRoutes(app: FastifyInstance, pipeline: DataPath): void {
   const options = {
     onRequest: async (request: FastifyRequest, reply: FastifyReply) => {
-      const data = new DataRequest(request.id, performance.now());
+      const data = new DataRequest(request.id, performance.now(), request.client);
       request.dataRequest = data;
       try {
         await pipeline.admit(request.raw, data);
