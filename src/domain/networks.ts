@@ -2,7 +2,12 @@
 // no restriction. Stored canonical (the network address and its prefix, `a.b.c.d/n` or IPv6's `x::/n`),
 // matched with proxy-addr's compiled matcher, which treats an IPv4-mapped IPv6 address as its IPv4 address.
 import { createRequire } from 'node:module';
+import type { Database } from '../db/client.js';
+import { deleteNetwork, networkOf, upsertNetwork } from '../db/repositories/networks.js';
+import type { Queryable } from '../db/unit.js';
 import { AppError } from '../errors.js';
+import { findPartner, type PartnerRecord } from './partners.js';
+import { runUnit, type Actor, type Unit } from './transactions.js';
 
 type IpAddr = typeof import('ipaddr.js');
 type ProxyAddr = typeof import('@fastify/proxy-addr');
@@ -67,4 +72,31 @@ export function matcherOf(column: string | null): AddressMatcher | null {
     matchers.set(column, matcher);
   }
   return matcher;
+}
+
+/** A partner's network rules, canonical; empty: none. */
+export async function partnerNetwork(q: Queryable, partnerId: string): Promise<string[]> {
+  return rulesFromColumn(await networkOf(q, partnerId));
+}
+
+/**
+ * Sets a partner's rules (replacing any), or clears them with an empty list; audited as
+ * `partner.network_set` (before and after) when something changed. Running servers apply it within their
+ * staleness bound (a second): the mutation bumps the revision their caches watch.
+ */
+export async function setNetworkIn(unit: Unit, reference: string, allow: readonly string[]): Promise<{ partner: PartnerRecord; allow: string[]; changed: boolean }> {
+  const rules = canonicalRules(allow);
+  const partner = await findPartner(unit.tx, reference);
+  const before = await partnerNetwork(unit.tx, partner.id);
+  if (before.join(',') === rules.join(',')) return { partner, allow: before, changed: false };
+  if (rules.length === 0) await deleteNetwork(unit.tx, partner.id);
+  else await upsertNetwork(unit.tx, partner.id, rules.join(','), new Date());
+  unit.audit({ action: 'partner.network_set', partnerId: partner.id, details: { before: { allow: before }, after: { allow: rules } } });
+  return { partner, allow: rules, changed: true };
+}
+
+export function setNetwork(db: Database, who: Actor, reference: string, allow: readonly string[]): Promise<{ partner: PartnerRecord; allow: string[]; changed: boolean }> {
+  // Checked before any transaction opens: a bad CIDR is a usage error, whatever the database says.
+  canonicalRules(allow);
+  return runUnit(db, who, (unit) => setNetworkIn(unit, reference, allow));
 }
