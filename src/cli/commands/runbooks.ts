@@ -187,7 +187,7 @@ function printPlan(out: Output, plan: Plan): void {
 
 export const exportCommand = defineCommand<{ partner?: string[] }>({
   name: 'export',
-  description: 'print partners, their status and companies as a document for apply (YAML; JSON with --json)',
+  description: 'print partners, their status, companies and network rules as a document for apply (YAML; JSON with --json)',
   options: [{ flags: '--partner <partner>', description: 'only this partner (id or name); repeat for more', repeatable: true }],
   readOnly: true,
   run: (session, out, { options }) => runExport(session, out, options),
