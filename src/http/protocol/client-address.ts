@@ -30,6 +30,9 @@ export function compileTrust(entries: readonly string[]): TrustFunction | null {
 }
 
 const PLAIN_HTTP: ClientAddress = Object.freeze({ address: '', proto: 'http' });
+/** Without trusted proxies the client is the socket's peer: kept on the socket, one object per connection. */
+const kClient = Symbol('partnerctl.client');
+type WithClient = { [kClient]?: ClientAddress };
 
 /** The per-request computation, bound to the server's trust. */
 export class ClientAddresses {
@@ -50,8 +53,17 @@ export class ClientAddresses {
    * trusted (an entry left of it, which the client may have written, is never reached).
    */
   of(request: IncomingMessage): ClientAddress {
-    const peer = request.socket.remoteAddress ?? '';
-    if (this.trust === null || this.proxyaddr === null) return peer === '' ? PLAIN_HTTP : { address: peer, proto: 'http' };
+    const socket = request.socket as typeof request.socket & WithClient;
+    if (this.trust === null || this.proxyaddr === null) {
+      const known = socket[kClient];
+      if (known !== undefined) return known;
+      const peer = socket.remoteAddress ?? '';
+      if (peer === '') return PLAIN_HTTP;
+      const client: ClientAddress = Object.freeze({ address: peer, proto: 'http' });
+      socket[kClient] = client;
+      return client;
+    }
+    const peer = socket.remoteAddress ?? '';
     const address = this.proxyaddr(request, this.trust);
     return { address, proto: peer !== '' && this.trust(peer, 0) ? forwardedProto(request.headers['x-forwarded-proto']) : 'http' };
   }

@@ -25,15 +25,19 @@ const ZERO_SPAN = '0000000000000000';
 // What a tracestate of 32 list members can need (the specification's limit), and no control characters.
 const TRACESTATE_MAX = 8_192;
 
-/** 16 hex digits from a fresh UUID (Node draws UUIDs from a cached pool of random bytes: no system call). */
-export function newSpanId(): string {
-  const uuid = randomUUID();
-  return uuid.slice(0, 8) + uuid.slice(9, 13) + uuid.slice(14, 18);
+/**
+ * The gateway's ids come from the request id (a random UUID made anyway): no randomness of their own on
+ * the data path. A new trace's id is the request id's 32 hex digits; the gateway's span id its last 16
+ * (unique per request, which is what a span id must be; never all zeros: a UUID's variant digit is 8-b).
+ */
+export function traceIdOf(requestId: string): string {
+  return requestId.length === 36
+    ? requestId.slice(0, 8) + requestId.slice(9, 13) + requestId.slice(14, 18) + requestId.slice(19, 23) + requestId.slice(24)
+    : randomUUID().replaceAll('-', '');
 }
 
-/** A request id (a UUID) as a trace id: a new trace needs no more randomness than the request already has. */
-export function traceIdOf(requestId: string): string {
-  return requestId.length === 36 ? requestId.slice(0, 8) + requestId.slice(9, 13) + requestId.slice(14, 18) + requestId.slice(19, 23) + requestId.slice(24) : newSpanId() + newSpanId();
+export function spanIdOf(requestId: string): string {
+  return requestId.length === 36 ? requestId.slice(19, 23) + requestId.slice(24) : randomUUID().slice(24) + '0001';
 }
 
 /** The client's traceparent when valid: [trace id, parent span id, flags]; else null. */
@@ -67,9 +71,9 @@ export function traceContextOf(rawHeaders: readonly string[], requestId: string,
     }
   }
   const continued = parent === undefined || repeated ? null : parseTraceparent(parent.trim());
-  if (continued === null) return { traceId: traceIdOf(requestId), parentSpanId: null, spanId: newSpanId(), flags: sampled ? '01' : '00', state: undefined };
+  if (continued === null) return { traceId: traceIdOf(requestId), parentSpanId: null, spanId: spanIdOf(requestId), flags: sampled ? '01' : '00', state: undefined };
   const usableState = state !== undefined && state.length <= TRACESTATE_MAX && state.trim() !== '' ? state : undefined;
-  return { traceId: continued[0], parentSpanId: continued[1], spanId: newSpanId(), flags: continued[2], state: usableState };
+  return { traceId: continued[0], parentSpanId: continued[1], spanId: spanIdOf(requestId), flags: continued[2], state: usableState };
 }
 
 /** `00-<trace id>-<span id>-<flags>`: the engine's traceparent (its parent is `spanId`), or the client's traceresponse. */
