@@ -124,6 +124,29 @@ function environmentSchema(z: Zod) {
       })
       .optional(),
   );
+  const trustedProxies = z.preprocess(
+    unset,
+    z
+      .string()
+      .transform((raw, ctx) => {
+        // proxy-addr (Fastify's trustProxy reads lists with it) is loaded only when the variable is set; its
+        // `uniquelocal` is what this variable calls `private` (10/8, 172.16/12, 192.168/16, fc00::/7).
+        const { compile } = createRequire(import.meta.url)('@fastify/proxy-addr') as typeof import('@fastify/proxy-addr');
+        const entries: string[] = [];
+        for (const entry of raw.split(',').map((part) => part.trim()).filter(Boolean)) {
+          const word = entry.toLowerCase();
+          const value = word === 'private' ? 'uniquelocal' : word === 'loopback' ? 'loopback' : entry;
+          try {
+            compile([value]);
+            entries.push(value);
+          } catch {
+            ctx.addIssue({ code: 'custom', message: `entries must be addresses, CIDRs, loopback or private, got '${entry.slice(0, 80)}'` });
+          }
+        }
+        return entries;
+      })
+      .optional(),
+  );
   const rate = z.preprocess(
     unset,
     z
@@ -182,6 +205,9 @@ function environmentSchema(z: Zod) {
     PUBLIC_API_METRICS_PORT: whole(0, 65_535),
     PUBLIC_API_METRICS_HOST: host,
     PUBLIC_API_METRICS_PER_PARTNER: onOff,
+    PUBLIC_API_TRUSTED_PROXIES: trustedProxies,
+    // The standard OpenTelemetry variable: spans are exported over OTLP/HTTP to <endpoint>/v1/traces.
+    OTEL_EXPORTER_OTLP_ENDPOINT: upstream,
   };
   return { cli: z.object(cli), all: z.object({ ...cli, ...server }) };
 }
@@ -222,6 +248,10 @@ export interface ServerConfig {
   readonly metricsHost: string;
   /** Series per partner too (PUBLIC_API_METRICS_PER_PARTNER=1); off by default for cardinality. */
   readonly metricsPerPartner: boolean;
+  /** Peers whose X-Forwarded-For is believed (PUBLIC_API_TRUSTED_PROXIES), in proxy-addr's terms (`private` as `uniquelocal`); empty: none. */
+  readonly trustedProxies: readonly string[];
+  /** Where spans go over OTLP/HTTP (OTEL_EXPORTER_OTLP_ENDPOINT); null: no SDK loaded, no spans. */
+  readonly otlpEndpoint: URL | null;
 }
 
 /** `serve`'s flags, which win over the variables they name. */
@@ -300,6 +330,8 @@ function serverConfig(values: Parsed, problems: string[]): ServerConfig {
     metricsPort,
     metricsHost,
     metricsPerPartner: (values.PUBLIC_API_METRICS_PER_PARTNER as boolean | undefined) ?? false,
+    trustedProxies: Object.freeze((values.PUBLIC_API_TRUSTED_PROXIES as string[] | undefined) ?? []),
+    otlpEndpoint: (values.OTEL_EXPORTER_OTLP_ENDPOINT as URL | undefined) ?? null,
   });
 }
 

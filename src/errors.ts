@@ -20,6 +20,8 @@ const CODES = {
   invalid_credentials: { status: 401, exit: EXIT.error },
   unauthorized: { status: 401, exit: EXIT.error },
   permission_denied: { status: 403, exit: EXIT.forbidden },
+  // A partner with network rules (set-network), reached from an address outside them.
+  address_not_allowed: { status: 403, exit: EXIT.error },
   not_found: { status: 404, exit: EXIT.notFound },
   partner_not_found: { status: 404, exit: EXIT.notFound },
   method_not_allowed: { status: 405, exit: EXIT.error },

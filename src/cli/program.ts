@@ -10,6 +10,7 @@ import { issueKeysCommand, mintTestTokenCommand, revokeKeysCommand, rotateKeysCo
 import { listKeysCommand, lookupCommand, revokeTokensCommand } from './commands/leaks.js';
 import { setLimitsCommand } from './commands/limits.js';
 import { dbCommand, signingKeyCommand } from './commands/maintenance.js';
+import { setNetworkCommand } from './commands/networks.js';
 import {
   createPartnerCommand,
   disablePartnerCommand,
@@ -81,6 +82,7 @@ Exit codes: 0 ok, 1 error, 2 bad usage, 3 not found, 4 conflict with the
     completionCommand,
     completePartnersCommand,
     setLimitsCommand,
+    setNetworkCommand,
     usageCommand,
     mintTestTokenCommand,
     auditCommand,

@@ -53,8 +53,8 @@ REVOKE INSERT, UPDATE, DELETE ON audit_chain, _prisma_migrations FROM ${ADMIN};
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO ${ADMIN};
 
 -- ${SERVER}: what 'partnerctl serve' needs and nothing else (it cannot create partners or keys).
-GRANT SELECT ON partners, key_pairs, company_mappings, partner_limits, revision, signing_keys, usage_hours, _prisma_migrations TO ${SERVER};
-GRANT UPDATE (last_used_at, last_refused_at) ON key_pairs TO ${SERVER};
+GRANT SELECT ON partners, key_pairs, company_mappings, partner_limits, partner_networks, revision, signing_keys, usage_hours, _prisma_migrations TO ${SERVER};
+GRANT UPDATE (last_used_at, last_refused_at, unlisted_refused_at, unlisted_refused_address) ON key_pairs TO ${SERVER};
 -- An overlap's end, seen by the server (the partner's switch, a pair past its retires_at), and its audit event.
 GRANT UPDATE (switched_at, retires_at, status, superseded_at) ON key_pairs TO ${SERVER};
 GRANT SELECT, INSERT ON audit_events TO ${SERVER};

@@ -5,12 +5,20 @@ import { keyPairById } from '../db/repositories/key-pairs.js';
 import { partnerGateRow } from '../db/repositories/partners.js';
 import { currentRevision } from '../db/repositories/revision.js';
 import { AppError } from '../errors.js';
+import { matcherOf, type AddressMatcher } from './networks.js';
 import { isValidCompanyId } from './validation.js';
 import type { TokenClaims } from './tokens.js';
 
 interface PartnerVerdict {
   active: boolean;
   tokensRevokedBefore: number | null;
+  /** The partner's network rules (set-network); null: any address. */
+  allows: AddressMatcher | null;
+}
+
+/** A partner with network rules, reached from elsewhere: the answer never names the rules. */
+export function addressNotAllowed(): AppError {
+  return new AppError('address_not_allowed', 'this client address is not allowed for the partner');
 }
 
 const DEFAULT_STALENESS_BOUND_MS = 1_000;
@@ -173,7 +181,7 @@ export class AccessState {
   private partner(partnerId: string): Promise<PartnerVerdict> {
     return this.cached(this.partners, partnerId, async () => {
       const row = await partnerGateRow(this.db.sql, partnerId);
-      return { active: row?.status === 'active', tokensRevokedBefore: row?.tokensRevokedBefore ?? null };
+      return { active: row?.status === 'active', tokensRevokedBefore: row?.tokensRevokedBefore ?? null, allows: matcherOf(row?.allowFrom ?? null) };
     });
   }
 
@@ -199,9 +207,10 @@ export class AccessState {
   /**
    * A verified token is still accepted: its partner is active, it was issued at or after the partner's
    * `tokens_revoked_before` (milliseconds: a token re-exchanged right after `revoke-tokens` is accepted at
-   * once), and the pair that minted it is not revoked.
+   * once), and the pair that minted it is not revoked. Then the partner's network rules, if any, must allow
+   * the client's address (403 `address_not_allowed`; an empty address matches no rule).
    */
-  async authenticate(claims: TokenClaims): Promise<void> {
+  async authenticate(claims: TokenClaims, client = ''): Promise<void> {
     const partner = await this.partner(claims.partnerId);
     if (!partner.active || (partner.tokensRevokedBefore !== null && claims.issuedAtMs < partner.tokensRevokedBefore)) {
       throw new AppError('unauthorized', 'the token is no longer accepted');
@@ -209,6 +218,7 @@ export class AccessState {
     if (claims.keyPairId !== null && !(await this.keyPairAccepted(claims.keyPairId, claims.partnerId))) {
       throw new AppError('unauthorized', 'the token is no longer accepted');
     }
+    if (partner.allows !== null && !partner.allows(client)) throw addressNotAllowed();
   }
 
   /**
@@ -227,10 +237,11 @@ export class AccessState {
    * within the staleness bound and the partner and the pair are cached and accept; false when anything would
    * need the database or would be refused (call authenticate, which gives the refusal). The same rules.
    */
-  authenticatesNow(claims: TokenClaims): boolean {
+  authenticatesNow(claims: TokenClaims, client = ''): boolean {
     if (Date.now() - this.confirmedAt > this.stalenessBoundMs) return false;
     const partner = this.partners.get(claims.partnerId);
     if (partner === undefined || !partner.active) return false;
+    if (partner.allows !== null && !partner.allows(client)) return false;
     if (partner.tokensRevokedBefore !== null && claims.issuedAtMs < partner.tokensRevokedBefore) return false;
     if (claims.keyPairId !== null && this.keyPairs.get(`${claims.partnerId}\u0000${claims.keyPairId}`) !== true) return false;
     // One hit per cached verdict consulted, as authenticate counts them.
@@ -250,8 +261,8 @@ export class AccessState {
    * The whole gate behind a verified token: the partner must be active, the minting pair not revoked, and
    * the company mapped (`authenticate`, then `authorizeCompany`).
    */
-  async authorize(claims: TokenClaims, companyId: unknown): Promise<void> {
-    await this.authenticate(claims);
+  async authorize(claims: TokenClaims, companyId: unknown, client = ''): Promise<void> {
+    await this.authenticate(claims, client);
     await this.authorizeCompany(claims, companyId);
   }
 }

@@ -1,6 +1,6 @@
 import type { Database } from '../db/client.js';
+import { keyPairById, noteSwitch, touchLastRefused, touchLastUsed, touchUnlistedRefused } from '../db/repositories/key-pairs.js';
 import { announceRevision, bumpRevision } from '../db/repositories/revision.js';
-import { keyPairById, noteSwitch, touchLastRefused, touchLastUsed } from '../db/repositories/key-pairs.js';
 import { recordSigningKeys } from '../db/repositories/signing-keys.js';
 import { DeferredWrites, type OnWriteFailure } from './deferred-writes.js';
 import { settleOverlap } from './key-pairs.js';
@@ -22,6 +22,7 @@ const RETRY_MAX_MS = 5_000;
 export class Bookkeeping extends DeferredWrites {
   private readonly lastUsed = new Map<string, Date>();
   private readonly lastRefused = new Map<string, Date>();
+  private readonly unlistedRefused = new Map<string, { at: Date; address: string }>();
   private readonly signingKeys = new Set<string>();
   /** Retiring pair -> the new pair's first exchange and the end it moves the overlap to. */
   private readonly switches = new Map<string, { at: Date; retiresAt: Date }>();
@@ -70,6 +71,16 @@ export class Bookkeeping extends DeferredWrites {
     this.schedule(0);
   }
 
+  /** A pair's genuine secret was refused at `at` from `address`, outside its partner's network rules. */
+  keyPairRefusedFromUnlisted(pairId: string, at: Date, address: string): void {
+    const known = this.unlistedRefused.get(pairId);
+    if (!known || known.at < at) {
+      if (!known && this.unlistedRefused.size >= (this.options.maxPending ?? 100_000)) return;
+      this.unlistedRefused.set(pairId, { at, address });
+    }
+    this.schedule(0);
+  }
+
   /** Signing keys that exist (and may have signed tokens): the database remembers them. */
   signingKeysSeen(kids: readonly string[]): void {
     for (const kid of kids) this.signingKeys.add(kid);
@@ -77,7 +88,7 @@ export class Bookkeeping extends DeferredWrites {
   }
 
   get pending(): number {
-    return this.lastUsed.size + this.lastRefused.size + this.signingKeys.size + this.switches.size + this.overlapsEnded.size;
+    return this.lastUsed.size + this.lastRefused.size + this.unlistedRefused.size + this.signingKeys.size + this.switches.size + this.overlapsEnded.size;
   }
 
   protected cancelTimer(): void {
@@ -98,11 +109,13 @@ export class Bookkeeping extends DeferredWrites {
     if (this.pending === 0) return true;
     const uses = [...this.lastUsed];
     const refusals = [...this.lastRefused];
+    const unlisted = [...this.unlistedRefused];
     const kids = [...this.signingKeys];
     const switches = [...this.switches];
     const ended = [...this.overlapsEnded];
     this.lastUsed.clear();
     this.lastRefused.clear();
+    this.unlistedRefused.clear();
     this.signingKeys.clear();
     this.switches.clear();
     this.overlapsEnded.clear();
@@ -110,6 +123,7 @@ export class Bookkeeping extends DeferredWrites {
       if (kids.length > 0) await recordSigningKeys(tx, kids, new Date());
       for (const [pairId, at] of uses) await touchLastUsed(tx, pairId, at);
       for (const [pairId, at] of refusals) await touchLastRefused(tx, pairId, at);
+      for (const [pairId, { at, address }] of unlisted) await touchUnlistedRefused(tx, pairId, at, address);
       for (const [pairId, { at, retiresAt }] of switches) await noteSwitch(tx, pairId, at, retiresAt);
       // An overlap already over (--after-switch 0s, or found past its end) is recorded with how it ended.
       const events: AuditEntry[] = [];
@@ -144,6 +158,10 @@ export class Bookkeeping extends DeferredWrites {
     for (const [pairId, at] of refusals) {
       const newer = this.lastRefused.get(pairId);
       if (!newer || newer < at) this.lastRefused.set(pairId, at);
+    }
+    for (const [pairId, value] of unlisted) {
+      const newer = this.unlistedRefused.get(pairId);
+      if (!newer || newer.at < value.at) this.unlistedRefused.set(pairId, value);
     }
     for (const kid of kids) this.signingKeys.add(kid);
     for (const [pairId, value] of switches) if (!this.switches.has(pairId)) this.switches.set(pairId, value);

@@ -2,8 +2,10 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Database } from '../db/client.js';
 import { keyPairForExchange, touchLastUsed } from '../db/repositories/key-pairs.js';
 import { AppError, isAppError } from '../errors.js';
+import { addressNotAllowed } from './access.js';
 import { Bookkeeping } from './bookkeeping.js';
 import { ACCESS_KEY_PATTERN, newKeyMaterial } from './identifiers.js';
+import { matcherOf } from './networks.js';
 import { hashSecret, verifySecret } from './secrets.js';
 import type { SigningKeys } from './signing-keys.js';
 import { mintToken, type MintedToken } from './tokens.js';
@@ -44,6 +46,7 @@ export class CredentialExchange {
    * as soon as the bookkeeping writes it; until then this process must not wait for that).
    */
   private readonly switchedEnds = new Map<string, number>();
+  private readonly unlistedWrites = new Map<string, { at: number; address: string }>();
   private dummyHash: Promise<string> | undefined;
 
   constructor(
@@ -61,10 +64,17 @@ export class CredentialExchange {
   }
 
   /**
-   * `onPair` is told the pair an access key named (accepted or refused), for the request log: never the
-   * secret, never the token.
+   * `client` is the client's address (the server's determination, protocol/client-address.ts): a partner
+   * with network rules is refused from anywhere else with `address_not_allowed`, whatever the secret (the
+   * answer tells nothing of it), and a genuine secret refused so is recorded on its pair. `onPair` is told
+   * the pair an access key named (accepted or refused), for the request log: never the secret, never the token.
    */
-  async exchange(accessKey: string, secretKey: string, onPair?: (keyPairId: string) => void): Promise<MintedToken & { keyPairId: string }> {
+  async exchange(
+    accessKey: string,
+    secretKey: string,
+    client = '',
+    onPair?: (keyPairId: string) => void,
+  ): Promise<MintedToken & { keyPairId: string }> {
     const wellFormed =
       ACCESS_KEY_PATTERN.test(accessKey) && secretKey.length > 0 && secretKey.length <= MAX_KEY_LENGTH;
     const pair = wellFormed ? await this.pairOf(accessKey) : null;
@@ -73,13 +83,19 @@ export class CredentialExchange {
       throw invalidCredentials();
     }
     onPair?.(pair.id);
-    const matches = await this.secretMatches(pair.id, accessKey, pair.secretHash, secretKey);
+    const genuine = await this.secretMatches(pair.id, accessKey, pair.secretHash, secretKey);
     const now = Date.now();
+    const allows = matcherOf(pair.allowFrom);
+    if (allows !== null && !allows(client)) {
+      if (genuine) this.recordUnlisted(pair.id, client);
+      else this.recordRefusal(pair.id, pair.lastRefusedAt);
+      throw addressNotAllowed();
+    }
     const expired = pair.expiresAt !== null && pair.expiresAt.getTime() <= now;
     const status = this.statusNow(pair.id, pair.status, now);
     // A retiring pair exchanges until its overlap ends; then it is refused like any superseded pair.
-    if (!matches || (status !== 'active' && status !== 'retiring') || expired) {
-      if (matches && pair.storedStatus === 'retiring' && status === 'superseded') this.bookkeeping.overlapEnded(pair.id);
+    if (!genuine || (status !== 'active' && status !== 'retiring') || expired) {
+      if (genuine && pair.storedStatus === 'retiring' && status === 'superseded') this.bookkeeping.overlapEnded(pair.id);
       this.recordRefusal(pair.id, pair.lastRefusedAt);
       throw invalidCredentials();
     }
@@ -178,6 +194,19 @@ export class CredentialExchange {
   private firstAfterBrake(pairId: string, stored: Date | null, tokensRevokedBefore: number | null): boolean {
     const last = Math.max(this.lastUsedWrites.get(pairId) ?? 0, stored?.getTime() ?? 0);
     return tokensRevokedBefore !== null && last < tokensRevokedBefore;
+  }
+
+  /**
+   * unlisted_refused_at and its address: the first refusal of a pair, and any from another address, written
+   * at once (off the answer's path); repeats from the same address at most once a minute.
+   */
+  private recordUnlisted(pairId: string, address: string): void {
+    const now = Date.now();
+    const last = this.unlistedWrites.get(pairId);
+    if (last !== undefined && last.address === address && now - last.at < LAST_USED_WRITE_INTERVAL_MS) return;
+    if (this.unlistedWrites.size > this.maxCached) this.unlistedWrites.clear();
+    this.unlistedWrites.set(pairId, { at: now, address });
+    this.bookkeeping.keyPairRefusedFromUnlisted(pairId, new Date(now), address);
   }
 
   /**

@@ -8,6 +8,7 @@ import { partnerByName, partnerPage } from '../db/repositories/partners.js';
 import type { Queryable } from '../db/unit.js';
 import { AppError } from '../errors.js';
 import { bulkPolicy, mapCompaniesIn, unmapCompaniesIn } from './companies.js';
+import { canonicalCidr, canonicalRules, partnerNetwork, setNetworkIn } from './networks.js';
 import { issueKeyPairIn, newKeyPair, type IssuedKeyPair, type NewKeyPair } from './key-pairs.js';
 import { createPartnerIn, findPartner, refuseSimilarName, setPartnerStatusIn, type PartnerRecord, type PartnerStatus } from './partners.js';
 import { runUnit, type Actor } from './transactions.js';
@@ -19,6 +20,8 @@ export interface DesiredPartner {
   status?: PartnerStatus;
   /** Absent: the partner's mappings are not managed by the document (not even with --prune). */
   companies?: string[];
+  /** The partner's network rules (canonical CIDRs); an empty list clears them. Absent: not managed by the document. */
+  allow_from?: string[];
 }
 
 export interface DesiredState {
@@ -39,6 +42,7 @@ function makeDocumentSchema() {
             name: z.string(),
             status: z.enum(['active', 'disabled']).optional(),
             companies: z.array(z.string()).optional(),
+            allow_from: z.array(z.string()).optional(),
           })
           .strict(),
       ),
@@ -67,7 +71,17 @@ export function parseDesiredState(value: unknown, source: string): DesiredState 
   const raw = (value as { partners?: unknown } | null)?.partners;
   const seen = new Map<string, number>();
   (Array.isArray(raw) ? raw : []).forEach((partner: unknown, i) => {
-    const { name, companies } = (partner ?? {}) as { name?: unknown; companies?: unknown };
+    const { name, companies, allow_from: allowFrom } = (partner ?? {}) as { name?: unknown; companies?: unknown; allow_from?: unknown };
+    if (Array.isArray(allowFrom)) {
+      allowFrom.forEach((cidr: unknown, j) => {
+        if (typeof cidr !== 'string') return;
+        try {
+          canonicalCidr(cidr);
+        } catch (error) {
+          problems.push(`partners[${i}].allow_from[${j}]: ${(error as Error).message}`);
+        }
+      });
+    }
     if (typeof name === 'string') {
       try {
         const valid = validatePartnerName(name);
@@ -92,7 +106,7 @@ export function parseDesiredState(value: unknown, source: string): DesiredState 
     const shown = problems.slice(0, MAX_PROBLEMS_SHOWN).join('; ');
     const more = problems.length > MAX_PROBLEMS_SHOWN ? `; and ${problems.length - MAX_PROBLEMS_SHOWN} more` : '';
     throw new AppError('invalid_argument', `${source}: ${problems.length} problem${problems.length > 1 ? 's' : ''}: ${shown}${more}; nothing was changed`, {
-      hint: 'the document is {partners: [{name, status?, companies?}]}',
+      hint: 'the document is {partners: [{name, status?, companies?, allow_from?}]}',
     });
   }
   const data = parsed.data as DesiredState;
@@ -101,6 +115,7 @@ export function parseDesiredState(value: unknown, source: string): DesiredState 
       name: partner.name.normalize('NFC'),
       ...(partner.status ? { status: partner.status } : {}),
       ...(partner.companies ? { companies: [...new Set(partner.companies)] } : {}),
+      ...(partner.allow_from ? { allow_from: canonicalRules(partner.allow_from) } : {}),
     })),
   };
 }
@@ -116,6 +131,8 @@ export interface PartnerPlan {
   map: string[];
   unmap: string[];
   issueKeys: boolean;
+  /** The network rules to set (an empty list clears them); null: unchanged. */
+  network: string[] | null;
 }
 
 export interface Plan {
@@ -127,6 +144,7 @@ export interface Plan {
   companiesMapped: number;
   companiesUnmapped: number;
   keysIssued: number;
+  networksSet: number;
   /** Every partner, mapping and key change the plan makes: 0 when the database is already as described. */
   changes: number;
 }
@@ -161,6 +179,11 @@ export async function planDesiredState(q: Queryable, state: DesiredState, option
       if (desired.status && desired.status !== existing.status) statusChange = desired.status === 'active' ? 'enabled' : 'disabled';
       if (issueKeys) issueKeys = (await activeKeyPair(q, existing.id)) === null;
     }
+    let network: string[] | null = null;
+    if (desired.allow_from !== undefined) {
+      const current = existing ? await partnerNetwork(q, existing.id) : [];
+      if (current.join(',') !== desired.allow_from.join(',')) network = desired.allow_from;
+    }
     const plan: PartnerPlan = {
       name: desired.name,
       partnerId: existing?.id ?? null,
@@ -170,8 +193,9 @@ export async function planDesiredState(q: Queryable, state: DesiredState, option
       map,
       unmap,
       issueKeys,
+      network,
     };
-    if (plan.create || statusChange || map.length || unmap.length || issueKeys) partners.push(plan);
+    if (plan.create || statusChange || map.length || unmap.length || issueKeys || network) partners.push(plan);
   }
   const count = (test: (plan: PartnerPlan) => boolean) => partners.filter(test).length;
   const totals = {
@@ -181,6 +205,7 @@ export async function planDesiredState(q: Queryable, state: DesiredState, option
     companiesMapped: partners.reduce((sum, plan) => sum + plan.map.length, 0),
     companiesUnmapped: partners.reduce((sum, plan) => sum + plan.unmap.length, 0),
     keysIssued: count((plan) => plan.issueKeys),
+    networksSet: count((plan) => plan.network !== null),
   };
   return {
     partners,
@@ -191,7 +216,8 @@ export async function planDesiredState(q: Queryable, state: DesiredState, option
       totals.partnersDisabled +
       totals.companiesMapped +
       totals.companiesUnmapped +
-      totals.keysIssued,
+      totals.keysIssued +
+      totals.networksSet,
   };
 }
 
@@ -242,6 +268,7 @@ export async function applyDesiredState(
         step.partnerId = partner.id;
         if (step.map.length) await mapCompaniesIn(unit, partner, step.map);
         if (step.unmap.length) await unmapCompaniesIn(unit, partner, step.unmap);
+        if (step.network) await setNetworkIn(unit, partner.id, step.network);
         if (step.issueKeys) issued.push(await issueKeyPairIn(unit, partner.id, pairs.get(step.name) ?? (await newKeyPair())));
         done += 1 + step.map.length + step.unmap.length;
         progress?.(done, size);
@@ -273,7 +300,14 @@ export async function exportDesiredState(db: Database, references: readonly stri
   }
   const partners: DesiredPartner[] = [];
   for (const partner of records) {
-    partners.push({ name: partner.name, status: partner.status, companies: await companyIdsOf(db.sql, partner.id) });
+    const allow = await partnerNetwork(db.sql, partner.id);
+    partners.push({
+      name: partner.name,
+      status: partner.status,
+      companies: await companyIdsOf(db.sql, partner.id),
+      // Only partners with rules carry them: a document without allow_from leaves rules alone.
+      ...(allow.length > 0 ? { allow_from: allow } : {}),
+    });
   }
   return { partners };
 }

@@ -114,7 +114,7 @@ describe('the OpenAPI document, item by item', () => {
 
   it('lists every status of the token endpoint', () => {
     const responses = document.paths['/auth/token'].post.responses;
-    expect(Object.keys(responses).sort()).toEqual(['200', '400', '401', '408', '413', '415', '417', '429', '500', '503']);
+    expect(Object.keys(responses).sort()).toEqual(['200', '400', '401', '403', '408', '413', '415', '417', '429', '500', '503']);
     expect(responses['429'].headers['Retry-After']).toBeDefined();
     expect(document.paths['/auth/token'].options.responses['405'].headers.Allow).toBeDefined();
   });

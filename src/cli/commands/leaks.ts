@@ -27,6 +27,9 @@ function lookupJson(result: LookupResult) {
     last_refused_at: iso(pair?.lastRefusedAt),
     retires_at: iso(pair?.retiresAt),
     switched_at: iso(pair?.switchedAt),
+    // The genuine secret was last presented from outside the partner's network rules (set-network), from there.
+    refused_from_unlisted_address_at: iso(pair?.unlistedRefusedAt),
+    refused_from_unlisted_address: pair?.unlistedRefusedAddress ?? null,
     genuine: result.genuine,
     accepted: result.accepted,
     accepted_until: iso(result.acceptedUntil),
@@ -117,6 +120,12 @@ async function runLookup(session: Session, out: Output, value: string | undefine
       ['last used', iso(pair.lastUsedAt)],
       ['last refused', iso(pair.lastRefusedAt)],
     );
+    if (pair.unlistedRefusedAt !== null) {
+      rows.push([
+        'unlisted address',
+        `${iso(pair.unlistedRefusedAt)} from ${pair.unlistedRefusedAddress ?? 'unknown'}: the genuine secret was used outside the partner's network`,
+      ]);
+    }
   }
   if (token) {
     rows.push(
@@ -220,6 +229,8 @@ async function runListKeys(session: Session, out: Output, options: ListKeysOptio
         last_refused_at: iso(pair.lastRefusedAt),
         retires_at: iso(pair.retiresAt),
         switched_at: iso(pair.switchedAt),
+        refused_from_unlisted_address_at: iso(pair.unlistedRefusedAt),
+        refused_from_unlisted_address: pair.unlistedRefusedAddress,
       })),
       next_cursor: page.nextCursor,
     });
@@ -242,6 +253,12 @@ async function runListKeys(session: Session, out: Output, options: ListKeysOptio
         ]),
       ),
     );
+  }
+  // The strongest sign of a leak: a genuine secret used from outside the partner's network rules.
+  for (const pair of page.keys) {
+    if (pair.unlistedRefusedAt !== null) {
+      out.line(`${pair.id}: genuine secret refused from unlisted address ${pair.unlistedRefusedAddress ?? 'unknown'} at ${iso(pair.unlistedRefusedAt)}`);
+    }
   }
   if (page.nextCursor) out.line(`More: --cursor ${page.nextCursor}`);
   return code;

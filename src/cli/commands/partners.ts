@@ -141,14 +141,16 @@ export const showPartnerCommand = defineCommand({
 
 async function runShowPartner(session: Session, out: Output, partnerArgument: string | undefined): Promise<void> {
   const reference = await resolvePartnerArgument(session, partnerArgument);
-  const [{ showPartner }, { limitsJson, partnerLimits }, { describeLimits }, db] = await Promise.all([
+  const [{ showPartner }, { limitsJson, partnerLimits }, { describeLimits }, { partnerNetwork }, db] = await Promise.all([
     import('../../domain/partners.js'),
     import('../../domain/limits.js'),
     import('./describe-limits.js'),
+    import('../../domain/networks.js'),
     session.db(),
   ]);
   const { partner, keyPairs, companies, companyCount } = await showPartner(db, reference);
   const limits = await partnerLimits(db.sql, partner.id);
+  const network = await partnerNetwork(db.sql, partner.id);
   if (out.json) {
     out.emitJson({
       ...partnerJson(partner),
@@ -165,10 +167,13 @@ async function runShowPartner(session: Session, out: Output, partnerArgument: st
         last_refused_at: iso(pair.lastRefusedAt),
         retires_at: iso(pair.retiresAt),
         switched_at: iso(pair.switchedAt),
+        refused_from_unlisted_address_at: iso(pair.unlistedRefusedAt),
+        refused_from_unlisted_address: pair.unlistedRefusedAddress,
       })),
       company_count: companyCount,
       companies: companies.map((company) => ({ company_id: company.companyId, created_at: iso(company.createdAt) })),
       limits: limitsJson(limits),
+      network: { allow: network },
     });
     return;
   }
@@ -181,6 +186,7 @@ async function runShowPartner(session: Session, out: Output, partnerArgument: st
       ['created', iso(partner.createdAt)],
       ['updated', iso(partner.updatedAt)],
       ['limits', describeLimits(limits)],
+      ['network', network.length === 0 ? 'any client address' : network.join(', ')],
     ]),
   );
   out.line();

@@ -48,6 +48,9 @@ export const applyCommand = defineCommand<ApplyOptions>({
       status: active
       # optional: absent leaves the partner's mappings alone
       companies: [company-1, company-2]
+      # optional: the client addresses allowed (set-network); [] clears them;
+      # absent leaves the partner's rules alone
+      allow_from: [203.0.113.0/24]
 
 Re-applying the same document changes nothing (exit 0, "changes": 0).`,
   examples: [{ lines: ['partnerctl export > partners.yaml', 'partnerctl apply -f partners.yaml --dry-run'] }],
@@ -145,6 +148,7 @@ function planJson(plan: Plan) {
     companies_mapped: plan.companiesMapped,
     companies_unmapped: plan.companiesUnmapped,
     keys_issued: plan.keysIssued,
+    networks_set: plan.networksSet,
     partners: plan.partners.map((step) => ({
       name: step.name,
       partner_id: step.partnerId,
@@ -153,6 +157,7 @@ function planJson(plan: Plan) {
       companies_mapped: step.map,
       companies_unmapped: step.unmap,
       key_issued: step.issueKeys,
+      ...(step.network === null ? {} : { allow_from: step.network }),
     })),
   };
 }
@@ -169,18 +174,20 @@ function printPlan(out: Output, plan: Plan): void {
     if (step.map.length) parts.push(`map ${plural(step.map.length, 'company', 'companies')}`);
     if (step.unmap.length) parts.push(`unmap ${plural(step.unmap.length, 'company', 'companies')}`);
     if (step.issueKeys) parts.push('issue a key pair');
+    if (step.network) parts.push(step.network.length === 0 ? 'clear the network rules' : `allow only ${step.network.join(', ')}`);
     out.line(`${step.create ? '+' : '~'} ${step.name}${step.partnerId ? ` (${step.partnerId})` : ''}: ${parts.join(', ')}`);
   }
   out.line(
     `Plan: ${plural(plan.partnersCreated, 'partner')} created, ${plan.partnersEnabled} enabled, ${plan.partnersDisabled} disabled; ` +
       `${plural(plan.companiesMapped, 'company', 'companies')} mapped, ${plan.companiesUnmapped} unmapped` +
-      `${plan.keysIssued ? `; ${plural(plan.keysIssued, 'key pair')} issued` : ''} (${plural(plan.changes, 'change')})`,
+      `${plan.keysIssued ? `; ${plural(plan.keysIssued, 'key pair')} issued` : ''}` +
+      `${plan.networksSet ? `; ${plural(plan.networksSet, 'network rule set')} changed` : ''} (${plural(plan.changes, 'change')})`,
   );
 }
 
 export const exportCommand = defineCommand<{ partner?: string[] }>({
   name: 'export',
-  description: 'print partners, their status and companies as a document for apply (YAML; JSON with --json)',
+  description: 'print partners, their status, companies and network rules as a document for apply (YAML; JSON with --json)',
   options: [{ flags: '--partner <partner>', description: 'only this partner (id or name); repeat for more', repeatable: true }],
   readOnly: true,
   run: (session, out, { options }) => runExport(session, out, options),

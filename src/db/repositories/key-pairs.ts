@@ -22,6 +22,9 @@ export interface KeyPairRow {
    * ended reads as 'superseded' (superseded at its retires_at) before anything settles it.
    */
   storedStatus: string;
+  /** The last exchange with the genuine secret refused from outside the partner's network rules, and its address. */
+  unlistedRefusedAt: Date | null;
+  unlistedRefusedAddress: string | null;
 }
 
 type Raw = {
@@ -38,10 +41,12 @@ type Raw = {
   retires_at: unknown;
   switched_at: unknown;
   after_switch_seconds: unknown;
+  unlisted_refused_at: unknown;
+  unlisted_refused_address: string | null;
 };
 
 const COLUMNS =
-  'id, partner_id, access_key, status, created_at, superseded_at, revoked_at, last_used_at, expires_at, last_refused_at, retires_at, switched_at, after_switch_seconds';
+  'id, partner_id, access_key, status, created_at, superseded_at, revoked_at, last_used_at, expires_at, last_refused_at, retires_at, switched_at, after_switch_seconds, unlisted_refused_at, unlisted_refused_address';
 
 /** A stored 'retiring' status read at `now`: 'superseded' once retires_at has passed (no timer settles it). */
 export function overlapStatus(stored: string, retiresAt: Date | null, now = Date.now()): string {
@@ -66,6 +71,8 @@ function fromRaw(row: Raw): KeyPairRow {
     switchedAt: toDate(row.switched_at),
     afterSwitchSeconds: row.after_switch_seconds == null ? null : Number(row.after_switch_seconds),
     storedStatus: row.status,
+    unlistedRefusedAt: toDate(row.unlisted_refused_at),
+    unlistedRefusedAddress: row.unlisted_refused_address ?? null,
   };
 }
 
@@ -118,6 +125,8 @@ export interface ExchangeRow {
   storedStatus: string;
   /** For an active pair: its partner's retiring pair that has not seen the switch yet, if any. */
   retiringUnswitched: { id: string; retiresAt: Date; afterSwitchSeconds: number } | null;
+  /** The partner's network rules (partner_networks.allow_from); null: none. */
+  allowFrom: string | null;
 }
 
 export async function keyPairForExchange(q: Queryable, accessKey: string): Promise<ExchangeRow | null> {
@@ -135,11 +144,14 @@ export async function keyPairForExchange(q: Queryable, accessKey: string): Promi
     r_id: string | null;
     r_retires_at: unknown;
     r_after_switch_seconds: unknown;
+    allow_from: string | null;
   }>(
     `SELECT k.id, k.secret_hash, k.status, k.last_used_at, k.last_refused_at, k.expires_at, p.id AS partner_id, p.status AS partner_status,
-       p.tokens_revoked_before, k.retires_at, r.id AS r_id, r.retires_at AS r_retires_at, r.after_switch_seconds AS r_after_switch_seconds
+       p.tokens_revoked_before, k.retires_at, r.id AS r_id, r.retires_at AS r_retires_at, r.after_switch_seconds AS r_after_switch_seconds,
+       n.allow_from
      FROM key_pairs k JOIN partners p ON p.id = k.partner_id
      LEFT JOIN key_pairs r ON k.status = 'active' AND r.partner_id = k.partner_id AND r.status = 'retiring' AND r.switched_at IS NULL
+     LEFT JOIN partner_networks n ON n.partner_id = p.id
      WHERE k.access_key = $1`,
     [accessKey],
   );
@@ -162,6 +174,7 @@ export async function keyPairForExchange(q: Queryable, accessKey: string): Promi
         partnerId: row.partner_id,
         partnerStatus: row.partner_status,
         tokensRevokedBefore: row.tokens_revoked_before == null ? null : Number(row.tokens_revoked_before),
+        allowFrom: row.allow_from ?? null,
       }
     : null;
 }
@@ -230,6 +243,14 @@ export async function touchLastUsed(q: Queryable, id: string, at: Date): Promise
 /** Bookkeeping outside any unit of work: when a refused pair (superseded, revoked, expired, wrong secret) was last tried. */
 export async function touchLastRefused(q: Queryable, id: string, at: Date): Promise<void> {
   await q.query('UPDATE key_pairs SET last_refused_at = $1 WHERE id = $2 AND (last_refused_at IS NULL OR last_refused_at < $3)', [at, id, at]);
+}
+
+/** Bookkeeping outside any unit of work: a genuine secret refused from outside the partner's network rules. */
+export async function touchUnlistedRefused(q: Queryable, id: string, at: Date, address: string): Promise<void> {
+  await q.query(
+    'UPDATE key_pairs SET unlisted_refused_at = $1, unlisted_refused_address = $2 WHERE id = $3 AND (unlisted_refused_at IS NULL OR unlisted_refused_at < $4)',
+    [at, address, id, at],
+  );
 }
 
 export interface KeyPairListRow extends KeyPairRow {

@@ -91,14 +91,24 @@ export async function partnerPage(
   return rows.map((row) => ({ ...fromRaw(row), companyCount: Number(row.company_count), activeAccessKey: row.active_access_key }));
 }
 
-/** What the gate needs about a partner: its status and the instant (ms) before which its tokens are refused. */
-export async function partnerGateRow(q: Queryable, id: string): Promise<{ status: string; tokensRevokedBefore: number | null } | null> {
-  const [row] = await q.query<{ status: string; tokens_revoked_before: unknown }>(
-    'SELECT status, tokens_revoked_before FROM partners WHERE id = $1',
+/**
+ * What the gate needs about a partner: its status, the instant (ms) before which its tokens are refused, and
+ * its network rules (partner_networks.allow_from; null: none).
+ */
+export async function partnerGateRow(
+  q: Queryable,
+  id: string,
+): Promise<{ status: string; tokensRevokedBefore: number | null; allowFrom: string | null } | null> {
+  const [row] = await q.query<{ status: string; tokens_revoked_before: unknown; allow_from: string | null }>(
+    'SELECT p.status, p.tokens_revoked_before, n.allow_from FROM partners p LEFT JOIN partner_networks n ON n.partner_id = p.id WHERE p.id = $1',
     [id],
   );
   if (!row) return null;
-  return { status: row.status, tokensRevokedBefore: row.tokens_revoked_before == null ? null : Number(row.tokens_revoked_before) };
+  return {
+    status: row.status,
+    tokensRevokedBefore: row.tokens_revoked_before == null ? null : Number(row.tokens_revoked_before),
+    allowFrom: row.allow_from ?? null,
+  };
 }
 
 export async function setTokensRevokedBefore(tx: SqlTx, id: string, ms: number): Promise<void> {

@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import { requestHeadProblem } from '../protocol/edges.js';
+import type { ClientAddresses } from '../protocol/client-address.js';
 import type { FinishedRequest } from '../protocol/finished-request.js';
 import { BASE_PATH } from '../protocol/paths.js';
 import { DataRequest, type DataPath } from './pipeline.js';
@@ -44,6 +45,8 @@ export interface BareEntryOptions {
   /** True once the server is closing: Fastify then answers (with `Connection: close`). */
   closing: () => boolean;
   finish: (finished: FinishedRequest) => void;
+  /** The client's address, computed here once for the whole data path. */
+  addresses: ClientAddresses;
 }
 
 /** True when the request needs nothing of Fastify's intake before the data path. */
@@ -76,6 +79,6 @@ export function bareEntry(pipeline: DataPath, options: BareEntryOptions, fastify
       fastify(request, response);
       return;
     }
-    pipeline.serve(request, response, new DataRequest(randomUUID(), performance.now()), options.finish);
+    pipeline.serve(request, response, new DataRequest(randomUUID(), performance.now(), options.addresses.of(request)), options.finish);
   };
 }

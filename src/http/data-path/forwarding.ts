@@ -2,6 +2,7 @@
 // and which answers cross the gateway. Plain functions over plain values, so the hot path stays cheap.
 import { AppError } from '../../errors.js';
 import { envelope } from '../protocol/errors.js';
+import type { ClientAddress } from '../protocol/client-address.js';
 import { BASE_PATH } from '../protocol/paths.js';
 
 // A dot segment, plain or percent-encoded, also with `;parameters` (`..;x` is `..` to servlet containers and
@@ -78,6 +79,9 @@ const DROPPED_REQUEST_HEADERS = new Set([
   'x-http-method-override',
   'x-http-method',
   'x-method-override',
+  // The trace context: the engine gets the gateway's (its parent is the gateway's span), never the client's.
+  'traceparent',
+  'tracestate',
 ]);
 // Letters, digits and hyphens only, as nginx accepts by default (ignore_invalid_headers): an underscore, a
 // dot or any other token character is how `X-Partner_Id` would pass for `X-Partner-Id` at an engine that
@@ -103,12 +107,19 @@ export interface GatewayHeaders {
   requestId: string;
   /** The body's length, null when none is forwarded. */
   contentLength: number | null;
+  /** The client as the gateway determined it: the engine's X-Forwarded-For and X-Forwarded-Proto. */
+  client: ClientAddress;
+  /** The trace context whose parent is the gateway's span. */
+  traceparent: string;
+  /** The client's tracestate, passed through; undefined when none (or no valid traceparent). */
+  tracestate: string | undefined;
 }
 
 /**
  * The headers the engine receives, as a flat [name, value, …] list in the client's order: every client
  * header except hop-by-hop ones (and those its Connection header names), credentials, names that are not
- * plain letters, digits and hyphens, and the gateway's own, which are then set from the verified request.
+ * plain letters, digits and hyphens, and the gateway's own, which are then set from the verified request:
+ * the partner, the company, the request id, the client's address and scheme, the trace context.
  */
 export function engineRequestHeaders(rawHeaders: readonly string[], connection: string | string[] | undefined, own: GatewayHeaders): string[] {
   const named = connectionTokens(connection);
@@ -120,6 +131,10 @@ export function engineRequestHeaders(rawHeaders: readonly string[], connection: 
     out.push(name, rawHeaders[i + 1]!);
   }
   out.push('x-partner-id', own.partnerId, 'x-company-id', own.companyId, 'x-request-id', own.requestId);
+  // The client's own X-Forwarded-* were dropped above: these say what the gateway determined.
+  if (own.client.address !== '') out.push('x-forwarded-for', own.client.address);
+  out.push('x-forwarded-proto', own.client.proto, 'traceparent', own.traceparent);
+  if (own.tracestate !== undefined) out.push('tracestate', own.tracestate);
   if (own.contentLength !== null) out.push('content-length', String(own.contentLength));
   return out;
 }

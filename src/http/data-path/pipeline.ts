@@ -1,7 +1,8 @@
 // The one data path: every data request, whichever way it enters (the bare listener or the Fastify route),
 // goes through these steps, written once against Node's request and response types:
 //   read + gate + limit (`admit`, before any body is read) -> company (`authorize`) -> `forward` -> `answer`,
-// and the entry hands the finished request to `finish` (request log, usage, metrics).
+// and the entry hands the finished request to `finish` (request log, usage, metrics). The entry computes the
+// client's address once (protocol/client-address.ts); `admit` reads the trace context first of all.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { AccessState } from '../../domain/access.js';
@@ -9,9 +10,12 @@ import type { TokenClaims, TokenVerifier } from '../../domain/tokens.js';
 import { AppError } from '../../errors.js';
 import type { DataLimits, Policy } from '../counters/limits.js';
 import { errorAnswer } from '../protocol/errors.js';
+import type { ClientAddress } from '../protocol/client-address.js';
 import type { FinishedRequest } from '../protocol/finished-request.js';
+import { traceContextOf, traceparentOf, type TraceContext } from '../protocol/trace-context.js';
 import type { EngineResponse, Forwarder } from './forwarder.js';
 import { engineErrorEnvelope, engineRequestHeaders, engineResponseHeaders, engineTarget } from './forwarding.js';
+import type { RequestSpans, SpanExport } from './spans.js';
 import { bearerToken, companyOf, queryOf, refuseKeysInUrl, tokenRefused, type Query, type RequestBody } from './gate.js';
 
 /** What the data path knows of one request as it goes through the steps. */
@@ -28,12 +32,24 @@ export class DataRequest {
   sentAt = 0;
   /** The query, as parsed once by `admit`. */
   query: Query = {};
+  /** The trace this request belongs to (read first by `admit`). */
+  trace: TraceContext | null = null;
+  /** Its spans, when they are exported; null otherwise (no span objects at all). */
+  spans: RequestSpans | null = null;
 
   constructor(
     readonly id: string,
     /** performance.now() when the request arrived. */
     readonly started: number,
+    /** Who the client is, as the entry determined it once. */
+    readonly client: ClientAddress,
   ) {}
+}
+
+/** The path of a request target, without its query (for span names). */
+function pathOf(url: string): string {
+  const queryStart = url.indexOf('?');
+  return queryStart < 0 ? url : url.slice(0, queryStart);
 }
 
 /** An answer to write: status, headers, body. */
@@ -54,6 +70,8 @@ export interface DataPathDeps {
   prefix: string;
   corsOn: boolean;
   logger: Logger | undefined;
+  /** Span export (OTEL_EXPORTER_OTLP_ENDPOINT); null: trace ids only. */
+  spans: SpanExport | null;
 }
 
 // The engine's own framing and what it says of its body: an error answer is the gateway's envelope instead.
@@ -79,11 +97,16 @@ export class DataPath {
    */
   admit(request: IncomingMessage, data: DataRequest): void | Promise<void> {
     const url = request.url ?? '';
+    const spanExport = this.deps.spans;
+    const trace = traceContextOf(request.rawHeaders, data.id, spanExport !== null);
+    data.trace = trace;
+    if (spanExport !== null) data.spans = spanExport.start(trace, request.method!, pathOf(url), data.client.address);
+    data.headers.traceresponse = traceparentOf(trace.traceId, trace.spanId, trace.flags);
     data.query = queryOf(url);
     refuseKeysInUrl(url, data.query);
     const token = bearerToken(request.rawHeaders, data.headers);
     const claims = this.deps.verifier.verifiedNow(token);
-    if (claims !== undefined && this.deps.access.authenticatesNow(claims)) {
+    if (claims !== undefined && this.deps.access.authenticatesNow(claims, data.client.address)) {
       data.claims = claims;
       return this.limit(data);
     }
@@ -93,7 +116,7 @@ export class DataPath {
   private async admitWaiting(token: string, data: DataRequest): Promise<void> {
     try {
       const claims = await this.deps.verifier.verify(token);
-      await this.deps.access.authenticate(claims);
+      await this.deps.access.authenticate(claims, data.client.address);
       data.claims = claims;
     } catch (error) {
       throw tokenRefused(data.headers, error);
@@ -123,10 +146,12 @@ export class DataPath {
     const claims = data.claims!;
     if (this.deps.access.authorizesCompanyNow(claims, company)) {
       data.companyId = company;
+      data.spans?.gatePassed(claims.partnerId, company);
       return;
     }
     return this.deps.access.authorizeCompany(claims, company).then(() => {
       data.companyId = company;
+      data.spans?.gatePassed(claims.partnerId, company);
     });
   }
 
@@ -138,11 +163,16 @@ export class DataPath {
     const { forwarder, prefix } = this.deps;
     if (forwarder === null) throw new AppError('upstream_unavailable', 'no recommendation engine is configured');
     const path = engineTarget(request.url ?? '', prefix);
+    const trace = data.trace!;
+    const parent = data.spans === null ? trace.spanId : data.spans.engineStarted();
     const headers = engineRequestHeaders(request.rawHeaders, request.headers.connection, {
       partnerId: data.claims!.partnerId,
       companyId: data.companyId!,
       requestId: data.id,
       contentLength: body === null ? null : body.length,
+      client: data.client,
+      traceparent: traceparentOf(trace.traceId, parent, trace.flags),
+      tracestate: trace.state,
     });
     data.sentAt = performance.now();
     return forwarder.forward({ method: request.method!, path, headers, body });
@@ -154,9 +184,12 @@ export class DataPath {
    */
   answer(engine: EngineResponse, data: DataRequest): Answer {
     data.engineMs = performance.now() - data.sentAt;
+    data.spans?.engineEnded(engine.status);
     const headers: Record<string, string | string[] | number> = engineResponseHeaders(engine.headers, this.deps.corsOn);
     for (const name in data.headers) headers[name] ??= data.headers[name]!;
     headers['x-request-id'] = data.id;
+    // The client's trace header names the gateway's span, whatever the engine says of its own.
+    headers.traceresponse = data.headers.traceresponse!;
     if (engine.status < 400) {
       headers['content-length'] = engine.body.length;
       return { status: engine.status, headers, body: engine.body };
@@ -168,6 +201,12 @@ export class DataPath {
     for (const name of ENGINE_ERROR_DROPPED) delete headers[name];
     headers['content-type'] = 'application/json; charset=utf-8';
     return { status: translated.status, headers, body: translated.body };
+  }
+
+  /** A forward that failed: the engine's span closed, and the answer it gets (`upstreamFailure`). */
+  engineFailed(data: DataRequest, error: unknown): AppError {
+    data.spans?.engineEnded(null);
+    return upstreamFailure(error);
   }
 
   /**
@@ -210,7 +249,7 @@ export class DataPath {
     }
     sent.then(
       (engine) => this.write(bare, this.answer(engine, bare.data), undefined),
-      (error: unknown) => this.refuse(bare, upstreamFailure(error)),
+      (error: unknown) => this.refuse(bare, this.engineFailed(bare.data, error)),
     );
   }
 
@@ -240,6 +279,9 @@ export class DataPath {
       status: answer.status,
       durationMs: performance.now() - data.started,
       engineMs: data.engineMs,
+      client: data.client.address,
+      traceId: data.trace === null ? null : data.trace.traceId,
+      spans: data.spans,
     };
     if (failure !== undefined) finished.failure = failure;
     finish(finished);

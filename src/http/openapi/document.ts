@@ -17,6 +17,7 @@ const CODE_USE: Record<ErrorCode, 'api' | 'cli'> = {
   invalid_credentials: 'api',
   unauthorized: 'api',
   permission_denied: 'cli',
+  address_not_allowed: 'api',
   not_found: 'api',
   partner_not_found: 'cli',
   method_not_allowed: 'api',
@@ -173,6 +174,9 @@ function dataOperation(method: DataMethod, atBase: boolean) {
       '401': gatewayError('unauthorized: token missing, malformed, expired or no longer accepted. Exchange the keys again and retry once.', {
         'WWW-Authenticate': ref('headers', 'WwwAuthenticate'),
       }),
+      '403': gatewayError(
+        'address_not_allowed: the partner has network rules and this client address is outside them (the rules are never named).',
+      ),
       '404': dataError('not_found: the company is not mapped to the partner account, or does not exist. Or the engine\'s own 404.'),
       '408': ref('responses', 'RequestTimeout'),
       '417': head ? errorResponse(EXPECTATION_FAILED, { head }) : ref('responses', 'ExpectationFailed'),
@@ -328,6 +332,9 @@ export function openApiDocument(): object {
             '400': errorResponse('invalid_request: malformed JSON, missing or non-string fields, other or repeated members, or a malformed request.'),
             '401': errorResponse(
               'invalid_credentials: unknown access key, wrong secret, superseded or revoked pair, or disabled partner: all the same.',
+            ),
+            '403': errorResponse(
+              'address_not_allowed: the key pair\'s partner has network rules and this client address is outside them (the rules are never named).',
             ),
             '408': ref('responses', 'RequestTimeout'),
       '417': ref('responses', 'ExpectationFailed'),

@@ -1,3 +1,5 @@
+import type { RequestSpans } from '../data-path/spans.js';
+
 /** One answered request, for whatever counts requests once they are finished: the request log, usage, metrics. */
 export interface FinishedRequest {
   requestId: string;
@@ -11,8 +13,14 @@ export interface FinishedRequest {
   durationMs: number;
   /** How long the engine took to answer; 0 when it was not asked or did not answer. */
   engineMs: number;
-  /** A token exchange (accepted or refused): the pair its access key named, the partner it minted for, the client. */
-  exchange?: { keyPairId: string | null; partnerId: string | null; client: string; userAgent: string | undefined };
+  /** The client's address, as the entry determined it (protocol/client-address.ts). */
+  client: string;
+  /** A data request's trace id (protocol/trace-context.ts); null for any other request. */
+  traceId: string | null;
+  /** A data request's spans, ended by the finish step, when spans are exported; else null. */
+  spans: RequestSpans | null;
+  /** A token exchange (accepted or refused): the pair its access key named, the partner it minted for. */
+  exchange?: { keyPairId: string | null; partnerId: string | null; userAgent: string | undefined };
   /** Why a 5xx was answered (the client sees a fixed message): for the log. */
   failure?: unknown;
 }

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
 import type { EngineResponse } from '../data-path/forwarder.js';
-import { DataRequest, upstreamFailure, type DataPath } from '../data-path/pipeline.js';
+import { DataRequest, type DataPath } from '../data-path/pipeline.js';
 import { BASE_PATH } from '../protocol/paths.js';
 import { methodNotAllowed } from './method-not-allowed.js';
 
@@ -14,7 +14,7 @@ const DATA_METHODS: HTTPMethods[] = ['GET', 'HEAD', 'DELETE', 'OPTIONS', 'POST',
 export function registerDataRoutes(app: FastifyInstance, pipeline: DataPath): void {
   const options = {
     onRequest: async (request: FastifyRequest, reply: FastifyReply) => {
-      const data = new DataRequest(request.id, performance.now());
+      const data = new DataRequest(request.id, performance.now(), request.client);
       request.dataRequest = data;
       try {
         await pipeline.admit(request.raw, data);
@@ -33,7 +33,7 @@ export function registerDataRoutes(app: FastifyInstance, pipeline: DataPath): vo
     try {
       engine = await pipeline.forward(request.raw, data, request.bodyBytes);
     } catch (error) {
-      throw upstreamFailure(error);
+      throw pipeline.engineFailed(data, error);
     }
     const answer = pipeline.answer(engine, data);
     return reply.code(answer.status).headers(answer.headers).send(answer.body);

@@ -10,6 +10,8 @@ import type { Metrics } from '../counters/metrics.js';
 import type { SharedRedis } from '../counters/redis.js';
 import type { DataRequest } from '../data-path/pipeline.js';
 import type { Forwarder } from '../data-path/forwarder.js';
+import type { SpanExport } from '../data-path/spans.js';
+import type { ClientAddress } from '../protocol/client-address.js';
 
 export interface AppDeps {
   db: Database;
@@ -29,6 +31,8 @@ export interface AppDeps {
   usage?: UsageCounter | null;
   /** Prometheus metrics (served by their own listener); none: not kept. */
   metrics?: Metrics | null;
+  /** Spans exported over OTLP/HTTP (OTEL_EXPORTER_OTLP_ENDPOINT); none: trace ids only. */
+  spans?: SpanExport | null;
 }
 
 declare module 'fastify' {
@@ -43,6 +47,8 @@ declare module 'fastify' {
     rawBody: string | null;
     /** The JSON body's bytes exactly as received: what a data request forwards. */
     bodyBytes: Buffer | null;
+    /** The client, determined once by the first hook (protocol/client-address.ts): every later step reads it here. */
+    client: ClientAddress;
     /** The error behind a 5xx answer (database, engine, signing keys, a bug): for the log. */
     serverFailure: unknown;
   }

@@ -55,7 +55,7 @@ export function registerTokenRoutes(app: FastifyInstance, deps: AppDeps): void {
     const perAddress = app.createRateLimit({
       max: config.tokenRateLimitPerIp,
       timeWindow: config.rateLimitWindowMs,
-      keyGenerator: (request: FastifyRequest) => `ip:${request.ip}`,
+      keyGenerator: (request: FastifyRequest) => `ip:${request.client.address}`,
     }) as Limiter;
     onRequest.push((request, reply) => enforce(perAddress, request, reply, 'from this address'));
   }
@@ -83,7 +83,7 @@ export function registerTokenRoutes(app: FastifyInstance, deps: AppDeps): void {
   app.post(TOKEN_PATH, { bodyLimit: TOKEN_BODY_LIMIT_BYTES, onRequest, preHandler }, async (request, reply) => {
     const { accessKey, secretKey } = parseTokenRequest(request.body, request.rawBody);
     request.exchangeKeyPairId = null;
-    const minted = await exchange.exchange(accessKey, secretKey, (keyPairId) => (request.exchangeKeyPairId = keyPairId));
+    const minted = await exchange.exchange(accessKey, secretKey, request.client.address, (keyPairId) => (request.exchangeKeyPairId = keyPairId));
     request.partnerId = minted.claims.partnerId;
     reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
     return { access_token: minted.accessToken, token_type: 'Bearer', expires_in: minted.expiresIn };

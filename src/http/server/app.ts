@@ -10,6 +10,7 @@ import { failoverStore } from '../counters/token-throttles.js';
 import { bareEntry, watchOtherRoutes } from '../data-path/bare-entry.js';
 import { createForwarder } from '../data-path/forwarder.js';
 import { DataPath } from '../data-path/pipeline.js';
+import { ClientAddresses, compileTrust, type ClientAddress } from '../protocol/client-address.js';
 import { installExpectHandling, requestHeadProblem } from '../protocol/edges.js';
 import { envelope, sendError } from '../protocol/errors.js';
 import { registerDataRoutes } from '../routes/data.js';
@@ -54,7 +55,12 @@ function clientErrorHandler(error: NodeJS.ErrnoException, socket: Socket): void 
 /** Builds the public API (no listen): plugins, the JSON body parser, error handling, routes. */
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config, logger } = deps;
+  // PUBLIC_API_TRUSTED_PROXIES: the same trust function for the client address of every step and for
+  // Fastify's own `request.ip`.
+  const addresses = new ClientAddresses(compileTrust(config.trustedProxies));
+  const trustProxy = addresses.trustProxy;
   const app = Fastify({
+    ...(trustProxy === undefined ? {} : { trustProxy }),
     logger: false,
     genReqId: () => randomUUID(),
     requestIdHeader: false,
@@ -82,6 +88,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.decorateRequest('rawBody', null);
   app.decorateRequest('bodyBytes', null);
   app.decorateRequest('serverFailure', null);
+  app.decorateRequest('client', null as unknown as ClientAddress);
 
   // Only JSON is accepted, and only as UTF-8 (RFC 8259): a body that is not valid UTF-8 is refused, since the
   // gate and an engine could read different members out of it. The bytes are kept as received so data
@@ -113,6 +120,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   app.addHook('onRequest', (request, reply, done) => {
+    request.client = addresses.of(request.raw);
     reply.header('x-request-id', request.id);
     // Host exactly once and valid, no repeated single-valued header, no transfer or content coding we cannot read.
     const problem = requestHeadProblem(request.raw);
@@ -141,13 +149,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       status: reply.statusCode,
       durationMs: reply.elapsedTime,
       engineMs: data?.engineMs ?? 0,
+      // A request Fastify refused before its first hook (a malformed URL) has its client computed here.
+      client: (request.client ?? addresses.of(request.raw)).address,
+      traceId: data?.trace?.traceId ?? null,
+      spans: data?.spans ?? null,
       ...(request.exchangeKeyPairId === undefined
         ? {}
         : {
             exchange: {
               keyPairId: request.exchangeKeyPairId,
               partnerId: request.partnerId,
-              client: request.ip,
               userAgent: typeof request.headers['user-agent'] === 'string' ? request.headers['user-agent'] : undefined,
             },
           }),
@@ -177,7 +188,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
           origin,
           methods: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'],
           allowedHeaders: ['Authorization', 'Content-Type'],
-          exposedHeaders: ['X-Request-Id', 'Retry-After', 'WWW-Authenticate'],
+          exposedHeaders: ['X-Request-Id', 'Retry-After', 'WWW-Authenticate', 'traceresponse'],
           maxAge: 600,
           strictPreflight: false,
         });
@@ -199,7 +210,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       done();
     });
     app.server.removeListener('request', fastify);
-    app.server.on('request', bareEntry(pipeline, { corsOn: config.corsOrigins.length > 0, otherRoute, closing: () => closing, finish }, fastify));
+    app.server.on('request', bareEntry(pipeline, { corsOn: config.corsOrigins.length > 0, otherRoute, closing: () => closing, finish, addresses }, fastify));
   }
   return app;
 }
@@ -223,5 +234,6 @@ function dataPath(app: FastifyInstance, deps: AppDeps): DataPath {
     prefix: upstream ? upstream.pathname.replace(/\/+$/, '') : '',
     corsOn: config.corsOrigins.length > 0,
     logger: deps.logger,
+    spans: deps.spans ?? null,
   });
 }

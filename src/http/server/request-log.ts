@@ -32,11 +32,11 @@ function isoNow(): string {
   return lastStamp;
 }
 
-/** A token exchange's trace (accepted or refused): the pair its access key named, the client; never a key or a token. */
+/** A token exchange's trace (accepted or refused): the pair its access key named, the user agent; never a key or a token. */
 function exchangeFields(exchange: NonNullable<FinishedRequest['exchange']>): string {
   const agent = exchange.userAgent;
   const shown = agent === undefined ? null : redactKeyMaterial(agent).slice(0, USER_AGENT_LOGGED_MAX);
-  return `,"key_pair_id":${JSON.stringify(exchange.keyPairId)},"client":${JSON.stringify(exchange.client)},"user_agent":${JSON.stringify(shown)}`;
+  return `,"key_pair_id":${JSON.stringify(exchange.keyPairId)},"user_agent":${JSON.stringify(shown)}`;
 }
 
 /**
@@ -48,8 +48,10 @@ function requestLine(finished: FinishedRequest): string {
   const partnerId = finished.partnerId ?? finished.exchange?.partnerId ?? null;
   const partner = partnerId === null ? '' : `,"partner_id":${JSON.stringify(partnerId)}`;
   const exchange = finished.exchange === undefined ? '' : exchangeFields(finished.exchange);
+  // Addresses and trace ids (hex) need no escaping beyond what JSON.stringify does for the odd address.
+  const trace = finished.traceId === null ? '' : `,"trace_id":"${finished.traceId}"`;
   return (
-    `{"level":30,"time":"${isoNow()}","request_id":${JSON.stringify(finished.requestId)}${partner}${exchange},"method":${JSON.stringify(finished.method)},` +
+    `{"level":30,"time":"${isoNow()}","request_id":${JSON.stringify(finished.requestId)}${trace}${partner}${exchange},"client":${JSON.stringify(finished.client)},"method":${JSON.stringify(finished.method)},` +
     `"path":${JSON.stringify(pathOf(finished.url))},"status":${finished.status},"duration_ms":${Math.round(finished.durationMs * 100) / 100}}\n`
   );
 }
@@ -71,6 +73,7 @@ function logFailure(logger: Logger, finished: FinishedRequest): void {
 export function createFinish(logger: Logger | undefined, metrics: Metrics | null, usage: UsageCounter | null): (finished: FinishedRequest) => void {
   const stream = logger?.isLevelEnabled('info') ? (logger as unknown as Record<symbol, { write(line: string): unknown }>)[pino.symbols.streamSym] : undefined;
   return (finished) => {
+    finished.spans?.ended(finished.status, finished.partnerId, finished.companyId);
     if (logger !== undefined && finished.failure !== undefined) logFailure(logger, finished);
     stream?.write(requestLine(finished));
     metrics?.response(finished);

@@ -16,6 +16,7 @@ import type { ServerConfig } from '../../config.js';
 import { DataLimits } from '../counters/limits.js';
 import { Metrics } from '../counters/metrics.js';
 import { SharedRedis } from '../counters/redis.js';
+import type { SpanExport } from '../data-path/spans.js';
 import { loggableChain } from '../protocol/errors.js';
 
 export interface ServicesConfig {
@@ -61,6 +62,8 @@ export interface Services {
   readonly usage: UsageCounter | null;
   /** Prometheus metrics; null unless a metrics port is configured. */
   readonly metrics: Metrics | null;
+  /** Span export over OTLP/HTTP (OTEL_EXPORTER_OTLP_ENDPOINT); null: none. */
+  readonly spans: SpanExport | null;
   /** Stops the background work (revision poll, key-file poll, ...) and closes what the services own. Safe to call twice. */
   close(): Promise<void>;
 }
@@ -157,9 +160,16 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
     await close();
     throw error;
   }
+  // OTEL_EXPORTER_OTLP_ENDPOINT: the OpenTelemetry SDK is loaded only then; unset, no span object is ever made.
+  let spans: SpanExport | null = null;
+  if (config.server.otlpEndpoint !== null) {
+    const exported = (await import('./tracing.js')).createSpanExport(config.server.otlpEndpoint);
+    stoppers.push(() => exported.shutdown());
+    spans = exported;
+  }
   const metrics =
     config.server.metricsPort !== null || options.metrics
       ? new Metrics({ db, access, verifier, limits, redis, usage }, { perPartner: config.server.metricsPerPartner })
       : null;
-  return { config, clock, logger, db, keys, access, verifier, exchange, bookkeeping, redis, limits, usage, metrics, close };
+  return { config, clock, logger, db, keys, access, verifier, exchange, bookkeeping, redis, limits, usage, metrics, spans, close };
 }
