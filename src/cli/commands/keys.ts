@@ -4,6 +4,7 @@ import { AppError } from '../../errors.js';
 import { defineCommand } from '../definition.js';
 import { iso, type Output } from '../output.js';
 import { confirmDestructive } from '../prompts.js';
+import { parseWaitOption, receiptJson, reportReceipt, WAIT_OPTIONS, withReceipt, type WaitOptions } from '../receipt.js';
 import type { Session } from '../session.js';
 import { DURATION_HELP, PARTNER_ARGUMENT, resolvePartnerArgument } from './common.js';
 
@@ -73,6 +74,7 @@ export const rotateKeysCommand = defineCommand<RotateKeysOptions>({
         'leaked key: also revoke the old and every superseded pair and refuse every token the partner holds (test tokens too), at once (asks to confirm)',
     },
     { flags: '--expires-in <duration>', description: `the new pair mints nothing after this long (${DURATION_HELP})` },
+    ...WAIT_OPTIONS.map((option) => ({ ...option, description: `with --revoke-issued-tokens: ${option.description}` })),
   ],
   examples: [
     {
@@ -83,13 +85,15 @@ export const rotateKeysCommand = defineCommand<RotateKeysOptions>({
   run: (session, out, { args, options }) => runRotateKeys(session, out, args[0], options),
 });
 
-interface RotateKeysOptions {
+interface RotateKeysOptions extends WaitOptions {
   revokeIssuedTokens?: boolean;
   expiresIn?: string;
 }
 
-async function runRotateKeys(session: Session, out: Output, partnerArgument: string | undefined, options: RotateKeysOptions): Promise<void> {
+async function runRotateKeys(session: Session, out: Output, partnerArgument: string | undefined, options: RotateKeysOptions): Promise<number | undefined> {
   const expiry = expiryOption(options.expiresIn);
+  // Only the emergency rotation refuses credentials: the routine one has nothing for the servers to confirm.
+  const waitMs = options.revokeIssuedTokens ? await parseWaitOption(options) : null;
   const reference = await resolvePartnerArgument(session, partnerArgument);
   if (options.revokeIssuedTokens) {
     await confirmDestructive(
@@ -100,12 +104,14 @@ async function runRotateKeys(session: Session, out: Output, partnerArgument: str
   const [{ rotateKeyPair }, db] = await Promise.all([import('../../domain/key-pairs.js'), session.db()]);
   const pauseInsideMs = session.config.testPauseInRotationMs;
   const onPaused = () => out.note('partnerctl: test hook: paused inside the rotation transaction');
-  const rotated = await rotateKeyPair(db, session.who, reference, {
-    revokeIssuedTokens: options.revokeIssuedTokens === true,
-    ...expiry,
-    pauseInsideMs,
-    onPaused,
-  });
+  const { result: rotated, receipt } = await withReceipt(db, waitMs, () =>
+    rotateKeyPair(db, session.who, reference, {
+      revokeIssuedTokens: options.revokeIssuedTokens === true,
+      ...expiry,
+      pauseInsideMs,
+      onPaused,
+    }),
+  );
   if (out.json) {
     out.emitJson({
       ...newPairJson(rotated),
@@ -114,8 +120,9 @@ async function runRotateKeys(session: Session, out: Output, partnerArgument: str
       revoked_key_pair_ids: rotated.revokedKeyPairIds,
       tokens_revoked_before: rotated.tokensRevokedBefore === null ? null : new Date(rotated.tokensRevokedBefore).toISOString(),
       changed: true,
+      ...receiptJson(receipt),
     });
-    return;
+    return reportReceipt(out, receipt, options.wait || '3s');
   }
   const fate = rotated.revokedIssuedTokens
     ? `revoked with ${rotated.revokedKeyPairIds.length - 1} superseded pair(s): they mint nothing and every token issued before now is refused (test tokens too)`
@@ -124,15 +131,17 @@ async function runRotateKeys(session: Session, out: Output, partnerArgument: str
     ['old key pair', `${rotated.supersededKeyPairId} (${fate})`],
     ...(rotated.expiresAt ? ([['expires', iso(rotated.expiresAt)!]] as [string, string][]) : []),
   ]);
+  return reportReceipt(out, receipt, options.wait || '3s');
 }
 
-export const revokeKeysCommand = defineCommand<{ keyPair?: string }>({
+export const revokeKeysCommand = defineCommand<{ keyPair?: string } & WaitOptions>({
   name: 'revoke-keys',
   description:
     'revoke the live key pairs of a partner (no active pair is left) and refuse their tokens and its test tokens at once; nothing left to revoke exits 0, changed: false (asks to confirm)',
   arguments: [PARTNER_ARGUMENT],
   options: [
     { flags: '--key-pair <kp_id>', description: 'revoke exactly this pair (active or superseded); its tokens are refused at once' },
+    ...WAIT_OPTIONS,
   ],
   run: (session, out, { args, options }) => runRevokeKeys(session, out, args[0], options),
 });
@@ -141,8 +150,9 @@ async function runRevokeKeys(
   session: Session,
   out: Output,
   partnerArgument: string | undefined,
-  options: { keyPair?: string },
-): Promise<void> {
+  options: { keyPair?: string } & WaitOptions,
+): Promise<number | undefined> {
+  const waitMs = await parseWaitOption(options);
   const reference = await resolvePartnerArgument(session, partnerArgument);
   const { KEY_PAIR_ID_PATTERN } = await import('../../domain/identifiers.js');
   if (options.keyPair !== undefined && !KEY_PAIR_ID_PATTERN.test(options.keyPair)) {
@@ -155,7 +165,10 @@ async function runRevokeKeys(
       : `Revoke every key pair of '${reference}' and refuse its tokens (test tokens too) at once`,
   );
   const [{ revokeKeyPair }, db] = await Promise.all([import('../../domain/key-pairs.js'), session.db()]);
-  const result = await revokeKeyPair(db, session.who, reference, options.keyPair ? { keyPairId: options.keyPair } : {});
+  const { result, receipt } = await withReceipt(db, waitMs, () =>
+    revokeKeyPair(db, session.who, reference, options.keyPair ? { keyPairId: options.keyPair } : {}),
+  );
+  const waitText = options.wait || '3s';
   const { partner, revokedKeyPairIds, changed } = result;
   if (out.json) {
     out.emitJson({
@@ -163,16 +176,18 @@ async function runRevokeKeys(
       revoked_key_pair_ids: revokedKeyPairIds,
       tokens_revoked_before: result.tokensRevokedBefore === null ? null : new Date(result.tokensRevokedBefore).toISOString(),
       changed,
+      ...receiptJson(receipt),
     });
-    return;
+    return reportReceipt(out, receipt, waitText);
   }
   if (!changed) {
     out.line(`Nothing left to revoke for ${partner.name} (${partner.id}); nothing changed.`);
-    return;
+    return reportReceipt(out, receipt, waitText);
   }
   out.line(`Revoked ${revokedKeyPairIds.length} key pair(s) of ${partner.name} (${partner.id}); their tokens are refused now.`);
   if (result.tokensRevokedBefore !== null) out.line('Its outstanding test tokens are refused too.');
   if (!options.keyPair) out.line(`Partner ${partner.name} has no active key pair: 'partnerctl issue-keys ${partner.id}' issues a new one.`);
+  return reportReceipt(out, receipt, waitText);
 }
 
 export const mintTestTokenCommand = defineCommand<{ ttl?: string }>({

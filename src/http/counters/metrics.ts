@@ -113,9 +113,11 @@ export class Metrics {
     this.partners = options.perPartner ? new Map() : null;
     rawMetric(this.registry, 'partnerctl_http_requests_total', 'Requests answered by the public API, by route class (token, data, other) and status class', 'counter', () => {
       const out: Sample[] = [];
-      ROUTE_CLASSES.forEach((route, r) =>
-        STATUS_CLASSES.forEach((status, c) => out.push({ labels: { route_class: route, status_class: status }, value: this.requests[r * STATUS_CLASSES.length + c]! })),
-      );
+      ROUTE_CLASSES.forEach((route, r) => {
+        STATUS_CLASSES.forEach((status, c) => {
+          out.push({ labels: { route_class: route, status_class: status }, value: this.requests[r * STATUS_CLASSES.length + c]! });
+        });
+      });
       return out;
     });
     rawMetric(this.registry, 'partnerctl_http_request_duration_seconds', 'Time from the request received to the answer sent, by route class (the gateway total)', 'histogram', () =>
@@ -173,6 +175,14 @@ export class Metrics {
       registers,
       collect() {
         this.set(access.confirmedAtMs === 0 ? -1 : (Date.now() - access.confirmedAtMs) / 1000);
+      },
+    });
+    new Gauge({
+      name: 'partnerctl_applied_revision',
+      help: 'The access revision this instance applied (its caches reflect it; -1 before the first): what receipts wait for',
+      registers,
+      collect() {
+        this.set(access.appliedRevision ?? -1);
       },
     });
     new Gauge({
