@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Database } from '../db/client.js';
-import { beatInstance, listInstances, removeInstance, type InstanceRow } from '../db/repositories/instances.js';
+import { announceInstance, beatInstance, listInstances, removeInstance, type InstanceRow } from '../db/repositories/instances.js';
 import { currentRevision } from '../db/repositories/revision.js';
 import { DeferredWrites, type OnWriteFailure } from './deferred-writes.js';
 
@@ -9,7 +9,9 @@ import { DeferredWrites, type OnWriteFailure } from './deferred-writes.js';
 export const HEARTBEAT_MS = 1_000;
 /** An instance whose heartbeat is older than this is stale: listed, never awaited. */
 export const STALE_AFTER_MS = 10_000;
-const RETRY_MS = 250;
+/** A failed write is retried after 50 ms, doubling up to 1 s. */
+const RETRY_MS = 50;
+const RETRY_MAX_MS = 1_000;
 /** How long shutdown keeps trying to remove the row before it gives up (loudly). */
 const REMOVE_FOR_MS = 2_000;
 
@@ -113,9 +115,10 @@ export class InstanceRegistry extends DeferredWrites {
     };
     this.due = false;
     const moved = applied !== this.written;
-    const ok = await this.write((tx) => beatInstance(tx, row, moved));
+    const ok = await this.write((tx) => beatInstance(tx, row));
     if (ok) {
       this.written = applied;
+      if (moved) await announceInstance(this.db.sql, this.instanceId).catch(() => {});
       this.failingSince = undefined;
       this.reportedStale = false;
     } else {
@@ -129,8 +132,9 @@ export class InstanceRegistry extends DeferredWrites {
     if (this.stopped) return ok;
     // A revision that moved during the write, or a failed write, goes again at once (a little later after
     // a failure); otherwise the next heartbeat.
-    if (this.appliedRevision() !== this.written) this.schedule(ok ? 0 : RETRY_MS);
-    else this.schedule(ok ? HEARTBEAT_MS : RETRY_MS);
+    const retry = Math.min(RETRY_MAX_MS, RETRY_MS * 2 ** Math.min(5, this.failures - 1));
+    if (!ok) this.schedule(retry);
+    else this.schedule(this.appliedRevision() !== this.written ? 0 : HEARTBEAT_MS);
     return ok;
   }
 
@@ -145,8 +149,8 @@ export class InstanceRegistry extends DeferredWrites {
     const deadline = Date.now() + REMOVE_FOR_MS;
     for (;;) {
       if (await this.write((tx) => removeInstance(tx, this.instanceId).then(() => undefined))) return true;
-      if (Date.now() + RETRY_MS > deadline) break;
-      await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
+      if (Date.now() + RETRY_MS * 2 > deadline) break;
+      await new Promise((resolve) => setTimeout(resolve, RETRY_MS * 2));
     }
     this.events.onGaveUp?.(this.lastError);
     return false;

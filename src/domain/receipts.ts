@@ -36,15 +36,22 @@ export function parseWait(value: string): number {
 export class ConfirmationWatch {
   private listener: ChangeListener | undefined;
   private wake: (() => void) | undefined;
+  /** An announcement arrived while no one was waiting (during a read): read again at once. */
+  private announced = false;
 
   private constructor(private readonly db: Database) {}
 
   static async open(db: Database): Promise<ConfirmationWatch> {
     const watch = new ConfirmationWatch(db);
     if (db.provider === 'postgresql') {
-      watch.listener = await listenForChanges(db.config, { channel: INSTANCES_CHANNEL, onChange: () => watch.wake?.() });
+      watch.listener = await listenForChanges(db.config, { channel: INSTANCES_CHANNEL, onChange: () => watch.notify() });
     }
     return watch;
+  }
+
+  private notify(): void {
+    if (this.wake) this.wake();
+    else this.announced = true;
   }
 
   /**
@@ -58,6 +65,7 @@ export class ConfirmationWatch {
     const deadline = committedAt + waitMs;
     let rows: InstanceRow[] = [];
     const check = async (): Promise<boolean> => {
+      this.announced = false;
       rows = await listInstances(this.db.sql);
       const now = Date.now();
       let done = true;
@@ -74,6 +82,7 @@ export class ConfirmationWatch {
     };
     const pollMs = POLL_MS[this.db.provider];
     while (!(await check()) && Date.now() < deadline) {
+      if (this.announced) continue;
       await new Promise<void>((resolve) => {
         const timer = setTimeout(done, Math.max(0, Math.min(pollMs, deadline - Date.now())));
         function done() {

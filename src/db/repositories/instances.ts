@@ -17,18 +17,25 @@ export interface InstanceRow {
 
 /**
  * An instance's heartbeat: its row, inserted when missing (the first beat, or after someone removed it), with
- * `last_seen_at` and `applied_revision` refreshed. With `announce`, PostgreSQL listeners learn at commit.
+ * `last_seen_at` and `applied_revision` refreshed.
  */
-export async function beatInstance(tx: SqlTx, row: InstanceRow, announce: boolean): Promise<void> {
+export async function beatInstance(tx: SqlTx, row: InstanceRow): Promise<void> {
   await tx.run(
     `INSERT INTO serve_instances (instance_id, host, pid, version, address, started_at, last_seen_at, applied_revision)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
      ON CONFLICT (instance_id) DO UPDATE SET last_seen_at = excluded.last_seen_at, applied_revision = excluded.applied_revision`,
     [row.instanceId, row.host, row.pid, row.version, row.address, row.startedAt, row.lastSeenAt, row.appliedRevision],
   );
-  if (announce && tx.provider === 'postgresql') {
-    await tx.query('SELECT pg_notify($1, $2)', [INSTANCES_CHANNEL, row.instanceId]);
-  }
+}
+
+/**
+ * Tells PostgreSQL listeners (receipts) that an instance's row moved; after its commit, on its own: a NOTIFY
+ * inside the heartbeat's transaction would queue its commit behind every other notifying commit of the
+ * database, and the heartbeat never waits for a lock.
+ */
+export async function announceInstance(q: Queryable, instanceId: string): Promise<void> {
+  if (q.provider !== 'postgresql') return;
+  await q.query('SELECT pg_notify($1, $2)', [INSTANCES_CHANNEL, instanceId]);
 }
 
 export async function removeInstance(tx: SqlTx, instanceId: string): Promise<number> {

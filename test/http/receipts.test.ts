@@ -1,0 +1,217 @@
+// Issue 22: every serve instance registers itself and confirms the revision it applied; the commands that
+// revoke or refuse credentials wait for the live ones and print a receipt. Real binary, real servers.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Provider } from '../../src/config.js';
+import { backendAvailable, createBackend, type TestBackend } from '../support/backends.js';
+import { runBinary, type CliResult } from '../support/cli.js';
+import { serve, type Served } from '../support/serve.js';
+import { startUpstream, type TestUpstream } from './support.js';
+
+interface Keys {
+  access_key: string;
+  secret_key: string;
+}
+
+interface ReceiptJson {
+  revision: number;
+  confirmed: { instance_id: string; host: string; pid: number; after_ms: number }[];
+  unconfirmed: { instance_id: string; host: string; pid: number; last_seen_at: string }[];
+}
+
+/** Time spent inside the change's transaction after it takes `tokens_revoked_before` (audit row, NOTIFY, COMMIT). */
+const COMMIT_SLACK_MS = 25;
+
+function instanceIdOf(server: Served): string {
+  const match = /partnerctl serve: listening on \S+ \(.*\), instance (srv_[0-9a-f]{16})\n/.exec(server.stderr());
+  if (!match) throw new Error(`no instance id in the start-up line: ${server.stderr()}`);
+  return match[1]!;
+}
+
+function stats(values: number[]): { median: number; worst: number } {
+  const sorted = [...values].sort((a, b) => a - b);
+  return { median: sorted[Math.floor((sorted.length - 1) / 2)]!, worst: sorted.at(-1)! };
+}
+
+function suite(provider: Provider, count: number) {
+  let backend: TestBackend;
+  let upstream: TestUpstream;
+  let env: NodeJS.ProcessEnv;
+  let servers: Served[] = [];
+  let partner = 0;
+
+  const run = (...args: string[]): Promise<CliResult> => runBinary(['--json', '--yes', ...args], env);
+  const cli = async (...args: string[]) => {
+    const result = await run(...args);
+    expect(result.code, result.stderr).toBe(0);
+    return result.json<any>();
+  };
+  const token = async (server: Served, keys: Keys): Promise<string> => {
+    const response = await fetch(`${server.url}/public/v1/auth/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ access_key: keys.access_key, secret_key: keys.secret_key }),
+    });
+    expect(response.status).toBe(200);
+    return ((await response.json()) as { access_token: string }).access_token;
+  };
+  const dataStatus = async (server: Served, bearer: string): Promise<number> => {
+    const response = await fetch(`${server.url}/public/v1/prices?company_id=acme`, { headers: { authorization: `Bearer ${bearer}` } });
+    await response.arrayBuffer();
+    return response.status;
+  };
+  /** A partner mapped to acme with keys, and a token of it that every server accepts now. */
+  const partnerWithToken = async (): Promise<{ name: string; bearer: string }> => {
+    const name = `${provider}-receipt-${++partner}`;
+    await cli('create-partner', '--name', name);
+    const keys = await cli('issue-keys', name);
+    await cli('map-company', name, '--company', 'acme');
+    const bearer = await token(servers[0]!, keys);
+    for (const server of servers) {
+      if (server.child.exitCode === null) expect(await dataStatus(server, bearer)).toBe(200);
+    }
+    return { name, bearer };
+  };
+  const listed = async () => (await cli('instances')) as { revision: number; instances: Record<string, any>[] };
+  /** Until every running server's heartbeat shows the current revision. */
+  const settled = async (ids: string[]) => {
+    for (let i = 0; i < 100; i++) {
+      const { revision, instances } = await listed();
+      if (ids.every((id) => instances.some((row) => row.instance_id === id && row.applied_revision === revision && !row.stale))) return;
+      await sleep(100);
+    }
+    throw new Error('the instances did not catch up');
+  };
+
+  beforeAll(async () => {
+    backend = await createBackend(provider);
+    upstream = await startUpstream();
+    env = { ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url };
+    await cli('db', 'migrate');
+    servers = await Promise.all(Array.from({ length: count }, (_, i) => serve(env, i === 0 ? ['--metrics-port', '0'] : [])));
+  });
+
+  afterAll(async () => {
+    for (const server of servers) {
+      server.child.kill('SIGCONT');
+      server.child.kill('SIGTERM');
+    }
+    await Promise.all(servers.map((server) => server.exited));
+    await upstream?.close();
+    await backend?.dispose();
+  });
+
+  it('lists every instance under the id of its start-up line, live and current; /readyz and /metrics show the applied revision', async () => {
+    const ids = servers.map(instanceIdOf);
+    await settled(ids);
+    const { revision, instances } = await listed();
+    expect(instances.map((row) => row.instance_id).sort()).toEqual([...ids].sort());
+    for (const [i, server] of servers.entries()) {
+      const row = instances.find((r) => r.instance_id === ids[i])!;
+      expect(row).toMatchObject({ pid: server.child.pid, address: server.url, applied_revision: revision, stale: false, behind: false });
+      expect(Object.keys(row).sort()).toEqual(
+        ['address', 'applied_revision', 'behind', 'host', 'instance_id', 'last_seen_at', 'pid', 'stale', 'started_at', 'version'].sort(),
+      );
+      expect(Date.now() - Date.parse(row.last_seen_at)).toBeLessThan(2_500);
+      expect(server.stdout()).toContain(`"instance_id":"${ids[i]}"`);
+      const ready = (await (await fetch(`${server.url}/readyz`)).json()) as { applied_revision: number };
+      expect(ready.applied_revision).toBe(revision);
+    }
+    const metricsUrl = /partnerctl serve: metrics on (http:\/\/\S+)\n/.exec(servers[0]!.stderr())![1]!;
+    expect(await (await fetch(metricsUrl)).text()).toMatch(new RegExp(`^partnerctl_applied_revision ${revision}$`, 'm'));
+    expect((await run('instances', '--fail-if-behind')).code).toBe(0);
+  });
+
+  it('revoke-keys waits for every instance, and each refuses the token at or before its after_ms', async () => {
+    const { name, bearer } = await partnerWithToken();
+    // Probe every server back to back while the command runs: when each request was sent, and its answer.
+    let probing = true;
+    const probes = servers.map(async (server) => {
+      const seen: { sentAt: number; status: number }[] = [];
+      while (probing) {
+        const sentAt = Date.now();
+        seen.push({ sentAt, status: await dataStatus(server, bearer) });
+      }
+      return seen;
+    });
+    const result = await run('revoke-keys', name);
+    await sleep(50);
+    probing = false;
+    const seen = await Promise.all(probes);
+    expect(result.code, result.stderr).toBe(0);
+    const body = result.json<{ changed: boolean; tokens_revoked_before: string; receipt: ReceiptJson }>();
+    expect(body.changed).toBe(true);
+    const { receipt } = body;
+    expect(Object.keys(receipt).sort()).toEqual(['confirmed', 'revision', 'unconfirmed']);
+    expect(receipt.unconfirmed).toEqual([]);
+    const ids = servers.map(instanceIdOf);
+    expect(receipt.confirmed.map((c) => c.instance_id).sort()).toEqual([...ids].sort());
+    expect(receipt.revision).toBe((await listed()).revision);
+    // The transaction took tokens_revoked_before just before it committed: every request sent later than
+    // that plus the instance's after_ms (and the commit's own few ms) must have been refused.
+    const revokedAt = Date.parse(body.tokens_revoked_before);
+    for (const [i, id] of ids.entries()) {
+      const confirmation = receipt.confirmed.find((c) => c.instance_id === id)!;
+      expect(confirmation).toMatchObject({ pid: servers[i]!.child.pid });
+      expect(confirmation.after_ms).toBeGreaterThanOrEqual(0);
+      const accepted = seen[i]!.filter((probe) => probe.status === 200);
+      const refused = seen[i]!.filter((probe) => probe.status === 401);
+      expect(refused.length).toBeGreaterThan(0);
+      const lastAccepted = Math.max(...accepted.map((probe) => probe.sentAt));
+      expect(lastAccepted, `${id}: accepted at +${lastAccepted - revokedAt} ms, confirmed +${confirmation.after_ms} ms`).toBeLessThanOrEqual(
+        revokedAt + confirmation.after_ms + COMMIT_SLACK_MS,
+      );
+      expect(seen[i]!.every((probe) => probe.status === 200 || probe.status === 401)).toBe(true);
+      expect(await dataStatus(servers[i]!, bearer)).toBe(401);
+    }
+  });
+
+  it('measures the confirmation times (disable-partner, 12 times)', async () => {
+    const { name } = await partnerWithToken();
+    const times: number[] = [];
+    for (let i = 0; i < 12; i++) {
+      const disabled = await cli('disable-partner', name);
+      expect(disabled.changed).toBe(true);
+      for (const c of (disabled.receipt as ReceiptJson).confirmed) times.push(c.after_ms);
+      expect((disabled.receipt as ReceiptJson).confirmed).toHaveLength(servers.length);
+      await cli('enable-partner', name);
+    }
+    const { median, worst } = stats(times);
+    console.log(`[receipts] ${provider}, ${servers.length} instance(s): confirmation after_ms median ${median}, worst ${worst} (n=${times.length}): ${times.join(' ')}`);
+    // PostgreSQL: the NOTIFY; SQLite: within the instances' 250 ms revision poll plus this command's 20 ms one.
+    expect(worst).toBeLessThan(provider === 'postgresql' ? 200 : 600);
+  });
+
+  it('bad --wait is one line and exit 2, nothing changed; --no-wait gives no receipt', async () => {
+    const { name } = await partnerWithToken();
+    const bad = await runBinary(['--yes', 'disable-partner', name, '--wait', 'soon'], env);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr.trim().split('\n')).toHaveLength(1);
+    expect(bad.stderr).toContain('--wait');
+    expect((await cli('show-partner', name)).status).toBe('active');
+    const quick = await cli('disable-partner', name, '--no-wait');
+    expect(quick.changed).toBe(true);
+    expect(quick).not.toHaveProperty('receipt');
+  });
+
+  it('a re-run (changed: false) still waits and reports, in text as well', async () => {
+    const { name } = await partnerWithToken();
+    await cli('revoke-tokens', name);
+    const again = await runBinary(['--yes', 'disable-partner', name], env);
+    expect(again.code, again.stderr).toBe(0);
+    const rerun = await runBinary(['--yes', 'disable-partner', name], env);
+    expect(rerun.code, rerun.stderr).toBe(0);
+    expect(rerun.stdout).toContain('nothing changed');
+    for (const server of servers) expect(rerun.stdout).toMatch(new RegExp(`${instanceIdOf(server)} .* pid ${server.child.pid}  refusing since \\+\\d+ ms`));
+  });
+}
+
+describe('receipts on PostgreSQL: two serve instances', () => {
+  describe.skipIf(!backendAvailable('postgresql'))('', () => {
+    suite('postgresql', 2);
+  });
+});
+
+describe('receipts on SQLite: one serve instance', () => {
+  suite('sqlite', 1);
+});
