@@ -51,8 +51,19 @@ export async function startWaiting(db: Database, waitMs: number | null): Promise
   };
 }
 
+/** With --debug, the instant every after_ms counts from (epoch ms), on stderr. */
+export function noteCommit(out: Output, debug: boolean | undefined, committedAt: number): void {
+  if (debug) out.note(`partnerctl: debug: committed at ${new Date(committedAt).toISOString()} (${committedAt} ms); after_ms counts from here`);
+}
+
 /** Runs the change with the watch open; returns its result, the receipt (null with --no-wait). */
-export async function withReceipt<T>(db: Database, waitMs: number | null, change: () => Promise<T>): Promise<{ result: T; receipt: Receipt | null }> {
+export async function withReceipt<T>(
+  db: Database,
+  waitMs: number | null,
+  change: () => Promise<T>,
+  out?: Output,
+  debug?: boolean,
+): Promise<{ result: T; receipt: Receipt | null }> {
   const waiting = await startWaiting(db, waitMs);
   let result: T;
   try {
@@ -62,6 +73,7 @@ export async function withReceipt<T>(db: Database, waitMs: number | null, change
     throw error;
   }
   const committedAt = Date.now();
+  if (out) noteCommit(out, debug, committedAt);
   return { result, receipt: waiting ? await waiting.finish(committedAt) : null };
 }
 

@@ -104,14 +104,9 @@ async function runRotateKeys(session: Session, out: Output, partnerArgument: str
   const [{ rotateKeyPair }, db] = await Promise.all([import('../../domain/key-pairs.js'), session.db()]);
   const pauseInsideMs = session.config.testPauseInRotationMs;
   const onPaused = () => out.note('partnerctl: test hook: paused inside the rotation transaction');
-  const { result: rotated, receipt } = await withReceipt(db, waitMs, () =>
-    rotateKeyPair(db, session.who, reference, {
-      revokeIssuedTokens: options.revokeIssuedTokens === true,
-      ...expiry,
-      pauseInsideMs,
-      onPaused,
-    }),
-  );
+  const change = () =>
+    rotateKeyPair(db, session.who, reference, { revokeIssuedTokens: options.revokeIssuedTokens === true, ...expiry, pauseInsideMs, onPaused });
+  const { result: rotated, receipt } = await withReceipt(db, waitMs, change, out, session.options.debug);
   if (out.json) {
     out.emitJson({
       ...newPairJson(rotated),
@@ -165,9 +160,8 @@ async function runRevokeKeys(
       : `Revoke every key pair of '${reference}' and refuse its tokens (test tokens too) at once`,
   );
   const [{ revokeKeyPair }, db] = await Promise.all([import('../../domain/key-pairs.js'), session.db()]);
-  const { result, receipt } = await withReceipt(db, waitMs, () =>
-    revokeKeyPair(db, session.who, reference, options.keyPair ? { keyPairId: options.keyPair } : {}),
-  );
+  const change = () => revokeKeyPair(db, session.who, reference, options.keyPair ? { keyPairId: options.keyPair } : {});
+  const { result, receipt } = await withReceipt(db, waitMs, change, out, session.options.debug);
   const waitText = options.wait || '3s';
   const { partner, revokedKeyPairIds, changed } = result;
   if (out.json) {

@@ -142,7 +142,7 @@ async function runRevokeTokens(session: Session, out: Output, partnerArgument: s
     `Refuse every token of '${reference}' issued before now (test tokens too); its keys stay valid and its client re-exchanges them`,
   );
   const [{ revokeTokens }, db] = await Promise.all([import('../../domain/key-pairs.js'), session.db()]);
-  const { result, receipt } = await withReceipt(db, waitMs, () => revokeTokens(db, session.who, reference));
+  const { result, receipt } = await withReceipt(db, waitMs, () => revokeTokens(db, session.who, reference), out, session.options.debug);
   const { partner, tokensRevokedBefore, changed } = result;
   if (out.json) {
     out.emitJson({ partner_id: partner.id, tokens_revoked_before: new Date(tokensRevokedBefore).toISOString(), changed, ...receiptJson(receipt) });

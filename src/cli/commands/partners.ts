@@ -238,7 +238,7 @@ async function runSetPartnerStatus(
     await confirmDestructive(session, `Disable partner '${reference}' (its tokens are refused at once, its keys mint nothing)`);
   }
   const [{ setPartnerStatus }, db] = await Promise.all([import('../../domain/partners.js'), session.db()]);
-  const { result, receipt } = await withReceipt(db, waitMs, () => setPartnerStatus(db, session.who, reference, status));
+  const { result, receipt } = await withReceipt(db, waitMs, () => setPartnerStatus(db, session.who, reference, status), out, session.options.debug);
   const { partner, changed } = result;
   if (out.json) {
     out.emitJson({ ...partnerJson(partner), changed, ...receiptJson(receipt) });

@@ -4,7 +4,7 @@ import { AppError } from '../../errors.js';
 import { defineCommand } from '../definition.js';
 import type { Output } from '../output.js';
 import { progressBar } from '../progress.js';
-import { parseWaitOption, receiptJson, reportReceipt, startWaiting, WAIT_OPTIONS, type WaitOptions } from '../receipt.js';
+import { noteCommit, parseWaitOption, receiptJson, reportReceipt, startWaiting, WAIT_OPTIONS, type WaitOptions } from '../receipt.js';
 import type { Session } from '../session.js';
 
 /** A document as text: JSON when it looks like JSON (fast for big files), YAML otherwise. */
@@ -130,6 +130,7 @@ async function runApply(session: Session, out: Output, options: ApplyOptions): P
   }
   // A plan that disables a partner refuses its credentials: wait for the serve instances to confirm.
   const waiting = plan.partnersDisabled > 0 && !options.dryRun ? await startWaiting(db, waitMs) : null;
+  if (waiting) noteCommit(out, session.options.debug, committedAt);
   const receipt = waiting ? await waiting.finish(committedAt) : null;
   const waitText = options.wait || '3s';
   if (out.json) {
