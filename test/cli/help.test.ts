@@ -170,6 +170,6 @@ describe('help --json', () => {
     expect(result.code, result.stderr).toBe(0);
     const node = result.json<Node>();
     expect(node.name).toBe('rotate-keys');
-    expect(node.options.map((option) => option.flags)).toEqual(['--revoke-issued-tokens', '--expires-in <duration>', '-h, --help']);
+    expect(node.options.map((option) => option.flags)).toEqual(['--revoke-issued-tokens', '--expires-in <duration>', '--wait <duration>', '--no-wait', '-h, --help']);
   });
 });
