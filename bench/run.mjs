@@ -234,16 +234,15 @@ async function redisAnswers(url) {
 }
 
 async function inProcessGate(target, { cached }) {
-  const [{ resolveDatabase }, { parseServerConfig }, { createServices }, { mintToken }] = await Promise.all([
+  const [{ resolveDatabase, loadConfig }, { createServices }, { mintToken }] = await Promise.all([
     dist('config.js'),
-    dist('http/config.js'),
-    dist('http/services.js'),
+    dist('http/server/services.js'),
     dist('domain/tokens.js'),
   ]);
   // The server's own wiring; maxCached 0 for the verifier: every token's signature is verified again, the
   // baseline of what the caches buy.
   const services = await createServices(
-    { server: parseServerConfig({}, {}), database: resolveDatabase(`file:${target.file}`, {}), signingKeyFile: target.keyFile },
+    { server: loadConfig({}, {}).server, database: resolveDatabase(`file:${target.file}`, {}), signingKeyFile: target.keyFile },
     cached ? {} : { verifierCacheSize: 0 },
   );
   const { access, keys, verifier } = services;

@@ -8,6 +8,8 @@ export const EXIT = {
   notFound: 3,
   conflict: 4,
   unavailable: 5,
+  /** The change is committed, but a live serve instance did not confirm it within --wait (a receipt's unconfirmed). */
+  notConfirmed: 6,
   forbidden: 7,
   cancelled: 130,
 } as const;
@@ -43,6 +45,7 @@ const CODES = {
   schema_out_of_date: { status: 503, exit: EXIT.unavailable },
   signing_key_unavailable: { status: 503, exit: EXIT.unavailable },
   upstream_timeout: { status: 504, exit: EXIT.unavailable },
+  not_confirmed: { status: 504, exit: EXIT.notConfirmed },
 } as const satisfies Record<string, { status: number; exit: number }>;
 
 export type ErrorCode = keyof typeof CODES;

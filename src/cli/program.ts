@@ -18,6 +18,7 @@ import {
   listPartnersCommand,
   showPartnerCommand,
 } from './commands/partners.js';
+import { instancesCommand } from './commands/instances.js';
 import { serveCommand } from './commands/serve.js';
 import { usageCommand } from './commands/usage.js';
 import { defineCommand, type CommandDefinition, type OptionDefinition } from './definition.js';
@@ -89,6 +90,7 @@ Exit codes: 0 ok, 1 error, 2 bad usage, 3 not found, 4 conflict with the
     dbCommand,
     signingKeyCommand,
     serveCommand,
+    instancesCommand,
   ],
 });
 

@@ -8,6 +8,8 @@ export interface ChangeListener {
 }
 
 export interface ListenOptions {
+  /** The channel (default: the access channel every change is announced on). */
+  channel?: string;
   /** Called on every notification, and after each (re)connection, since changes may have been missed. */
   onChange: () => void;
   /** Called when the connection is lost or cannot be made (for the log); the listener keeps retrying. */
@@ -18,7 +20,7 @@ export interface ListenOptions {
 }
 
 /**
- * LISTEN on the access channel over a dedicated PostgreSQL connection (not one of the pool's: a pooled
+ * LISTEN on the access channel (or `options.channel`) over a dedicated PostgreSQL connection (not one of the pool's: a pooled
  * connection would lose its LISTEN when returned). A lost connection (database restart, terminated backend)
  * is reopened with backoff and LISTENs again by itself.
  */
@@ -54,7 +56,7 @@ export async function listenForChanges(config: DatabaseConfig, options: ListenOp
     next.on('notification', () => options.onChange());
     try {
       await next.connect();
-      await next.query(`LISTEN ${ACCESS_CHANNEL}`);
+      await next.query(`LISTEN ${options.channel ?? ACCESS_CHANNEL}`);
     } catch (error) {
       lost(error, next);
       return;

@@ -50,6 +50,9 @@ export class AccessState {
   private readonly partners = new Map<string, PartnerVerdict>();
   private readonly keyPairs = new Map<string, boolean>();
   private readonly mappings = new Map<string, boolean>();
+  /** Database reads of verdicts under way, by the epoch they began in (cache misses only). */
+  private readonly loadsByEpoch = new Map<number, number>();
+  private applied: number | null = null;
 
   constructor(
     private readonly db: Database,
@@ -62,6 +65,8 @@ export class AccessState {
       listen?: boolean;
       /** Called with the error when the LISTEN connection is lost (it reconnects by itself). */
       onListenerLost?: (error: unknown) => void;
+      /** Called when `appliedRevision` moves (never on a data request's own path: see settle). */
+      onApplied?: (revision: number) => void;
     } = {},
   ) {}
 
@@ -73,6 +78,14 @@ export class AccessState {
   /** The last revision read (null before the first); other caches of the server file their entries under it. */
   get revisionSeen(): number | null {
     return this.revision;
+  }
+
+  /**
+   * The revision every answer reflects from now on: the caches were dropped for it, and no read of a verdict
+   * begun before can still decide a request. Null before the first. What the instance registry records.
+   */
+  get appliedRevision(): number | null {
+    return this.applied;
   }
 
   get stalenessBoundMs(): number {
@@ -114,13 +127,29 @@ export class AccessState {
     void this.listener?.close();
   }
 
-  /** An announced change: forget every verdict now, then confirm the revision. */
+  /**
+   * An announced change: forget every verdict now, then confirm the revision. A revision read already under
+   * way may have begun before the change committed, so the confirming read starts after it.
+   */
   dropCaches(): void {
     this.epoch++;
     this.partners.clear();
     this.keyPairs.clear();
     this.mappings.clear();
-    void this.refresh().catch(() => {});
+    const under = this.inflight;
+    if (under !== undefined) void under.catch(() => {}).then(() => this.refresh()).catch(() => {});
+    else void this.refresh().catch(() => {});
+  }
+
+  /**
+   * Marks the revision applied once no verdict read begun under an earlier epoch is still under way (such a
+   * read may predate the change, and its answer would still decide its request).
+   */
+  private settle(): void {
+    if (this.revision === null || this.revision === this.applied) return;
+    for (const epoch of this.loadsByEpoch.keys()) if (epoch < this.epoch) return;
+    this.applied = this.revision;
+    this.options.onApplied?.(this.applied);
   }
 
   /** Reads the revision; on a change, drops every cached verdict. */
@@ -138,6 +167,7 @@ export class AccessState {
           this.revision = value;
         }
         this.confirmedAt = startedAt;
+        this.settle();
         this.options.onPoll?.();
       } finally {
         this.inflight = undefined;
@@ -164,11 +194,17 @@ export class AccessState {
     }
     this.cacheMisses++;
     const epochBefore = this.epoch;
+    this.loadsByEpoch.set(epochBefore, (this.loadsByEpoch.get(epochBefore) ?? 0) + 1);
     let value: T;
     try {
       value = await load();
     } catch (error) {
       throw new AppError('database_unavailable', 'the service cannot check access right now', { cause: error });
+    } finally {
+      const left = this.loadsByEpoch.get(epochBefore)! - 1;
+      if (left === 0) this.loadsByEpoch.delete(epochBefore);
+      else this.loadsByEpoch.set(epochBefore, left);
+      if (epochBefore !== this.epoch) this.settle();
     }
     // Only remember an answer read under the revision it will be filed under.
     if (epochBefore === this.epoch) {

@@ -176,6 +176,8 @@ describe('help --json', () => {
       '--after-switch <duration>',
       '--finish',
       '--expires-in <duration>',
+      '--wait <duration>',
+      '--no-wait',
       '-h, --help',
     ]);
   });

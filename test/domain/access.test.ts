@@ -211,5 +211,53 @@ describe.each(BACKENDS)('AccessState on %s', (provider) => {
       await sleep(80);
       await expectAppError(access.authorize(claims, 'co-1'), 'unauthorized');
     });
+
+    it('appliedRevision follows the revision once the caches reflect it, and tells onApplied', async () => {
+      const { partner } = await provisioned();
+      const told: number[] = [];
+      const access = new AccessState(ctx.db, { onApplied: (revision) => told.push(revision) });
+      expect(access.appliedRevision).toBeNull();
+      await access.refresh();
+      const first = access.appliedRevision!;
+      expect(told).toEqual([first]);
+      await setPartnerStatus(operator, ALICE, partner.id, 'disabled');
+      await access.refresh();
+      expect(access.appliedRevision).toBe(first + 1);
+      expect(told).toEqual([first, first + 1]);
+      // Nothing moved: nothing told.
+      await access.refresh();
+      expect(told).toEqual([first, first + 1]);
+    });
+
+    it.skipIf(provider !== 'postgresql')('does not apply a revision while a verdict read begun before it is still under way', async () => {
+      const { partner } = await provisioned();
+      const told: number[] = [];
+      const access = new AccessState(ctx.db, { stalenessBoundMs: 60_000, onApplied: (revision) => told.push(revision) });
+      await access.refresh();
+      const before = access.appliedRevision!;
+      // Another session blocks every read of partners, so the verdict read below stays under way.
+      const { default: pg } = await import('pg');
+      const locker = new pg.Client({ connectionString: ctx.backend.url });
+      await locker.connect();
+      try {
+        await locker.query('BEGIN');
+        await locker.query('LOCK TABLE partners IN ACCESS EXCLUSIVE MODE');
+        const verdict = access.partnerActive(partner.id);
+        await sleep(50);
+        await operator.sql.query('UPDATE revision SET value = value + 1 WHERE id = 1');
+        access.dropCaches();
+        await sleep(50);
+        await access.refresh();
+        expect(access.revisionSeen).toBe(before + 1);
+        expect(access.appliedRevision).toBe(before);
+        await locker.query('ROLLBACK');
+        expect(await verdict).toBe(true);
+        expect(access.appliedRevision).toBe(before + 1);
+        expect(told).toEqual([before, before + 1]);
+      } finally {
+        await locker.end();
+        access.stop();
+      }
+    });
   });
 });

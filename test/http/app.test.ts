@@ -60,7 +60,9 @@ describe.each(BACKENDS)('app (%s)', (provider) => {
       expect(health.headers['x-request-id']).toMatch(UUID);
       const ready = await t.app.inject({ method: 'GET', url: '/readyz' });
       expect(ready.statusCode).toBe(200);
-      expect(ready.json()).toEqual({ status: 'ok', database: provider });
+      // The revision this instance's caches reflect (the services confirmed it once at start).
+      expect(ready.json()).toEqual({ status: 'ok', database: provider, applied_revision: t.services.access.appliedRevision });
+      expect(ready.json().applied_revision).toEqual(expect.any(Number));
       const wrong = await t.app.inject({ method: 'POST', url: '/healthz' });
       expectEnvelope(wrong, 405, 'method_not_allowed');
       expect(wrong.headers.allow).toBe('GET, HEAD');

@@ -4,6 +4,7 @@ import { AppError } from '../../errors.js';
 import { defineCommand } from '../definition.js';
 import { iso, type Output } from '../output.js';
 import { confirmDestructive } from '../prompts.js';
+import { parseWaitOption, receiptJson, reportReceipt, WAIT_OPTIONS, withReceipt, type WaitOptions } from '../receipt.js';
 import type { Session } from '../session.js';
 import { DURATION_HELP, PARTNER_ARGUMENT, resolvePartnerArgument } from './common.js';
 
@@ -84,6 +85,7 @@ export const rotateKeysCommand = defineCommand<RotateKeysOptions>({
     },
     { flags: '--finish', description: 'end the overlap now: the retiring pair is superseded (nothing retiring: changed: false)' },
     { flags: '--expires-in <duration>', description: `the new pair mints nothing after this long (${DURATION_HELP})` },
+    ...WAIT_OPTIONS.map((option) => ({ ...option, description: `with --revoke-issued-tokens: ${option.description}` })),
   ],
   examples: [
     {
@@ -98,7 +100,7 @@ export const rotateKeysCommand = defineCommand<RotateKeysOptions>({
   run: (session, out, { args, options }) => runRotateKeys(session, out, args[0], options),
 });
 
-interface RotateKeysOptions {
+interface RotateKeysOptions extends WaitOptions {
   revokeIssuedTokens?: boolean;
   expiresIn?: string;
   overlap?: string;
@@ -106,17 +108,20 @@ interface RotateKeysOptions {
   finish?: boolean;
 }
 
-async function runRotateKeys(session: Session, out: Output, partnerArgument: string | undefined, options: RotateKeysOptions): Promise<void> {
+async function runRotateKeys(session: Session, out: Output, partnerArgument: string | undefined, options: RotateKeysOptions): Promise<number | undefined> {
   if (options.finish) {
     const other = options.overlap !== undefined ? '--overlap' : options.afterSwitch !== undefined ? '--after-switch' : options.revokeIssuedTokens ? '--revoke-issued-tokens' : options.expiresIn !== undefined ? '--expires-in' : null;
     if (other) throw new AppError('invalid_argument', `--finish cannot be combined with ${other}: it only ends the overlap`);
-    return runFinishOverlap(session, out, partnerArgument);
+    await runFinishOverlap(session, out, partnerArgument);
+    return undefined;
   }
   const expiry = expiryOption(options.expiresIn);
   const overlap = {
     ...(options.overlap !== undefined ? { overlapMs: parseDuration(options.overlap, '--overlap') } : {}),
     ...(options.afterSwitch !== undefined ? { afterSwitchMs: parseDuration(options.afterSwitch, '--after-switch', { allowZero: true }) } : {}),
   };
+  // Only the emergency rotation refuses credentials: the routine one has nothing for the servers to confirm.
+  const waitMs = options.revokeIssuedTokens ? await parseWaitOption(options) : null;
   const { checkRotationOptions, rotateKeyPair } = await import('../../domain/key-pairs.js');
   checkRotationOptions({ ...overlap, revokeIssuedTokens: options.revokeIssuedTokens === true });
   const reference = await resolvePartnerArgument(session, partnerArgument);
@@ -129,13 +134,9 @@ async function runRotateKeys(session: Session, out: Output, partnerArgument: str
   const db = await session.db();
   const pauseInsideMs = session.config.testPauseInRotationMs;
   const onPaused = () => out.note('partnerctl: test hook: paused inside the rotation transaction');
-  const rotated = await rotateKeyPair(db, session.who, reference, {
-    revokeIssuedTokens: options.revokeIssuedTokens === true,
-    ...expiry,
-    ...overlap,
-    pauseInsideMs,
-    onPaused,
-  });
+  const change = () =>
+    rotateKeyPair(db, session.who, reference, { revokeIssuedTokens: options.revokeIssuedTokens === true, ...expiry, ...overlap, pauseInsideMs, onPaused });
+  const { result: rotated, receipt } = await withReceipt(db, waitMs, change, out, session.options.debug);
   if (out.json) {
     out.emitJson({
       ...newPairJson(rotated),
@@ -148,8 +149,9 @@ async function runRotateKeys(session: Session, out: Output, partnerArgument: str
       after_switch: rotated.afterSwitchMs === null ? null : formatDuration(rotated.afterSwitchMs),
       ended_retiring_key_pair_id: rotated.endedRetiringKeyPairId,
       changed: true,
+      ...receiptJson(receipt),
     });
-    return;
+    return reportReceipt(out, receipt, options.wait || '3s');
   }
   const old = rotated.retiringKeyPairId
     ? `${rotated.retiringKeyPairId} (retiring: it still exchanges until ${iso(rotated.retiresAt)}, or ${formatDuration(rotated.afterSwitchMs ?? 0)} after the new pair's first exchange, or --finish)`
@@ -165,6 +167,7 @@ async function runRotateKeys(session: Session, out: Output, partnerArgument: str
       : []),
     ...(rotated.expiresAt ? ([['expires', iso(rotated.expiresAt)!]] as [string, string][]) : []),
   ]);
+  return reportReceipt(out, receipt, options.wait || '3s');
 }
 
 async function runFinishOverlap(session: Session, out: Output, partnerArgument: string | undefined): Promise<void> {
@@ -189,13 +192,14 @@ async function runFinishOverlap(session: Session, out: Output, partnerArgument: 
   out.line(`Ended the overlap of ${partner.name} (${partner.id}): ${finished.retiredKeyPairId} is superseded now and mints nothing; its tokens live out their 15 minutes.`);
 }
 
-export const revokeKeysCommand = defineCommand<{ keyPair?: string }>({
+export const revokeKeysCommand = defineCommand<{ keyPair?: string } & WaitOptions>({
   name: 'revoke-keys',
   description:
     'revoke the live key pairs of a partner (no active pair is left) and refuse their tokens and its test tokens at once; nothing left to revoke exits 0, changed: false (asks to confirm)',
   arguments: [PARTNER_ARGUMENT],
   options: [
     { flags: '--key-pair <kp_id>', description: 'revoke exactly this pair (active, retiring or superseded); its tokens are refused at once' },
+    ...WAIT_OPTIONS,
   ],
   run: (session, out, { args, options }) => runRevokeKeys(session, out, args[0], options),
 });
@@ -204,8 +208,9 @@ async function runRevokeKeys(
   session: Session,
   out: Output,
   partnerArgument: string | undefined,
-  options: { keyPair?: string },
-): Promise<void> {
+  options: { keyPair?: string } & WaitOptions,
+): Promise<number | undefined> {
+  const waitMs = await parseWaitOption(options);
   const reference = await resolvePartnerArgument(session, partnerArgument);
   const { KEY_PAIR_ID_PATTERN } = await import('../../domain/identifiers.js');
   if (options.keyPair !== undefined && !KEY_PAIR_ID_PATTERN.test(options.keyPair)) {
@@ -218,7 +223,9 @@ async function runRevokeKeys(
       : `Revoke every key pair of '${reference}' and refuse its tokens (test tokens too) at once`,
   );
   const [{ revokeKeyPair }, db] = await Promise.all([import('../../domain/key-pairs.js'), session.db()]);
-  const result = await revokeKeyPair(db, session.who, reference, options.keyPair ? { keyPairId: options.keyPair } : {});
+  const change = () => revokeKeyPair(db, session.who, reference, options.keyPair ? { keyPairId: options.keyPair } : {});
+  const { result, receipt } = await withReceipt(db, waitMs, change, out, session.options.debug);
+  const waitText = options.wait || '3s';
   const { partner, revokedKeyPairIds, changed } = result;
   if (out.json) {
     out.emitJson({
@@ -226,16 +233,18 @@ async function runRevokeKeys(
       revoked_key_pair_ids: revokedKeyPairIds,
       tokens_revoked_before: result.tokensRevokedBefore === null ? null : new Date(result.tokensRevokedBefore).toISOString(),
       changed,
+      ...receiptJson(receipt),
     });
-    return;
+    return reportReceipt(out, receipt, waitText);
   }
   if (!changed) {
     out.line(`Nothing left to revoke for ${partner.name} (${partner.id}); nothing changed.`);
-    return;
+    return reportReceipt(out, receipt, waitText);
   }
   out.line(`Revoked ${revokedKeyPairIds.length} key pair(s) of ${partner.name} (${partner.id}); their tokens are refused now.`);
   if (result.tokensRevokedBefore !== null) out.line('Its outstanding test tokens are refused too.');
   if (!options.keyPair) out.line(`Partner ${partner.name} has no active key pair: 'partnerctl issue-keys ${partner.id}' issues a new one.`);
+  return reportReceipt(out, receipt, waitText);
 }
 
 export const mintTestTokenCommand = defineCommand<{ ttl?: string }>({

@@ -5,6 +5,7 @@ import { EXIT, isAppError } from '../../errors.js';
 import { defineCommand } from '../definition.js';
 import { iso, type Output } from '../output.js';
 import { askSecret, confirmDestructive, requireValue } from '../prompts.js';
+import { parseWaitOption, receiptJson, reportReceipt, WAIT_OPTIONS, withReceipt, type WaitOptions } from '../receipt.js';
 import type { Session } from '../session.js';
 import { DURATION_HELP, parseLimit, PARTNER_ARGUMENT, resolvePartnerArgument } from './common.js';
 
@@ -141,31 +142,35 @@ async function runLookup(session: Session, out: Output, value: string | undefine
   out.line(result.contain ? `Contain: ${chalk.bold(result.contain)}` : 'Nothing to contain.');
 }
 
-export const revokeTokensCommand = defineCommand({
+export const revokeTokensCommand = defineCommand<WaitOptions>({
   name: 'revoke-tokens',
   description:
     'leaked token, keys safe: refuse every token of the partner issued before now (test tokens too); keys untouched, the client re-exchanges once (asks to confirm)',
   arguments: [PARTNER_ARGUMENT],
-  run: (session, out, { args }) => runRevokeTokens(session, out, args[0]),
+  options: WAIT_OPTIONS,
+  run: (session, out, { args, options }) => runRevokeTokens(session, out, args[0], options),
 });
 
-async function runRevokeTokens(session: Session, out: Output, partnerArgument: string | undefined): Promise<void> {
+async function runRevokeTokens(session: Session, out: Output, partnerArgument: string | undefined, options: WaitOptions): Promise<number | undefined> {
+  const waitMs = await parseWaitOption(options);
   const reference = await resolvePartnerArgument(session, partnerArgument);
   await confirmDestructive(
     session,
     `Refuse every token of '${reference}' issued before now (test tokens too); its keys stay valid and its client re-exchanges them`,
   );
   const [{ revokeTokens }, db] = await Promise.all([import('../../domain/key-pairs.js'), session.db()]);
-  const { partner, tokensRevokedBefore, changed } = await revokeTokens(db, session.who, reference);
+  const { result, receipt } = await withReceipt(db, waitMs, () => revokeTokens(db, session.who, reference), out, session.options.debug);
+  const { partner, tokensRevokedBefore, changed } = result;
   if (out.json) {
-    out.emitJson({ partner_id: partner.id, tokens_revoked_before: new Date(tokensRevokedBefore).toISOString(), changed });
-    return;
+    out.emitJson({ partner_id: partner.id, tokens_revoked_before: new Date(tokensRevokedBefore).toISOString(), changed, ...receiptJson(receipt) });
+    return reportReceipt(out, receipt, options.wait || '3s');
   }
   out.line(
     changed
       ? `Every token of ${partner.name} (${partner.id}) issued before ${new Date(tokensRevokedBefore).toISOString()} is refused now; its keys still work.`
       : `No token of ${partner.name} (${partner.id}) issued since ${new Date(tokensRevokedBefore).toISOString()} can still be live; nothing changed.`,
   );
+  return reportReceipt(out, receipt, options.wait || '3s');
 }
 
 export const listKeysCommand = defineCommand<ListKeysOptions>({

@@ -3,6 +3,7 @@ import { validateCompanyId, validatePartnerName } from '../../domain/validation.
 import { defineCommand } from '../definition.js';
 import { iso, type Output } from '../output.js';
 import { askText, confirmDestructive, requireValue } from '../prompts.js';
+import { parseWaitOption, receiptJson, reportReceipt, WAIT_OPTIONS, withReceipt, type WaitOptions } from '../receipt.js';
 import type { Session } from '../session.js';
 import { parseLimit, PARTNER_ARGUMENT, resolvePartnerArgument } from './common.js';
 
@@ -221,11 +222,12 @@ function partnerJson(partner: PartnerRecord) {
   return { partner_id: partner.id, name: partner.name, status: partner.status, created_at: iso(partner.createdAt) };
 }
 
-export const disablePartnerCommand = defineCommand({
+export const disablePartnerCommand = defineCommand<WaitOptions>({
   name: 'disable-partner',
   description: 'disable a partner: its keys mint nothing and its tokens are refused (asks to confirm)',
   arguments: [PARTNER_ARGUMENT],
-  run: (session, out, { args }) => runSetPartnerStatus(session, out, args[0], 'disabled'),
+  options: WAIT_OPTIONS,
+  run: (session, out, { args, options }) => runSetPartnerStatus(session, out, args[0], 'disabled', options),
 });
 
 export const enablePartnerCommand = defineCommand({
@@ -240,17 +242,21 @@ async function runSetPartnerStatus(
   out: Output,
   partnerArgument: string | undefined,
   status: PartnerStatus,
-): Promise<void> {
+  options: WaitOptions = { wait: false },
+): Promise<number | undefined> {
+  const waitMs = status === 'disabled' ? await parseWaitOption(options) : null;
   const reference = await resolvePartnerArgument(session, partnerArgument);
   if (status === 'disabled') {
     await confirmDestructive(session, `Disable partner '${reference}' (its tokens are refused at once, its keys mint nothing)`);
   }
   const [{ setPartnerStatus }, db] = await Promise.all([import('../../domain/partners.js'), session.db()]);
-  const { partner, changed } = await setPartnerStatus(db, session.who, reference, status);
+  const { result, receipt } = await withReceipt(db, waitMs, () => setPartnerStatus(db, session.who, reference, status), out, session.options.debug);
+  const { partner, changed } = result;
   if (out.json) {
-    out.emitJson({ ...partnerJson(partner), changed });
-    return;
+    out.emitJson({ ...partnerJson(partner), changed, ...receiptJson(receipt) });
+    return reportReceipt(out, receipt, options.wait || '3s');
   }
   const verb = status === 'disabled' ? 'Disabled' : 'Enabled';
   out.line(changed ? `${verb} partner ${partner.name} (${partner.id})` : `Partner ${partner.name} was already ${status}; nothing changed`);
+  return reportReceipt(out, receipt, options.wait || '3s');
 }

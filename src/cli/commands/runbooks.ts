@@ -4,6 +4,7 @@ import { AppError } from '../../errors.js';
 import { defineCommand } from '../definition.js';
 import type { Output } from '../output.js';
 import { progressBar } from '../progress.js';
+import { noteCommit, parseWaitOption, receiptJson, reportReceipt, startWaiting, WAIT_OPTIONS, type WaitOptions } from '../receipt.js';
 import type { Session } from '../session.js';
 
 /** A document as text: JSON when it looks like JSON (fast for big files), YAML otherwise. */
@@ -39,6 +40,7 @@ export const applyCommand = defineCommand<ApplyOptions>({
       flags: '--issue-keys-to <file>',
       description: 'issue a key pair to each named partner without an active one; secrets go to this new file (mode 0600), never to stdout',
     },
+    ...WAIT_OPTIONS.map((option) => ({ ...option, description: `when the plan disables a partner: ${option.description}` })),
   ],
   notes: `The document:
   partners:
@@ -58,17 +60,18 @@ Re-applying the same document changes nothing (exit 0, "changes": 0).`,
   run: (session, out, { options }) => runApply(session, out, options),
 });
 
-interface ApplyOptions {
+interface ApplyOptions extends WaitOptions {
   file?: string;
   dryRun?: boolean;
   prune?: boolean;
   issueKeysTo?: string;
 }
 
-async function runApply(session: Session, out: Output, options: ApplyOptions): Promise<void> {
+async function runApply(session: Session, out: Output, options: ApplyOptions): Promise<number | undefined> {
   if (options.file === undefined) {
     throw new AppError('missing_argument', 'missing -f <file|->', { hint: "pass -f desired.yaml, or -f - to read stdin" });
   }
+  const waitMs = options.dryRun ? null : await parseWaitOption(options);
   const [{ applyDesiredState, parseDesiredState, planDesiredState }, { readInput }] = await Promise.all([
     import('../../domain/desired-state.js'),
     import('../inputs.js'),
@@ -94,6 +97,7 @@ async function runApply(session: Session, out: Output, options: ApplyOptions): P
   const db = await session.db();
   let plan: Plan;
   let applied = false;
+  let committedAt = 0;
   if (options.dryRun) {
     plan = await planDesiredState(db.sql, state, planOptions);
   } else {
@@ -111,6 +115,7 @@ async function runApply(session: Session, out: Output, options: ApplyOptions): P
     } finally {
       bar.done();
     }
+    committedAt = Date.now();
     plan = result.plan;
     applied = plan.changes > 0;
     if (keysFd !== undefined) {
@@ -126,9 +131,19 @@ async function runApply(session: Session, out: Output, options: ApplyOptions): P
       closeSync(keysFd);
     }
   }
+  // A plan that disables a partner refuses its credentials: wait for the serve instances to confirm.
+  const waiting = plan.partnersDisabled > 0 && !options.dryRun ? await startWaiting(db, waitMs) : null;
+  if (waiting) noteCommit(out, session.options.debug, committedAt);
+  const receipt = waiting ? await waiting.finish(committedAt) : null;
+  const waitText = options.wait || '3s';
   if (out.json) {
-    out.emitJson({ plan: planJson(plan), applied, ...(options.issueKeysTo !== undefined && !options.dryRun ? { keys_file: options.issueKeysTo } : {}) });
-    return;
+    out.emitJson({
+      plan: planJson(plan),
+      applied,
+      ...(options.issueKeysTo !== undefined && !options.dryRun ? { keys_file: options.issueKeysTo } : {}),
+      ...receiptJson(receipt),
+    });
+    return reportReceipt(out, receipt, waitText);
   }
   printPlan(out, plan);
   if (plan.changes === 0) out.line('Nothing to change: the database already matches the document.');
@@ -137,6 +152,7 @@ async function runApply(session: Session, out: Output, options: ApplyOptions): P
     out.line(`Applied ${plan.changes} change${plan.changes === 1 ? '' : 's'} in one transaction.`);
     if (plan.keysIssued > 0) out.line(`The secrets of ${plan.keysIssued} new key pair(s) are in ${options.issueKeysTo} (mode 0600); they are shown nowhere else.`);
   }
+  return reportReceipt(out, receipt, waitText);
 }
 
 function planJson(plan: Plan) {

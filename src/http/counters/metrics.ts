@@ -178,6 +178,14 @@ export class Metrics {
       },
     });
     new Gauge({
+      name: 'partnerctl_applied_revision',
+      help: 'The access revision this instance applied (its caches reflect it; -1 before the first): what receipts wait for',
+      registers,
+      collect() {
+        this.set(access.appliedRevision ?? -1);
+      },
+    });
+    new Gauge({
       name: 'partnerctl_database_up',
       help: 'Whether the database answered a probe at this scrape (1) or not (0)',
       registers,

@@ -20,6 +20,7 @@ const CODE_USE: Record<ErrorCode, 'api' | 'cli'> = {
   address_not_allowed: 'api',
   not_found: 'api',
   partner_not_found: 'cli',
+  not_confirmed: 'cli',
   method_not_allowed: 'api',
   request_timeout: 'api',
   active_key_pair_exists: 'cli',

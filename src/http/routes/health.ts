@@ -13,7 +13,15 @@ export function registerHealthRoutes(app: FastifyInstance, deps: AppDeps): void 
   app.get('/readyz', async (request, reply) => {
     const failure = await databaseFailure(deps.db, READINESS_TIMEOUT_MS);
     // A Redis outage is reported but does not fail readiness: limits then hold per instance (fail open).
-    if (failure === undefined) return { status: 'ok', database: provider, ...(deps.redis ? { redis: deps.redis.available ? 'ok' : 'unavailable' } : {}) };
+    if (failure === undefined) {
+      return {
+        status: 'ok',
+        database: provider,
+        // The access revision this instance's caches reflect (what `partnerctl instances` lists).
+        applied_revision: deps.access.appliedRevision,
+        ...(deps.redis ? { redis: deps.redis.available ? 'ok' : 'unavailable' } : {}),
+      };
+    }
     return sendError(
       reply,
       request,

@@ -1,7 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { pino, type Logger } from 'pino';
-import { redactUrl, resolveDatabase, resolveSigningKeyFile, type Config, type ServerConfig } from '../../config.js';
+import { redactUrl, resolveDatabase, VERSION, resolveSigningKeyFile, type Config, type ServerConfig } from '../../config.js';
 import type { Database } from '../../db/client.js';
 import { AppError } from '../../errors.js';
 import { startMetricsListener } from '../counters/metrics.js';
@@ -44,6 +44,8 @@ export interface RunningServer {
   readonly app: FastifyInstance;
   readonly config: ServerConfig;
   readonly db: Database;
+  /** This instance's id in serve_instances (`partnerctl instances`). */
+  readonly instanceId: string;
   /** Stops accepting, lets requests in flight finish, then closes the database. Safe to call twice. */
   close(): Promise<void>;
 }
@@ -119,13 +121,20 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     throw error;
   }
   const running = app;
+  const address = urlOf(running.server.address() as AddressInfo);
+  services.registry.start(address);
+  logger?.info(
+    { instance_id: services.registry.instanceId, host: services.registry.host, pid: process.pid, version: VERSION, address },
+    'serve instance registered',
+  );
   let closing: Promise<void> | undefined;
   return {
-    url: urlOf(running.server.address() as AddressInfo),
+    url: address,
     metricsUrl: metricsListener?.url ?? null,
     app: running,
     config,
     db,
+    instanceId: services.registry.instanceId,
     close: () => {
       closing ??= (async () => {
         // Keep-alive connections become idle once their request is answered; close them as they do,
@@ -156,7 +165,7 @@ export async function runServer(options: StartOptions, terminal: ServerTerminal)
   const say = (line: string) => terminal.err.write(`partnerctl serve: ${line}\n`);
   const { provider, url } = server.db.config;
   const where = provider === 'sqlite' ? url : redactUrl(url);
-  say(`listening on ${server.url} (${provider} ${where})`);
+  say(`listening on ${server.url} (${provider} ${where}), instance ${server.instanceId}`);
   if (server.metricsUrl) say(`metrics on ${server.metricsUrl}/metrics`);
 
   const signals: NodeJS.Signals[] = ['SIGTERM', 'SIGINT'];

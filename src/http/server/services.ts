@@ -5,6 +5,7 @@ import type { Database } from '../../db/client.js';
 import { connect } from '../../db/connect.js';
 import { AccessState } from '../../domain/access.js';
 import { Bookkeeping } from '../../domain/bookkeeping.js';
+import { InstanceRegistry } from '../../domain/instances.js';
 import { CredentialExchange } from '../../domain/credentials.js';
 import { openSigningKeys, SigningKeyWatch } from '../../domain/signing-key-guard.js';
 import type { SigningKeys } from '../../domain/signing-keys.js';
@@ -12,7 +13,7 @@ import { TokenVerifier } from '../../domain/tokens.js';
 import { STOP_WRITE_LIMIT_MS } from '../../domain/deferred-writes.js';
 import { UsageCounter } from '../../domain/usage.js';
 import { AppError } from '../../errors.js';
-import type { ServerConfig } from '../../config.js';
+import { VERSION, type ServerConfig } from '../../config.js';
 import { DataLimits } from '../counters/limits.js';
 import { Metrics } from '../counters/metrics.js';
 import { SharedRedis } from '../counters/redis.js';
@@ -54,6 +55,8 @@ export interface Services {
   readonly exchange: CredentialExchange;
   /** Writes no answer waits for (last_used_at, the signing keys seen), never blocking on another's lock. */
   readonly bookkeeping: Bookkeeping;
+  /** This instance's row in serve_instances (heartbeat, applied revision); started by the server once it listens. */
+  readonly registry: InstanceRegistry;
   /** The shared counters' connection (REDIS_URL); null: every counter is in memory. */
   readonly redis: SharedRedis | null;
   /** Per-partner limits of data requests. */
@@ -93,13 +96,33 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
         }
       },
     }));
+  let registry: InstanceRegistry | undefined;
   const access = new AccessState(db, {
+    onApplied: () => registry?.revisionApplied(),
     onListenerLost: (error) =>
       logger?.warn(
         { err: { message: (error as Error)?.message } },
         'the LISTEN connection for access changes was lost; reconnecting (the revision poll covers the gap)',
       ),
   });
+  registry = new InstanceRegistry(db, VERSION, () => access.appliedRevision, {
+    onFailure: (error, failures) => {
+      if (failures === 1 || failures % 20 === 0) {
+        logger?.warn({ err: loggableChain(error), failures }, 'instance heartbeat not written (database busy or unavailable); retrying');
+      }
+    },
+    onStale: (error) =>
+      logger?.error(
+        { err: loggableChain(error) },
+        'INSTANCE STALE: no heartbeat written for over 10 s; receipts no longer wait for this instance (still retrying)',
+      ),
+    onGaveUp: (error) =>
+      logger?.error(
+        { err: loggableChain(error) },
+        'INSTANCE ROW NOT REMOVED: the database did not take the removal within 2 s; `partnerctl instances` shows this instance stale after 10 s',
+      ),
+  });
+  const instances = registry;
   const bookkeeping = new Bookkeeping(db, {
     onFailure: (error, failures) => {
       if (failures === 1 || failures % 20 === 0) {
@@ -124,6 +147,8 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
   const close = (): Promise<void> => {
     closing ??= (async () => {
       for (const stop of stoppers.reverse()) await Promise.resolve(stop()).catch(() => {});
+      // Requests are finished: leave the registry first (bounded, loud on giving up), then stop the rest.
+      await instances.stop().catch(() => false);
       access.stop();
       // Both retry while the database is busy, for STOP_WRITE_LIMIT_MS at most (side by side: one bound).
       const [usageWritten] = await Promise.all([usage?.stop().catch(() => false) ?? true, bookkeeping.stop().catch(() => false)]);
@@ -171,5 +196,5 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
     config.server.metricsPort !== null || options.metrics
       ? new Metrics({ db, access, verifier, limits, redis, usage }, { perPartner: config.server.metricsPerPartner })
       : null;
-  return { config, clock, logger, db, keys, access, verifier, exchange, bookkeeping, redis, limits, usage, metrics, spans, close };
+  return { config, clock, logger, db, keys, access, verifier, exchange, bookkeeping, registry: instances, redis, limits, usage, metrics, spans, close };
 }

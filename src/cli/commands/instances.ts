@@ -1,0 +1,71 @@
+import { EXIT } from '../../errors.js';
+import { defineCommand } from '../definition.js';
+import { iso, type Output } from '../output.js';
+import type { Session } from '../session.js';
+
+export const instancesCommand = defineCommand<{ failIfBehind?: boolean }>({
+  name: 'instances',
+  description: 'list the running serve instances: heartbeat, the revision each applied, stale or behind',
+  options: [{ flags: '--fail-if-behind', description: 'exit 1 when any live instance is behind the current revision (a monitor check)' }],
+  notes: `An instance heartbeats every second; one silent for over 10 s is stale:
+listed, never awaited by a receipt. Behind: live and not yet at the
+database's current revision.`,
+  readOnly: true,
+  run: (session, out, { options }) => runInstances(session, out, options),
+});
+
+async function runInstances(session: Session, out: Output, options: { failIfBehind?: boolean }): Promise<number | undefined> {
+  const [{ instanceReport }, db] = await Promise.all([import('../../domain/instances.js'), session.db()]);
+  const { revision, instances } = await instanceReport(db);
+  if (out.json) {
+    out.emitJson({
+      revision,
+      instances: instances.map((i) => ({
+        instance_id: i.instanceId,
+        host: i.host,
+        pid: i.pid,
+        version: i.version,
+        address: i.address,
+        started_at: iso(i.startedAt),
+        last_seen_at: iso(i.lastSeenAt),
+        applied_revision: i.appliedRevision,
+        stale: i.stale,
+        behind: i.behind,
+      })),
+    });
+  } else {
+    out.line(`Revision ${revision}; ${instances.length} registered serve instance(s).`);
+    if (instances.length > 0) {
+      out.line(
+        await out.table(
+          [
+            { title: 'INSTANCE', min: 20 },
+            { title: 'HOST', min: 8, truncate: 'middle' },
+            { title: 'PID', min: 3 },
+            { title: 'ADDRESS', min: 10, optional: true },
+            { title: 'APPLIED', min: 7 },
+            { title: 'LAST SEEN', min: 10 },
+            { title: 'STATE', min: 6 },
+          ],
+          instances.map((i) => [
+            i.instanceId,
+            i.host,
+            i.pid,
+            i.address,
+            i.appliedRevision,
+            iso(i.lastSeenAt),
+            i.stale ? 'stale' : i.behind ? 'behind' : 'current',
+          ]),
+        ),
+      );
+    }
+  }
+  const behind = instances.filter((i) => i.behind);
+  if (options.failIfBehind && behind.length > 0) {
+    out.note(
+      `partnerctl: ${behind.length} live serve instance(s) behind revision ${revision}: ${behind.map((i) => `${i.instanceId} (${i.host}, pid ${i.pid}, at ${i.appliedRevision ?? 'none'})`).join(', ')}`,
+    );
+    return EXIT.error;
+  }
+  return undefined;
+}

@@ -1,0 +1,115 @@
+// The receipt of a command that revokes or refuses credentials: after its commit, wait until every live
+// `serve` instance has applied the new revision, then say who confirmed, how fast, and who did not.
+import type { Database } from '../db/client.js';
+import type { ConfirmationWatch, Receipt } from '../domain/receipts.js';
+import { EXIT } from '../errors.js';
+import type { OptionDefinition } from './definition.js';
+import type { Output } from './output.js';
+
+export const WAIT_OPTIONS: OptionDefinition[] = [
+  {
+    flags: '--wait <duration>',
+    description: 'after committing, wait this long for every live serve instance to confirm (500ms, 3s, 1m); exit 6 when one does not',
+    default: '3s',
+  },
+  { flags: '--no-wait', description: 'commit and exit without waiting for the serve instances (no receipt)' },
+];
+
+export interface WaitOptions {
+  /** The --wait duration, or false with --no-wait. */
+  wait?: string | false;
+}
+
+export interface Waiting {
+  /** Waits for the instances (the change committed at `committedAt`, epoch ms). */
+  finish(committedAt: number): Promise<Receipt>;
+  /** The change failed: stop listening. */
+  abandon(): Promise<void>;
+}
+
+/** Checks --wait (bad input fails before anything changes); null with --no-wait. */
+export async function parseWaitOption(options: WaitOptions): Promise<number | null> {
+  if (options.wait === false) return null;
+  const { parseWait } = await import('../domain/receipts.js');
+  return parseWait(options.wait ?? '3s');
+}
+
+/** Opens the watch before the change (PostgreSQL: the LISTEN is in force before any instance confirms). */
+export async function startWaiting(db: Database, waitMs: number | null): Promise<Waiting | null> {
+  if (waitMs === null) return null;
+  const { ConfirmationWatch } = await import('../domain/receipts.js');
+  const watch: ConfirmationWatch = await ConfirmationWatch.open(db);
+  return {
+    finish: async (committedAt) => {
+      try {
+        return await watch.wait(committedAt, waitMs);
+      } finally {
+        await watch.close();
+      }
+    },
+    abandon: () => watch.close(),
+  };
+}
+
+/** With --debug, the instant every after_ms counts from (epoch ms), on stderr. */
+export function noteCommit(out: Output, debug: boolean | undefined, committedAt: number): void {
+  if (debug) out.note(`partnerctl: debug: committed at ${new Date(committedAt).toISOString()} (${committedAt} ms); after_ms counts from here`);
+}
+
+/** Runs the change with the watch open; returns its result, the receipt (null with --no-wait). */
+export async function withReceipt<T>(
+  db: Database,
+  waitMs: number | null,
+  change: () => Promise<T>,
+  out?: Output,
+  debug?: boolean,
+): Promise<{ result: T; receipt: Receipt | null }> {
+  const waiting = await startWaiting(db, waitMs);
+  let result: T;
+  try {
+    result = await change();
+  } catch (error) {
+    await waiting?.abandon();
+    throw error;
+  }
+  const committedAt = Date.now();
+  if (out) noteCommit(out, debug, committedAt);
+  return { result, receipt: waiting ? await waiting.finish(committedAt) : null };
+}
+
+/** The receipt in a command's JSON: `{ receipt: … }`, or nothing with --no-wait. */
+export function receiptJson(receipt: Receipt | null): { receipt?: object } {
+  if (receipt === null) return {};
+  return {
+    receipt: {
+      revision: receipt.revision,
+      confirmed: receipt.confirmed.map((c) => ({ instance_id: c.instanceId, host: c.host, pid: c.pid, after_ms: c.afterMs })),
+      unconfirmed: receipt.unconfirmed.map((u) => ({ instance_id: u.instanceId, host: u.host, pid: u.pid, last_seen_at: u.lastSeenAt.toISOString() })),
+    },
+  };
+}
+
+/**
+ * Prints the receipt (text: one line per instance) and, when a live instance did not confirm, names it on
+ * stderr; returns the exit code (6 `not_confirmed`, else undefined for 0). With --json the receipt is
+ * already in the command's object.
+ */
+export function reportReceipt(out: Output, receipt: Receipt | null, waitText: string): number | undefined {
+  if (receipt === null) return undefined;
+  if (!out.json) {
+    const live = receipt.confirmed.length + receipt.unconfirmed.length;
+    if (live === 0) out.line(`No live serve instance is registered: nothing to confirm (revision ${receipt.revision}).`);
+    else out.line(`Serve instances (revision ${receipt.revision}):`);
+    for (const c of receipt.confirmed) out.line(`  ${c.instanceId}  ${c.host}  pid ${c.pid}  refusing since +${c.afterMs} ms`);
+    for (const u of receipt.unconfirmed) {
+      out.line(`  ${u.instanceId}  ${u.host}  pid ${u.pid}  NOT CONFIRMED within ${waitText} (last seen ${u.lastSeenAt.toISOString()})`);
+    }
+    for (const s of receipt.stale) out.line(`  ${s.instanceId}  ${s.host}  pid ${s.pid}  stale, not awaited (last seen ${s.lastSeenAt.toISOString()})`);
+  }
+  if (receipt.unconfirmed.length === 0) return undefined;
+  const names = receipt.unconfirmed.map((u) => `${u.instanceId} (${u.host}, pid ${u.pid})`).join(', ');
+  out.note(
+    `partnerctl: not_confirmed: the change is committed, but ${receipt.unconfirmed.length} live serve instance(s) did not confirm revision ${receipt.revision} within ${waitText}: ${names} (hint: run the same command again to re-check; 'partnerctl instances' lists them)`,
+  );
+  return EXIT.notConfirmed;
+}

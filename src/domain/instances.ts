@@ -1,0 +1,178 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { Database } from '../db/client.js';
+import { announceInstance, beatInstance, listInstances, removeInstance, type InstanceRow } from '../db/repositories/instances.js';
+import { currentRevision } from '../db/repositories/revision.js';
+import { DeferredWrites, type OnWriteFailure } from './deferred-writes.js';
+
+/** A heartbeat at least this often (the issue's bound is 2 s; a failed beat is retried sooner). */
+export const HEARTBEAT_MS = 1_000;
+/** An instance whose heartbeat is older than this is stale: listed, never awaited. */
+export const STALE_AFTER_MS = 10_000;
+/** A failed write is retried after 50 ms, doubling up to 1 s. */
+const RETRY_MS = 50;
+const RETRY_MAX_MS = 1_000;
+/** How long shutdown keeps trying to remove the row before it gives up (loudly). */
+const REMOVE_FOR_MS = 2_000;
+
+export function newInstanceId(): string {
+  return `srv_${randomBytes(8).toString('hex')}`;
+}
+
+export function isStale(lastSeenAt: Date, now = Date.now()): boolean {
+  return now - lastSeenAt.getTime() > STALE_AFTER_MS;
+}
+
+export interface RegistryEvents {
+  onFailure?: OnWriteFailure;
+  /** Heartbeats have failed for longer than the stale threshold: commands no longer wait for this instance. */
+  onStale?: (error: unknown) => void;
+  /** Shutdown could not remove the row: the instance shows stale after 10 s instead of leaving at once. */
+  onGaveUp?: (error: unknown) => void;
+}
+
+/**
+ * This serve instance's row in `serve_instances`: written when it starts listening, refreshed every second
+ * (the heartbeat) and at once whenever the applied revision moves, removed when it stops. Every write is
+ * off the request path and never waits for a lock (DeferredWrites): a busy SQLite file delays the row,
+ * never a request. The applied revision is read from the access state at each write, so it is always one
+ * the caches already reflect.
+ */
+export class InstanceRegistry extends DeferredWrites {
+  readonly instanceId = newInstanceId();
+  readonly host = hostname();
+  readonly pid = process.pid;
+  readonly startedAt = new Date();
+  private address: string | null = null;
+  private timer: NodeJS.Timeout | undefined;
+  /** The applied revision last written (undefined: nothing written yet). */
+  private written: number | null | undefined;
+  private due = false;
+  private lastError: unknown;
+  private failingSince: number | undefined;
+  private reportedStale = false;
+
+  constructor(
+    db: Database,
+    private readonly version: string,
+    private readonly appliedRevision: () => number | null,
+    private readonly events: RegistryEvents = {},
+  ) {
+    super(db, (error, failures) => {
+      this.lastError = error;
+      events.onFailure?.(error, failures);
+    });
+  }
+
+  /** Registers the instance (at its listening address) and starts the heartbeat. */
+  start(address: string): void {
+    this.address = address;
+    this.due = true;
+    this.schedule(0);
+  }
+
+  /** The applied revision moved: write it now (off the caller's path). */
+  revisionApplied(): void {
+    if (this.address === null || this.stopped) return;
+    this.due = true;
+    this.schedule(0);
+  }
+
+  get pending(): number {
+    return this.due ? 1 : 0;
+  }
+
+  protected cancelTimer(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.stopped) return;
+    if (this.timer) {
+      if (delayMs > 0) return;
+      clearTimeout(this.timer);
+    }
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void this.flush();
+    }, delayMs);
+    this.timer.unref();
+  }
+
+  protected async writeOnce(): Promise<boolean> {
+    if (this.address === null) return true;
+    const applied = this.appliedRevision();
+    const row: InstanceRow = {
+      instanceId: this.instanceId,
+      host: this.host,
+      pid: this.pid,
+      version: this.version,
+      address: this.address,
+      startedAt: this.startedAt,
+      lastSeenAt: new Date(),
+      appliedRevision: applied,
+    };
+    this.due = false;
+    const moved = applied !== this.written;
+    const ok = await this.write((tx) => beatInstance(tx, row));
+    if (ok) {
+      this.written = applied;
+      if (moved) await announceInstance(this.db.sql, this.instanceId).catch(() => {});
+      this.failingSince = undefined;
+      this.reportedStale = false;
+    } else {
+      this.due = true;
+      this.failingSince ??= Date.now();
+      if (!this.reportedStale && Date.now() - this.failingSince > STALE_AFTER_MS) {
+        this.reportedStale = true;
+        this.events.onStale?.(this.lastError);
+      }
+    }
+    if (this.stopped) return ok;
+    // A revision that moved during the write, or a failed write, goes again at once (a little later after
+    // a failure); otherwise the next heartbeat.
+    const retry = Math.min(RETRY_MAX_MS, RETRY_MS * 2 ** Math.min(5, this.failures - 1));
+    if (!ok) this.schedule(retry);
+    else this.schedule(this.appliedRevision() !== this.written ? 0 : HEARTBEAT_MS);
+    return ok;
+  }
+
+  /**
+   * Stops the heartbeat and removes the row, retrying a busy database for up to 2 s; past that it gives up
+   * (onGaveUp) and the row is left to go stale. Safe to call twice.
+   */
+  override async stop(): Promise<boolean> {
+    if (this.stopped) return true;
+    await super.stop().catch(() => false);
+    if (this.address === null) return true;
+    const deadline = Date.now() + REMOVE_FOR_MS;
+    for (;;) {
+      if (await this.write((tx) => removeInstance(tx, this.instanceId).then(() => undefined))) return true;
+      if (Date.now() + RETRY_MS * 2 > deadline) break;
+      await new Promise((resolve) => setTimeout(resolve, RETRY_MS * 2));
+    }
+    this.events.onGaveUp?.(this.lastError);
+    return false;
+  }
+}
+
+export interface InstanceStatus extends InstanceRow {
+  stale: boolean;
+  /** Live and not yet at the database's current revision. */
+  behind: boolean;
+}
+
+/** Every registered instance against the database's current revision (`partnerctl instances`). */
+export async function instanceReport(db: Database): Promise<{ revision: number; instances: InstanceStatus[] }> {
+  const revision = (await currentRevision(db.sql)) ?? 0;
+  const rows = await listInstances(db.sql);
+  const now = Date.now();
+  return {
+    revision,
+    instances: rows.map((row) => {
+      const stale = isStale(row.lastSeenAt, now);
+      return { ...row, stale, behind: !stale && (row.appliedRevision === null || row.appliedRevision < revision) };
+    }),
+  };
+}
