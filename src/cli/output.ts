@@ -1,3 +1,4 @@
+import { jsonSafe, terminalSafe } from '../text.js';
 import { renderTable, type Column } from './table.js';
 import type { Session } from './session.js';
 
@@ -30,16 +31,18 @@ export class Output {
   }
 
   emitJson(value: object): void {
-    this.session.terminal.out.write(`${JSON.stringify(value, null, 2)}\n`);
+    // Control characters escaped (C0 by JSON itself, C1 and bidi here): the same value, harmless on a terminal.
+    this.session.terminal.out.write(`${jsonSafe(JSON.stringify(value, null, 2))}\n`);
   }
 
   /** A line for the person on stderr (progress, notes): never mixed into the data on stdout. */
   note(text: string): void {
-    this.session.terminal.err.write(`${text}\n`);
+    this.session.terminal.err.write(`${terminalSafe(text, this.colour)}\n`);
   }
 
+  /** A line of text on stdout, its control characters escaped (names from the database included). */
   line(text = ''): void {
-    this.session.terminal.out.write(`${text}\n`);
+    this.session.terminal.out.write(`${terminalSafe(text, this.colour)}\n`);
   }
 
   /**
@@ -49,7 +52,7 @@ export class Output {
   async table(head: (string | Column)[], rows: (string | number | null)[][]): Promise<string> {
     const chalk = await this.chalk();
     const terminal = this.session.terminal;
-    return renderTable(head, rows, { tty: terminal.outIsTTY, width: terminal.columns, header: (text) => chalk.bold(text) });
+    return renderTable(head, rows, { tty: terminal.outIsTTY, width: terminal.columns, header: (text) => chalk.bold(text), colour: this.colour });
   }
 
   /** Key/value lines, aligned. */

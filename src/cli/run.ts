@@ -1,6 +1,7 @@
 import { CommanderError, type Command } from 'commander';
 import { loadConfig, type ServerFlags } from '../config.js';
 import { AppError, EXIT, firstLine } from '../errors.js';
+import { jsonSafe, terminalSafe } from '../text.js';
 import { hintFor } from './hints.js';
 import { Output } from './output.js';
 import { buildProgram, isReadOnly } from './program.js';
@@ -25,14 +26,14 @@ async function report(thrown: unknown, session: Session | undefined, argv: reado
   const code = known ? known.code : 'internal_error';
   const message = known ? known.message : firstLine(error);
   const hint = known ? hintFor(known) : 'this is a bug; run again with --debug for details';
-  terminal.err.write(`partnerctl: ${code}: ${oneLine(message)}${hint ? ` (hint: ${hint})` : ''}\n`);
+  terminal.err.write(terminalSafe(`partnerctl: ${code}: ${oneLine(message)}${hint ? ` (hint: ${hint})` : ''}\n`));
   if (debug) {
     for (let cause: unknown = error; cause; cause = (cause as Error).cause) {
       terminal.err.write(`${(cause as Error).stack ?? String(cause)}\n`);
     }
   }
   if (session?.json) {
-    terminal.out.write(`${JSON.stringify({ error: { code, message, ...(hint ? { hint } : {}) } }, null, 2)}\n`);
+    terminal.out.write(`${jsonSafe(JSON.stringify({ error: { code, message, ...(hint ? { hint } : {}) } }, null, 2))}\n`);
   }
   return known ? known.exitCode : EXIT.error;
 }
@@ -82,9 +83,9 @@ export async function runCli(argv: readonly string[], terminal: Terminal): Promi
     getErrHelpWidth: () => terminal.columns ?? 80,
     outputError: (text: string, write: (text: string) => void) => {
       const message = oneLine(text.replace(/^error: /, '').trim());
-      write(`partnerctl: invalid_argument: ${message} (see 'partnerctl --help')\n`);
+      write(terminalSafe(`partnerctl: invalid_argument: ${message} (see 'partnerctl --help')\n`));
       if (argv.includes('--json')) {
-        terminal.out.write(`${JSON.stringify({ error: { code: 'invalid_argument', message, hint: "see 'partnerctl --help'" } }, null, 2)}\n`);
+        terminal.out.write(`${jsonSafe(JSON.stringify({ error: { code: 'invalid_argument', message, hint: "see 'partnerctl --help'" } }, null, 2))}\n`);
       }
     },
   };

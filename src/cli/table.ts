@@ -4,6 +4,7 @@
 // every value whole and no rules, for grep, awk and cut. Full values are always in --json.
 import { createRequire } from 'node:module';
 import type TableConstructor from 'cli-table3';
+import { terminalSafe } from '../text.js';
 
 const load = createRequire(import.meta.url);
 // Loaded on first use: most commands never draw a table.
@@ -35,6 +36,8 @@ export interface TableOptions {
   width?: number;
   /** Header styling (bold on colour terminals). */
   header?: (text: string) => string;
+  /** Colour is on: the cells' own colour sequences are kept (every other control character is escaped). */
+  colour?: boolean;
 }
 
 const GAP = 2;
@@ -58,7 +61,10 @@ export function cut(text: string, width: number, how: 'end' | 'middle' = 'end'):
 
 export function renderTable(columnsIn: readonly (Column | string)[], rowsIn: readonly (readonly (string | number | null)[])[], options: TableOptions): string {
   let columns = columnsIn.map((column) => (typeof column === 'string' ? { title: column } : column));
-  let rows = rowsIn.map((row) => row.map((cell) => (cell === null || cell === undefined ? '-' : String(cell)).replace(/[\r\n\t]/g, ' ')));
+  // Control characters escaped before measuring, so that a cut never splits an escape from its width.
+  let rows = rowsIn.map((row) =>
+    row.map((cell) => terminalSafe((cell === null || cell === undefined ? '-' : String(cell)).replace(/[\r\n\t]/g, ' '), options.colour === true)),
+  );
   const natural = () => columns.map((column, i) => Math.max(visibleLength(column.title), ...rows.map((row) => visibleLength(row[i] ?? ''))));
   let widths = natural();
   if (options.tty) {

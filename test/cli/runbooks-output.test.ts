@@ -63,7 +63,7 @@ describe('the table renderer', () => {
   });
 
   it('aligns by display width: wide characters take two columns, colour escapes none', () => {
-    const plain = renderTable(['NAME', 'STATUS'], [['日本語の取引先', 'active'], ['\u001b[1mBold\u001b[22m', 'disabled']], { tty: false });
+    const plain = renderTable(['NAME', 'STATUS'], [['日本語の取引先', 'active'], ['\u001b[1mBold\u001b[22m', 'disabled']], { tty: false, colour: true });
     const [header, wide, coloured] = plain.split('\n');
     const at = (line: string, text: string) => line.slice(0, line.indexOf(text)).replace(/\u001b\[[0-9;]*m/g, '');
     const columnOf = (line: string, text: string) => [...at(line, text)].reduce((sum, ch) => sum + (/[\u3000-\u9fff]/.test(ch) ? 2 : 1), 0);
