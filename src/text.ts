@@ -23,3 +23,20 @@ export function terminalSafe(text: string, keepColour = false): string {
 export function jsonSafe(json: string): string {
   return json.replace(/[\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/g, (char) => `\\u${char.codePointAt(0)!.toString(16).padStart(4, '0')}`);
 }
+
+const PUBLIC_PREFIXES = ['pctl_ak_', 'pctl_sk_', 'kp_', 'ptn_', 'eyJ'];
+
+/**
+ * A value that may be a credential, as an error may show it: its known prefix (or at most its first 4
+ * characters) and its length, never more: `'pctl_sk_…' (83 characters)`.
+ */
+export function masked(value: string): string {
+  const chars = [...value];
+  const prefix = PUBLIC_PREFIXES.find((known) => value.startsWith(known)) ?? chars.slice(0, Math.min(4, Math.floor(chars.length / 4))).join('');
+  return `'${terminalSafe(prefix)}…' (${chars.length} characters)`;
+}
+
+/** Secret keys and JWTs inside a message, each cut to its prefix: the last guard before a terminal. */
+export function withoutSecrets(text: string): string {
+  return text.replace(/pctl_sk_[A-Za-z0-9]+/g, 'pctl_sk_…').replace(/eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*/g, 'eyJ…');
+}

@@ -1,7 +1,7 @@
 import { CommanderError, type Command } from 'commander';
 import { loadConfig, type ServerFlags } from '../config.js';
 import { AppError, EXIT, firstLine } from '../errors.js';
-import { jsonSafe, terminalSafe } from '../text.js';
+import { jsonSafe, terminalSafe, withoutSecrets } from '../text.js';
 import { hintFor } from './hints.js';
 import { Output } from './output.js';
 import { buildProgram, isReadOnly } from './program.js';
@@ -24,7 +24,8 @@ async function report(thrown: unknown, session: Session | undefined, argv: reado
         ? (await import('../domain/transactions.js')).translateDatabaseError(error)
         : undefined;
   const code = known ? known.code : 'internal_error';
-  const message = known ? known.message : firstLine(error);
+  // A secret key or a token inside a message is cut to its prefix, whatever produced the message.
+  const message = withoutSecrets(known ? known.message : firstLine(error));
   const hint = known ? hintFor(known) : 'this is a bug; run again with --debug for details';
   terminal.err.write(terminalSafe(`partnerctl: ${code}: ${oneLine(message)}${hint ? ` (hint: ${hint})` : ''}\n`));
   if (debug) {

@@ -11,6 +11,7 @@ import {
 } from '../db/repositories/partners.js';
 import type { Queryable } from '../db/unit.js';
 import { AppError } from '../errors.js';
+import { masked } from '../text.js';
 import { ACCESS_KEY_PREFIX, KEY_PAIR_ID_PATTERN, newId, PARTNER_ID_PATTERN, SECRET_KEY_PREFIX } from './identifiers.js';
 import { runUnit, type Actor, type Unit } from './transactions.js';
 import { validatePartnerName } from './validation.js';
@@ -37,7 +38,9 @@ export async function findPartner(reader: Queryable, reference: string): Promise
     throw new AppError('invalid_argument', "a secret key does not name a partner here (keep it off command lines); use 'partnerctl lookup' on it");
   } else found = await partnerByName(reader, reference.normalize('NFC'));
   if (!found) {
-    throw new AppError('partner_not_found', `no partner with id, name, access key or key-pair id '${printable(reference)}'`);
+    // A reference that may be a credential pasted in the wrong place is never echoed whole.
+    const shown = /pctl_sk_|^eyJ|^[A-Za-z0-9_+/=-]{32,}$/.test(reference) ? masked(reference) : `'${printable(reference)}'`;
+    throw new AppError('partner_not_found', `no partner with id, name, access key or key-pair id ${shown}`);
   }
   return found as PartnerRecord;
 }

@@ -28,7 +28,10 @@ describe('what reaches the terminal (SQLite, the real binary)', () => {
     const result = await runBinary(['lookup', 'x\u009b2J\u202ey\u2066z'], backend.env);
     expect(result.code).toBe(2);
     expect(result.stderr).not.toMatch(RAW);
-    expect(result.stderr).toContain('\\x9b2J\\u202ey\\u2066z');
+    const named = await runBinary(['show-partner', 'x\u009b2J\u202ey\u2066z'], backend.env);
+    expect(named.code).toBe(3);
+    expect(named.stderr).not.toMatch(RAW);
+    expect(named.stderr).toContain('x\\x9b2J\\u202ey\\u2066z');
   });
 
   it('escapes control characters of names from the database in tables, fields and JSON', async () => {
@@ -49,5 +52,30 @@ describe('what reaches the terminal (SQLite, the real binary)', () => {
     const result = await runBinary(['list-partners', '--status', 'x\u009b\u202e'], backend.env);
     expect(result.code).toBe(2);
     expect(result.stderr).not.toMatch(RAW);
+  });
+
+  it('takes a pasted secret in its common wrappings, and never echoes more than a masked prefix of one (defect 8)', async () => {
+    const other = await runCli(['create-partner', '--name', 'Secretive', '--json'], backend.env);
+    const keys = (await runCli(['issue-keys', other.json().partner_id, '--json'], backend.env)).json();
+    const secret = keys.secret_key as string;
+    for (const pasted of [`"${secret}"`, `'${secret}'`, `SECRET=${secret}`, `export PARTNER_SECRET="${secret}";`, `Bearer ${secret}`,
+      `Authorization: Bearer ${secret}`, `${secret},`, `"secret_key": "${secret}",`, `  ${secret}\n`]) {
+      const result = await runBinary(['lookup', pasted, '--json'], backend.env);
+      expect(result.code, pasted).toBe(0);
+      expect(result.json(), pasted).toMatchObject({ kind: 'secret_key', genuine: true, key_pair_id: keys.key_pair_id });
+    }
+    const body = secret.slice('pctl_sk_'.length, 'pctl_sk_'.length + 6);
+    // Wrappings it does not know, and the same values as a partner: an error that shows at most a prefix.
+    for (const args of [['lookup', `<${secret}>`], ['lookup', `x${secret}`], ['lookup', `secret is ${secret}`], ['show-partner', `x${secret}`],
+      ['show-partner', `${secret.slice(8)}`], ['lookup', 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl!']]) {
+      for (const json of [[], ['--json']]) {
+        const result = await runBinary([...args, ...json], backend.env);
+        expect(result.code, args.join(' ')).toBeGreaterThanOrEqual(2);
+        expect(result.stderr, args.join(' ')).not.toContain(body);
+        expect(result.stdout, args.join(' ')).not.toContain(body);
+        expect(result.stderr).not.toContain('c2lnbmF0dXJl');
+        expect(result.stderr).not.toMatch(/\n\s+at /);
+      }
+    }
   });
 });
