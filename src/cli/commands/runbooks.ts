@@ -10,11 +10,20 @@ import type { Session } from '../session.js';
 export async function parseDocument(text: string, source: string): Promise<unknown> {
   const trimmed = text.trimStart();
   if (trimmed.startsWith('{')) {
+    let value: unknown;
     try {
-      return JSON.parse(text);
+      value = JSON.parse(text);
     } catch (error) {
-      throw new AppError('invalid_argument', `${source}: not valid JSON: ${(error as Error).message}`, { cause: error });
+      throw new AppError('invalid_argument', `${source}: not valid JSON: ${(error as Error).message}; nothing was changed`, { cause: error });
     }
+    // JSON.parse keeps the last of a duplicated key; YAML refuses it, and so does JSON here.
+    const duplicate = duplicateJsonKey(text);
+    if (duplicate) {
+      throw new AppError('invalid_argument', `${source}: not valid JSON: duplicate key at ${duplicate}; nothing was changed`, {
+        hint: 'give each key once',
+      });
+    }
+    return value;
   }
   const { parse } = await import('yaml');
   try {
@@ -23,6 +32,50 @@ export async function parseDocument(text: string, source: string): Promise<unkno
     const first = (error as Error).message.split('\n')[0];
     throw new AppError('invalid_argument', `${source}: not valid YAML: ${first}`, { cause: error });
   }
+}
+
+interface Frame {
+  /** An object's keys so far (undefined for an array). */
+  keys?: Set<string>;
+  /** The object's current key, or the array's current index. */
+  at: string | number;
+  expectingKey: boolean;
+}
+
+/**
+ * The path (`partners[0].status`) of the first key given twice in one object of a JSON text that
+ * JSON.parse accepted, or null. One pass over the text, for documents of any size.
+ */
+export function duplicateJsonKey(text: string): string | null {
+  const stack: Frame[] = [];
+  const path = (last: string) =>
+    [...stack.slice(0, -1).map((frame) => frame.at), last]
+      .map((part, i) => (typeof part === 'number' ? `[${part}]` : `${i === 0 ? '' : '.'}${/^[A-Za-z_][\w-]*$/.test(part) ? part : JSON.stringify(part)}`))
+      .join('');
+  const string = /"(?:[^"\\]|\\.)*"/y;
+  for (let i = 0; i < text.length; i++) {
+    const char = text[i];
+    const top = stack.at(-1);
+    if (char === '"') {
+      string.lastIndex = i;
+      const literal = string.exec(text)![0];
+      i += literal.length - 1;
+      if (top?.keys && top.expectingKey) {
+        const key = JSON.parse(literal) as string;
+        if (top.keys.has(key)) return path(key);
+        top.keys.add(key);
+        top.at = key;
+        top.expectingKey = false;
+      }
+    } else if (char === '{') stack.push({ keys: new Set(), at: '', expectingKey: true });
+    else if (char === '[') stack.push({ at: 0, expectingKey: false });
+    else if (char === '}' || char === ']') stack.pop();
+    else if (char === ',' && top) {
+      if (top.keys) top.expectingKey = true;
+      else top.at = (top.at as number) + 1;
+    }
+  }
+  return null;
 }
 
 export const applyCommand = defineCommand<ApplyOptions>({
