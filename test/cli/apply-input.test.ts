@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { duplicateJsonKey } from '../../src/cli/commands/runbooks.js';
 import { createBackend, type TestBackend } from '../support/backends.js';
-import { runBinary, runCli } from '../support/cli.js';
+import { BIN, runBinary, runCli, runShell } from '../support/cli.js';
 
 // What apply and --from-file refuse before touching the database (the same on both backends: SQLite here).
 describe('documents apply and --from-file refuse (SQLite)', () => {
@@ -41,5 +41,26 @@ describe('documents apply and --from-file refuse (SQLite)', () => {
     expect(duplicateJsonKey('{"partners": [{"name": "a,b", "companies": ["x", "x"]}, {"name": "c"}]}')).toBeNull();
     expect(duplicateJsonKey('{"a": 1, "\\u0061": 2}')).toBe('a');
     expect(duplicateJsonKey('{"odd key": {}, "odd key": 1}')).toBe('"odd key"');
+  });
+
+  it('refuses a document or a --from-file list that is not UTF-8, naming the line (defect 11)', async () => {
+    const latin1 = file('latin1.yaml', Buffer.concat([Buffer.from('partners:\n  - name: Plain\n  - name: Caf'), Buffer.from([0xe9]), Buffer.from('\n')]));
+    for (const args of [['apply', '-f', latin1], ['apply', '-f', latin1, '--dry-run']]) {
+      const result = await runBinary(args, backend.env);
+      expect(result.code, result.stderr).toBe(2);
+      expect(result.stderr).toMatch(/^partnerctl: invalid_argument: -f .*latin1\.yaml: not valid UTF-8 on line 3; nothing was changed/);
+    }
+    const piped = await runShell(`printf 'partners:\\n  - name: Caf\\351\\n' | ${JSON.stringify(process.execPath)} ${JSON.stringify(BIN)} apply -f -`, backend.env);
+    expect(piped.code).toBe(2);
+    expect(piped.stderr).toContain('-f - (stdin): not valid UTF-8 on line 2');
+    const list = file('companies.txt', Buffer.concat([Buffer.from('company-1\ncompany-2\nco-'), Buffer.from([0xc3, 0x28]), Buffer.from('\n')]));
+    const mapped = await runBinary(['map-company', 'Existing', '--from-file', list], backend.env);
+    expect(mapped.code).toBe(2);
+    expect(mapped.stderr).toContain('not valid UTF-8 on line 3');
+    expect(await partnerCount()).toBe(1);
+    expect((await cli('list-companies', 'Existing', '--json')).json().companies ?? []).toHaveLength(0);
+    // A byte-order mark is not an error.
+    const bom = file('bom.json', Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"partners": [{"name": "Existing"}]}')]));
+    expect((await cli('apply', '-f', bom, '--dry-run')).code).toBe(0);
   });
 });
