@@ -49,10 +49,18 @@ export class Output {
    * A table that fits the terminal (cells cut with '…'), or plain aligned columns with whole values when
    * stdout is a pipe or a file (see table.ts).
    */
-  async table(head: (string | Column)[], rows: (string | number | null)[][]): Promise<string> {
+  async table(head: (string | Column)[], rows: (string | number | null)[][], options: { wide?: boolean } = {}): Promise<string> {
     const chalk = await this.chalk();
     const terminal = this.session.terminal;
-    return renderTable(head, rows, { tty: terminal.outIsTTY, width: terminal.columns, header: (text) => chalk.bold(text), colour: this.colour });
+    // --wide: every column, every value whole, however wide the terminal.
+    const width = options.wide ? Number.POSITIVE_INFINITY : terminal.columns;
+    return renderTable(head, rows, { tty: terminal.outIsTTY, width, header: (text) => chalk.bold(text), colour: this.colour });
+  }
+
+  /** A time in a table: `2026-11-24 08:41` (UTC) on a terminal; the whole ISO time with --wide or through a pipe. */
+  tableTime(date: Date | null | undefined, wide = false): string | null {
+    if (!date) return null;
+    return this.session.terminal.outIsTTY && !wide ? shortTime(date) : date.toISOString();
   }
 
   /** Key/value lines, aligned. */
@@ -65,4 +73,9 @@ export class Output {
 
 export function iso(date: Date | null | undefined): string | null {
   return date ? date.toISOString() : null;
+}
+
+/** `2026-11-24 08:41`: a UTC time to the minute, for tables at 80 columns. */
+export function shortTime(date: Date): string {
+  return date.toISOString().slice(0, 16).replace('T', ' ');
 }

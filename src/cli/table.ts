@@ -24,6 +24,8 @@ export interface Column {
   min?: number;
   /** Where a cut value loses characters: 'end' (names) or 'middle' (keys, whose both ends identify them). */
   truncate?: 'end' | 'middle';
+  /** Never cut (ids a command needs, times, numbers): other columns are cut or dropped first. */
+  whole?: boolean;
   /** Dropped (rightmost first) when even the narrowest cut does not fit. */
   optional?: boolean;
   align?: 'left' | 'right';
@@ -70,7 +72,8 @@ export function renderTable(columnsIn: readonly (Column | string)[], rowsIn: rea
   if (options.tty) {
     const limit = Math.max(20, options.width ?? 80);
     const total = () => widths.reduce((sum, width) => sum + width, 0) + GAP * (widths.length - 1);
-    const floor = (i: number) => Math.min(widths[i]!, Math.max(columns[i]!.min ?? Math.max(6, visibleLength(columns[i]!.title)), 1));
+    const floor = (i: number) =>
+      columns[i]!.whole ? widths[i]! : Math.min(widths[i]!, Math.max(columns[i]!.min ?? Math.max(6, visibleLength(columns[i]!.title)), 1));
     // Drop optional columns (rightmost first) while even their narrowest cuts do not fit.
     const minimum = () => columns.reduce((sum, _c, i) => sum + floor(i), 0) + GAP * (columns.length - 1);
     while (minimum() > limit) {

@@ -14,6 +14,7 @@ export const auditCommand = defineCommand<AuditOptions>({
     { flags: '--action <name>', description: 'only this action (keys.revoked, tokens.revoked, company.mapped…; the README lists them)' },
     { flags: '--company <company_id>', description: 'only events whose details name this company' },
     { flags: '--cursor <cursor>', description: 'continue after this cursor (next_cursor in JSON)' },
+    { flags: '--wide', description: 'every column, every value and time whole, however wide the terminal' },
   ],
   readOnly: true,
   run: (session, out, { args, options }) => runAudit(session, out, args[0], options),
@@ -25,6 +26,7 @@ interface AuditOptions {
   action?: string;
   company?: string;
   cursor?: string;
+  wide?: boolean;
 }
 
 async function runAudit(session: Session, out: Output, partner: string | undefined, options: AuditOptions): Promise<void> {
@@ -58,14 +60,22 @@ async function runAudit(session: Session, out: Output, partner: string | undefin
   else {
     out.line(
       await out.table(
-        ['AT', 'ACTOR', 'ACTION', 'PARTNER', 'DETAILS'],
+        // At 80 columns: whole times (to the minute) and actions; the rest cut or dropped (--wide, --json).
+        [
+          { title: 'AT', whole: true },
+          { title: 'ACTION', whole: true },
+          { title: 'PARTNER', min: 12 },
+          { title: 'ACTOR', min: 8, optional: true },
+          { title: 'DETAILS', min: 10, optional: true },
+        ],
         events.map((event) => [
-          iso(event.at),
-          event.actor,
+          out.tableTime(event.at, options.wide),
           event.action,
           event.partnerId === null ? null : `${event.partnerName ?? '?'} (${event.partnerId})`,
+          event.actor,
           JSON.stringify(event.details),
         ]),
+        { wide: options.wide === true },
       ),
     );
   }

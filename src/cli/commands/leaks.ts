@@ -167,6 +167,7 @@ export const listKeysCommand = defineCommand<ListKeysOptions>({
     { flags: '--fail-if-any', description: 'exit 1 when the list is not empty (for a daily cron alert)' },
     { flags: '--limit <n>', description: 'page size, 1-1000', default: '50' },
     { flags: '--cursor <cursor>', description: 'continue after this cursor (next_cursor in JSON)' },
+    { flags: '--wide', description: 'every column, every value and time whole, however wide the terminal' },
   ],
   examples: [{ caption: 'daily cron', lines: ['partnerctl list-keys --status active --older-than 90d --fail-if-any --json'] }],
   run: (session, out, { options }) => runListKeys(session, out, options),
@@ -181,6 +182,7 @@ interface ListKeysOptions {
   failIfAny?: boolean;
   limit?: string;
   cursor?: string;
+  wide?: boolean;
 }
 
 async function runListKeys(session: Session, out: Output, options: ListKeysOptions): Promise<number> {
@@ -219,17 +221,29 @@ async function runListKeys(session: Session, out: Output, options: ListKeysOptio
   else {
     out.line(
       await out.table(
-        ['KEY PAIR', 'PARTNER', 'ACCESS KEY', 'STATUS', 'CREATED', 'EXPIRES', 'LAST USED', 'LAST REFUSED'],
+        // At 80 columns: whole key-pair ids (revoke-keys --key-pair needs them) and short times; the
+        // rest as the width allows (--wide and --json carry everything).
+        [
+          { title: 'KEY PAIR', whole: true },
+          { title: 'PARTNER', min: 10 },
+          { title: 'STATUS', whole: true },
+          { title: 'CREATED', whole: true },
+          { title: 'LAST USED', whole: true, optional: true },
+          { title: 'EXPIRES', whole: true, optional: true },
+          { title: 'ACCESS KEY', min: 14, truncate: 'middle', optional: true },
+          { title: 'LAST REFUSED', whole: true, optional: true },
+        ],
         page.keys.map((pair) => [
           pair.id,
           `${pair.partnerName} (${pair.partnerId})`,
-          pair.accessKey,
           pair.effectiveStatus,
-          iso(pair.createdAt),
-          iso(pair.expiresAt),
-          iso(pair.lastUsedAt),
-          iso(pair.lastRefusedAt),
+          out.tableTime(pair.createdAt, options.wide),
+          out.tableTime(pair.lastUsedAt, options.wide),
+          out.tableTime(pair.expiresAt, options.wide),
+          pair.accessKey,
+          out.tableTime(pair.lastRefusedAt, options.wide),
         ]),
+        { wide: options.wide === true },
       ),
     );
   }
