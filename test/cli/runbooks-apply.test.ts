@@ -79,7 +79,15 @@ partners:
       const kept = await runCli(['apply', '-f', '-', '--json'], backend.env, { input: doc });
       expect(kept.code, kept.stderr).toBe(0);
       expect(kept.json().plan).toMatchObject({ changes: 2, companies_mapped: 1, companies_unmapped: 0, partners_enabled: 1 });
-      const pruned = await runCli(['apply', '-f', '-', '--prune', '--json'], backend.env, { input: doc });
+      // Unmapping without a terminal needs --yes (a dry run does not).
+      const unconfirmed = await runCli(['apply', '-f', '-', '--prune', '--json'], backend.env, { input: doc });
+      expect(unconfirmed.code).toBe(2);
+      expect(unconfirmed.json().error.code).toBe('confirmation_required');
+      expect(unconfirmed.json().error.message).toContain('unmap 2 companies');
+      const dry = await runCli(['apply', '-f', '-', '--prune', '--dry-run', '--json'], backend.env, { input: doc });
+      expect(dry.code, dry.stderr).toBe(0);
+      expect((await cli('show-partner', 'Acme Pricing', '--json')).json().company_count).toBe(4);
+      const pruned = await runCli(['apply', '-f', '-', '--prune', '--yes', '--json'], backend.env, { input: doc });
       expect(pruned.json().plan).toMatchObject({ changes: 2, companies_unmapped: 2 });
       expect(pruned.json().plan.partners[0].companies_unmapped.sort()).toEqual(['company-2', 'extra-1']);
       const listed = (await cli('list-companies', 'Acme Pricing', '--json')).json().companies.map((c: { company_id: string }) => c.company_id);

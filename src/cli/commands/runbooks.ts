@@ -4,6 +4,7 @@ import { AppError } from '../../errors.js';
 import { defineCommand } from '../definition.js';
 import type { Output } from '../output.js';
 import { progressBar } from '../progress.js';
+import { confirmDestructive } from '../prompts.js';
 import type { Session } from '../session.js';
 
 /** A document as text: JSON when it looks like JSON (fast for big files), YAML otherwise. */
@@ -80,7 +81,8 @@ export function duplicateJsonKey(text: string): string | null {
 
 export const applyCommand = defineCommand<ApplyOptions>({
   name: 'apply',
-  description: 'make the database match a document of partners (name, status, companies): plan, then apply in one transaction',
+  description:
+    'make the database match a document of partners (name, status, companies): plan, then apply in one transaction (asks to confirm disabling partners or unmapping companies)',
   options: [
     { flags: '-f, --file <file|->', description: "the document, YAML or JSON ('-' reads stdin)" },
     { flags: '--dry-run', description: 'print the plan only; change nothing' },
@@ -126,6 +128,20 @@ async function runApply(session: Session, out: Output, options: ApplyOptions): P
   const source = options.file === '-' ? '-f - (stdin)' : `-f ${options.file}`;
   const state = parseDesiredState(await parseDocument(await readInput(session, options.file, '-f'), source), source);
   const planOptions = { prune: options.prune === true, issueKeys: options.issueKeysTo !== undefined };
+  // Disabling partners and unmapping companies cut traffic at once: confirmed, as disable-partner and
+  // unmap-company are (--yes without a terminal). A dry run changes nothing and never asks.
+  if (!options.dryRun) {
+    const preview = await planDesiredState((await session.db()).sql, state, planOptions);
+    const cuts = [
+      preview.partnersDisabled ? `disable ${plural(preview.partnersDisabled, 'partner')} (their tokens are refused at once)` : '',
+      preview.companiesUnmapped
+        ? `unmap ${plural(preview.companiesUnmapped, 'company', 'companies')} (their requests get 404 at once)`
+        : '',
+    ].filter(Boolean);
+    if (cuts.length > 0) {
+      await confirmDestructive(session, `Apply ${plural(preview.changes, 'change')}: ${cuts.join(' and ')}`);
+    }
+  }
   // The secrets file is created (never overwritten, mode 0600) before anything changes, so a bad path
   // fails the command while the database is untouched.
   let keysFd: number | undefined;
