@@ -6,7 +6,7 @@ import { runBinary, runCli } from '../support/cli.js';
 
 // Raw control characters a terminal would act on: C0, DEL, C1 (U+009B is a CSI) and the bidi controls.
 // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is this pattern's purpose
-const RAW = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
+const RAW = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
 
 describe('what reaches the terminal (SQLite, the real binary)', () => {
   let backend: TestBackend;

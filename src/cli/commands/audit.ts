@@ -79,5 +79,5 @@ async function runAudit(session: Session, out: Output, partner: string | undefin
       ),
     );
   }
-  if (nextCursor) out.line(`More: --cursor ${nextCursor}`);
+  if (nextCursor) out.note(`More: partnerctl audit --cursor ${nextCursor} (with the same filters)`);
 }

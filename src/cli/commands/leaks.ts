@@ -247,7 +247,7 @@ async function runListKeys(session: Session, out: Output, options: ListKeysOptio
       ),
     );
   }
-  if (page.nextCursor) out.line(`More: --cursor ${page.nextCursor}`);
+  if (page.nextCursor) out.note(`More: partnerctl list-keys --cursor ${page.nextCursor} (with the same filters)`);
   return code;
 }
 
