@@ -40,3 +40,33 @@ export function masked(value: string): string {
 export function withoutSecrets(text: string): string {
   return text.replace(/pctl_sk_[A-Za-z0-9]+/g, 'pctl_sk_…').replace(/eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*/g, 'eyJ…');
 }
+
+/** Levenshtein distance, case-insensitive (for did-you-mean suggestions). */
+export function editDistance(a: string, b: string): number {
+  const x = [...a.toLowerCase()];
+  const y = [...b.toLowerCase()];
+  let previous = Array.from({ length: y.length + 1 }, (_v, j) => j);
+  for (let i = 1; i <= x.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= y.length; j++) {
+      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (x[i - 1] === y[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[y.length]!;
+}
+
+/**
+ * The candidates close to a mistyped value, nearest first: within a third of its length in edits (at least
+ * 1, at most 4), or containing it / contained in it case-insensitively.
+ */
+export function closest(value: string, candidates: readonly string[], limit = 3): string[] {
+  const bound = Math.min(4, Math.max(1, Math.floor([...value].length / 3)));
+  const lower = value.toLowerCase();
+  return candidates
+    .map((candidate) => ({ candidate, distance: editDistance(value, candidate) }))
+    .filter(({ candidate, distance }) => distance <= bound || (lower.length >= 3 && (candidate.toLowerCase().includes(lower) || lower.includes(candidate.toLowerCase()))))
+    .sort((a, b) => a.distance - b.distance)
+    .slice(0, limit)
+    .map(({ candidate }) => candidate);
+}

@@ -39,7 +39,11 @@ async function runUsage(session: Session, out: Output, partner: string | undefin
   const since = parseTimeOrDuration(options.since ?? USAGE_DEFAULT_SINCE, '--since');
   const by = options.by;
   if (by !== undefined && !(GROUPINGS as readonly string[]).includes(by)) {
-    throw new AppError('invalid_argument', `--by must be company, hour or day, got '${by.slice(0, 40)}'`);
+    const { closest } = await import('../../text.js');
+    const near = closest(by, GROUPINGS, 1)[0];
+    throw new AppError('invalid_argument', `--by must be company, hour or day, got '${by.slice(0, 40)}'`, {
+      hint: `${near ? `did you mean --by ${near}? ` : ''}see 'partnerctl usage --help'`,
+    });
   }
   const [{ usageReport }, db] = await Promise.all([import('../../domain/usage.js'), session.db()]);
   const rows = await usageReport(db, {
