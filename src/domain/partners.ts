@@ -11,7 +11,7 @@ import {
 } from '../db/repositories/partners.js';
 import type { Queryable } from '../db/unit.js';
 import { AppError } from '../errors.js';
-import { masked } from '../text.js';
+import { closest, masked } from '../text.js';
 import { ACCESS_KEY_PREFIX, KEY_PAIR_ID_PATTERN, newId, PARTNER_ID_PATTERN, SECRET_KEY_PREFIX } from './identifiers.js';
 import { runUnit, type Actor, type Unit } from './transactions.js';
 import { validatePartnerName } from './validation.js';
@@ -40,9 +40,27 @@ export async function findPartner(reader: Queryable, reference: string): Promise
   if (!found) {
     // A reference that may be a credential pasted in the wrong place is never echoed whole.
     const shown = /pctl_sk_|^eyJ|^[A-Za-z0-9_+/=-]{32,}$/.test(reference) ? masked(reference) : `'${printable(reference)}'`;
-    throw new AppError('partner_not_found', `no partner with id, name, access key or key-pair id ${shown}`);
+    throw new AppError('partner_not_found', `no partner with id, name, access key or key-pair id ${shown}`, {
+      hint: await didYouMeanPartner(reader, reference),
+    });
   }
   return found as PartnerRecord;
+}
+
+/** The closest names (or ids, for an id) to a reference that found nothing, as a hint. */
+async function didYouMeanPartner(reader: Queryable, reference: string): Promise<string> {
+  const fallback = "see 'partnerctl list-partners'";
+  if (reference.includes('pctl_') || reference.length > 100) return fallback;
+  // Few enough partners to compare them all here; an error path, not a hot one.
+  const partners = await partnersMatching(reader, '', 5000);
+  const byId = reference.toLowerCase().startsWith('ptn_');
+  const near = closest(reference, partners.map((partner) => (byId ? partner.id : partner.name)), 3);
+  if (near.length === 0) return fallback;
+  const shown = near.map((value) => {
+    const partner = partners.find((candidate) => (byId ? candidate.id : candidate.name) === value)!;
+    return `'${printable(partner.name)}' (${partner.id})`;
+  });
+  return `did you mean ${shown.join(' or ')}? ${fallback}`;
 }
 
 export async function createPartnerIn(

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createBackend, type TestBackend } from '../support/backends.js';
+import { BACKENDS, backendAvailable, createBackend, type TestBackend } from '../support/backends.js';
 import { runBinary, runCli } from '../support/cli.js';
 
 // One error format: `partnerctl: <code>: <message>; hint: <hint>`, one line, never a bracket inside a bracket.
@@ -38,5 +38,34 @@ describe('error lines and usage hints (SQLite, the real binary)', () => {
       expect(result.stderr).not.toMatch(NESTED);
       expect(result.stderr).not.toContain('(hint');
     }
+  });
+});
+
+describe.each(BACKENDS)('a partner that is not found on %s', (provider) => {
+  describe.skipIf(!backendAvailable(provider))('', () => {
+    let backend: TestBackend;
+    const ids: Record<string, string> = {};
+    beforeAll(async () => {
+      backend = await createBackend(provider);
+      expect((await runCli(['db', 'migrate'], backend.env)).code).toBe(0);
+      for (const name of ['Acme Pricing', 'Acme Rates', 'Initech']) {
+        ids[name] = (await runCli(['create-partner', '--name', name, '--json'], backend.env)).json().partner_id;
+      }
+    });
+    afterAll(() => backend.dispose());
+
+    it('gets a did-you-mean with the closest names and ids', async () => {
+      const typo = await runCli(['show-partner', 'Acme Pricng'], backend.env);
+      expect(typo.code).toBe(3);
+      expect(typo.stderr).toContain(`; hint: did you mean 'Acme Pricing' (${ids['Acme Pricing']})`);
+      expect(typo.stderr).not.toContain('Initech');
+      const id = ids.Initech!;
+      const wrongId = `${id.slice(0, -1)}${id.endsWith('0') ? '1' : '0'}`;
+      const byId = await runCli(['issue-keys', wrongId, '--json'], backend.env);
+      expect(byId.code).toBe(3);
+      expect(byId.json().error).toMatchObject({ code: 'partner_not_found', hint: `did you mean 'Initech' (${id})? see 'partnerctl list-partners'` });
+      const nothing = await runCli(['show-partner', 'Zzyzx Quorum'], backend.env);
+      expect(nothing.stderr).toMatch(/; hint: see 'partnerctl list-partners'\n$/);
+    });
   });
 });
