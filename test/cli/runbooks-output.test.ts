@@ -162,10 +162,14 @@ describe('safety of read-only commands and db migrate', () => {
 
   it('refuses a read-only command on an SQLite path that does not exist, creating nothing', async () => {
     const missing = join(backend.dir, 'typo-folder', 'with-a-typo.db');
-    for (const args of [['list-partners'], ['show-partner', 'x'], ['audit'], ['export'], ['list-companies', 'x'], ['db', 'status']]) {
+    const document = join(backend.dir, 'desired.yaml');
+    writeFileSync(document, 'partners:\n  - name: Someone\n');
+    for (const args of [['list-partners'], ['show-partner', 'x'], ['audit'], ['export'], ['list-companies', 'x'], ['db', 'status'], ['apply', '-f', document, '--dry-run']]) {
       const refused = await runCli(args, { ...backend.env, DATABASE_URL: `file:${missing}` });
       expect(refused.code, args.join(' ')).toBe(5);
       expect(refused.stderr).toContain(`no SQLite database at ${missing}`);
+      // The hint names the command that creates the database.
+      expect(refused.stderr).toMatch(/; hint: check DATABASE_URL \/ --database-url, or create the database: 'partnerctl db migrate'\n$/);
       expect(existsSync(join(backend.dir, 'typo-folder'))).toBe(false);
     }
     const viaFlag = await runCli(['--database-url', join(backend.dir, 'other.db'), 'list-partners'], backend.env);
