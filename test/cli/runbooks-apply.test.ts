@@ -118,10 +118,19 @@ partners:
       expect(line).toContain('partners[0].companies[1]: invalid company id');
       expect(line).toContain("partners[1].name: 'New One' is already given at partners[0]");
       expect(line).toMatch(/partners\[2\]\.status/);
-      expect(line).toMatch(/partners\[2\]: Unrecognized key.*colour/);
+      expect(line).toContain("partners[2]: unknown key 'colour'");
       expect(line).toMatch(/partners\[3\]\.name/);
       expect(line).toContain('nothing was changed');
-      expect((await cli('apply', '-f', file('notyaml.yaml', 'partners: [\n'))).stderr).toMatch(/invalid_argument: .*not valid YAML/);
+      expect((await cli('apply', '-f', file('notyaml.yaml', 'partners: [\n'))).stderr).toMatch(/invalid_argument: .*not valid YAML.*nothing was changed/);
+      // A syntax error quotes its line; an unknown key suggests the nearest known one.
+      const syntax = await cli('apply', '-f', file('syntax.yaml', 'partners:\n  - name: Fine\n  - name: [broken\n  - name: Later\n'));
+      expect(syntax.code).toBe(2);
+      expect(syntax.stderr).toMatch(/not valid YAML: .*at line 4, column 3: " {2}- name: Later"; nothing was changed/);
+      const misspelt = await cli('apply', '-f', file('misspelt.yaml', 'partners:\n  - name: Fine\n    compnies: [a]\n    stauts: active\n'));
+      expect(misspelt.code).toBe(2);
+      expect(misspelt.stderr).toContain("partners[0]: unknown key 'compnies': did you mean 'companies'?");
+      expect(misspelt.stderr).toContain("partners[0]: unknown key 'stauts': did you mean 'status'?");
+      expect((await cli('apply', '-f', file('top.yaml', 'partner:\n  - name: Fine\n'))).stderr).toContain("unknown key 'partner': did you mean 'partners'?");
       expect((await cli('apply', '-f', file('notjson.json', '{"partners": ['))).stderr).toMatch(/not valid JSON/);
       expect((await cli('apply', '-f', join(backend.dir, 'nope.yaml'))).code).toBe(2);
       expect((await cli('apply')).stderr).toMatch(/missing -f/);

@@ -30,8 +30,12 @@ export async function parseDocument(text: string, source: string): Promise<unkno
   try {
     return parse(text, { uniqueKeys: true, maxAliasCount: 0 }) ?? {};
   } catch (error) {
-    const first = (error as Error).message.split('\n')[0];
-    throw new AppError('invalid_argument', `${source}: not valid YAML: ${first}`, { cause: error });
+    // The parser's first line ("… at line 3, column 3:"), then the line itself, quoted.
+    const first = (error as Error).message.split('\n')[0]!.replace(/:$/, '');
+    const at = (error as { linePos?: { line: number }[] }).linePos?.[0]?.line;
+    const line = at === undefined ? undefined : text.split('\n')[at - 1]?.replace(/\r$/, '');
+    const quoted = line === undefined ? '' : `: ${JSON.stringify(line.length > 60 ? `${line.slice(0, 60)}…` : line)}`;
+    throw new AppError('invalid_argument', `${source}: not valid YAML: ${first}${quoted}; nothing was changed`, { cause: error });
   }
 }
 
