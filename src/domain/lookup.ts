@@ -41,7 +41,10 @@ export interface LookupResult {
   token: TokenFacts | null;
   /** What it means, in one sentence. */
   note: string;
-  /** The one command that contains the leak; null when there is nothing of ours to contain (a forged token, a wrong secret). */
+  /**
+   * The one command that contains the leak; null when there is nothing of ours to contain (a forged token, a
+   * wrong secret, a pair already revoked, a token already refused or expired).
+   */
   contain: string | null;
 }
 
@@ -115,8 +118,8 @@ async function pairResult(db: Database, kind: LookupKind, pair: KeyPairRow, genu
     note = 'the active pair: rotate it now and refuse every token the partner holds';
     contain = `partnerctl rotate-keys ${pair.partnerId} --revoke-issued-tokens --yes`;
   } else if (status === 'revoked') {
-    note = 'already revoked: it mints nothing and its tokens are refused (the command below changes nothing)';
-    contain = `partnerctl revoke-keys ${pair.partnerId} --key-pair ${pair.id} --yes`;
+    note = 'already revoked: it mints nothing and its tokens are refused; nothing to contain';
+    contain = null;
   } else {
     note = `${status}: it mints nothing, but tokens it minted may still be live; revoke it to refuse them`;
     contain = `partnerctl revoke-keys ${pair.partnerId} --key-pair ${pair.id} --yes`;
@@ -286,6 +289,7 @@ async function tokenResult(
     acceptedUntil: accepted ? facts.expiresAt : null,
     token: facts,
     note,
-    contain: genuine === false ? null : `partnerctl revoke-tokens ${partner.id} --yes`,
+    // An expired or refused token has nothing left to contain.
+    contain: genuine === false || !accepted ? null : `partnerctl revoke-tokens ${partner.id} --yes`,
   };
 }

@@ -78,4 +78,22 @@ describe('what reaches the terminal (SQLite, the real binary)', () => {
       }
     }
   });
+
+  it('lookup says whose status it shows, and prints no Contain: when there is nothing to contain (a revoked pair)', async () => {
+    const created = await runCli(['create-partner', '--name', 'Revoked Pair Co', '--json'], backend.env);
+    const keys = (await runCli(['issue-keys', created.json().partner_id, '--json'], backend.env)).json();
+    const live = await runBinary(['lookup', keys.access_key], backend.env);
+    expect(live.code, live.stderr).toBe(0);
+    expect(live.stdout).toMatch(/partner status +active/);
+    expect(live.stdout).toMatch(/key pair status +active/);
+    expect(live.stdout).toMatch(/^Contain: partnerctl rotate-keys /m);
+    expect((await runCli(['revoke-keys', created.json().partner_id, '--yes'], backend.env)).code).toBe(0);
+    const revoked = await runBinary(['lookup', keys.access_key], backend.env);
+    expect(revoked.code).toBe(0);
+    expect(revoked.stdout).toMatch(/partner status +active/);
+    expect(revoked.stdout).toMatch(/key pair status +revoked/);
+    expect(revoked.stdout).not.toContain('Contain:');
+    expect(revoked.stdout).toContain('nothing to contain');
+    expect((await runBinary(['lookup', keys.key_pair_id, '--json'], backend.env)).json()).toMatchObject({ status: 'revoked', contain: null });
+  });
 });

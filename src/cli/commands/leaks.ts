@@ -92,9 +92,12 @@ async function runLookup(session: Session, out: Output, value: string | undefine
   const what = { access_key: 'an access key', secret_key: 'a secret key', key_pair_id: 'a key-pair id', token: 'a token', token_id: 'a token id' }[
     result.kind
   ];
-  out.line(`${chalk.bold(what)} of ${partner ? `${chalk.bold(partner.name)} (${partner.id}, ${partner.status})` : 'no known partner'}`);
+  out.line(`${chalk.bold(what)} of ${partner ? `${chalk.bold(partner.name)} (${partner.id})` : 'no known partner'}`);
+  // Whose status is whose, said plainly: the partner's, then the key pair's or the token's.
+  const own = result.kind === 'token' || result.kind === 'token_id' ? 'token status' : 'key pair status';
   const rows: [string, string | null][] = [
-    ['status', result.status],
+    ...(partner ? ([['partner status', partner.status]] as [string, string][]) : []),
+    [own, result.status],
     ['genuine', result.genuine === null ? 'cannot tell from this value' : result.genuine ? 'yes' : 'NO'],
     ['accepted now', result.accepted ? `yes${result.acceptedUntil ? `, until ${iso(result.acceptedUntil)}` : ''}` : 'no'],
   ];
