@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Database } from '../db/client.js';
 import { insertAuditEvents } from '../db/repositories/audit.js';
+import { touchPartners } from '../db/repositories/partners.js';
 import { announceRevision, bumpRevision } from '../db/repositories/revision.js';
 import { TransactionTimeout, type SqlTx } from '../db/unit.js';
 import { AppError } from '../errors.js';
@@ -51,6 +52,15 @@ export async function runUnit<T>(db: Database, who: Actor, work: (unit: Unit) =>
         const events: AuditEntry[] = [];
         const result = await work({ tx, who, audit: (entry) => void events.push(entry) });
         if (events.length === 0) throw new Unchanged(result);
+        const now = new Date();
+        // A partner's updated_at moves with every change to it (limits, keys, mappings, token cut-off), not
+        // only with its own row's (created, enabled, disabled: written with the row). A test token minted for
+        // it is not a change of the partner.
+        const ownRow = (action: string) => action.startsWith('partner.') && action !== 'partner.limits_set';
+        const changed = new Set(
+          events.filter((event) => event.partnerId && !ownRow(event.action) && event.action !== 'token.test_minted').map((event) => event.partnerId!),
+        );
+        if (changed.size > 0) await touchPartners(tx, [...changed], now);
         await insertAuditEvents(
           tx,
           events.map((event) => ({
@@ -59,7 +69,7 @@ export async function runUnit<T>(db: Database, who: Actor, work: (unit: Unit) =>
             partnerId: event.partnerId ?? null,
             details: JSON.stringify(event.details ?? {}),
           })),
-          new Date(),
+          now,
         );
         // On PostgreSQL, running servers drop their caches as soon as this commits (the poll is the fallback).
         await announceRevision(tx);
