@@ -48,6 +48,16 @@ describe('what reaches the terminal (SQLite, the real binary)', () => {
     expect(json.json().partners[0].name).toBe('Evil\u009b2J\u202eeman\u2066\u001b]0;title\u0007');
   });
 
+  it('escapes them in export (as YAML escapes: the same value) and leaves such names out of completion', async () => {
+    const exported = await runBinary(['export'], backend.env);
+    expect(exported.code, exported.stderr).toBe(0);
+    expect(exported.stdout).not.toMatch(RAW);
+    const { parse } = await import('yaml');
+    expect(parse(exported.stdout).partners.map((partner: { name: string }) => partner.name)).toContain('Evil\u009b2J\u202eeman\u2066\u001b]0;title\u0007');
+    const completed = await runBinary(['__complete-partners', 'E'], backend.env);
+    expect(completed.stdout).not.toMatch(RAW);
+  });
+
   it('escapes them in usage errors too', async () => {
     const result = await runBinary(['list-partners', '--status', 'x\u009b\u202e'], backend.env);
     expect(result.code).toBe(2);

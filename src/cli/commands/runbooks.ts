@@ -3,6 +3,7 @@ import type { Plan } from '../../domain/desired-state.js';
 import { AppError } from '../../errors.js';
 import { defineCommand } from '../definition.js';
 import type { Output } from '../output.js';
+import { jsonSafe, terminalSafe } from '../../text.js';
 import { progressBar } from '../progress.js';
 import { confirmDestructive } from '../prompts.js';
 import type { Session } from '../session.js';
@@ -267,6 +268,14 @@ async function runExport(session: Session, out: Output, options: { partner?: str
     return;
   }
   // The yaml library quotes whatever a reader could take for something else (`true`, `12`, `#x`, `a: b`).
-  const { stringify } = await import('yaml');
-  session.terminal.out.write(stringify(state, { lineWidth: 0 }));
+  // Strings holding control or bidi characters are double-quoted, those characters written as YAML escapes
+  // (`\u202e`): the same value for apply, nothing a terminal acts on.
+  const { Document, visit } = await import('yaml');
+  const document = new Document(state);
+  visit(document, {
+    Scalar(_key, node) {
+      if (typeof node.value === 'string' && terminalSafe(node.value) !== node.value) node.type = 'QUOTE_DOUBLE';
+    },
+  });
+  session.terminal.out.write(jsonSafe(document.toString({ lineWidth: 0 })));
 }
