@@ -3,20 +3,48 @@ import { AppError } from '../errors.js';
 import { isValidCompanyId } from '../domain/validation.js';
 import type { Session } from './session.js';
 
-/** The whole of a file, or of stdin for '-'. */
+/** The whole of a file, or of stdin for '-', as UTF-8 text: anything else is refused, naming its first bad line. */
 export async function readInput(session: Session, path: string, flag: string): Promise<string> {
+  let bytes: Buffer;
   if (path === '-') {
     const parts: Buffer[] = [];
     for await (const chunk of session.terminal.in) parts.push(typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer));
-    return Buffer.concat(parts).toString('utf8');
+    bytes = Buffer.concat(parts);
+  } else {
+    try {
+      bytes = await readFile(path);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      throw new AppError('invalid_argument', `${flag} ${path}: ${code === 'ENOENT' ? 'no such file' : `cannot be read (${code})`}`, {
+        hint: `give an existing file, or '-' for stdin`,
+        cause: error,
+      });
+    }
   }
+  return decodeUtf8(bytes, path === '-' ? `${flag} - (stdin)` : `${flag} ${path}`);
+}
+
+/** UTF-8 text (a leading byte-order mark dropped); bytes that are not UTF-8 fail, naming the first such line. */
+export function decodeUtf8(bytes: Buffer, source: string): string {
   try {
-    return await readFile(path, 'utf8');
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    throw new AppError('invalid_argument', `${flag} ${path}: ${code === 'ENOENT' ? 'no such file' : `cannot be read (${code})`}`, {
-      hint: `give an existing file, or '-' for stdin`,
-      cause: error,
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    let line = 1;
+    let start = 0;
+    const strict = new TextDecoder('utf-8', { fatal: true });
+    for (let i = 0; i <= bytes.length; i++) {
+      if (i === bytes.length || bytes[i] === 0x0a) {
+        try {
+          strict.decode(bytes.subarray(start, i));
+        } catch {
+          break;
+        }
+        line++;
+        start = i + 1;
+      }
+    }
+    throw new AppError('invalid_argument', `${source}: not valid UTF-8 on line ${line}; nothing was changed`, {
+      hint: 'save the file as UTF-8 (iconv -f latin1 -t utf-8 converts Latin-1)',
     });
   }
 }

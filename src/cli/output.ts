@@ -1,3 +1,4 @@
+import { jsonSafe, terminalSafe } from '../text.js';
 import { renderTable, type Column } from './table.js';
 import type { Session } from './session.js';
 
@@ -30,26 +31,36 @@ export class Output {
   }
 
   emitJson(value: object): void {
-    this.session.terminal.out.write(`${JSON.stringify(value, null, 2)}\n`);
+    // Control characters escaped (C0 by JSON itself, C1 and bidi here): the same value, harmless on a terminal.
+    this.session.terminal.out.write(`${jsonSafe(JSON.stringify(value, null, 2))}\n`);
   }
 
   /** A line for the person on stderr (progress, notes): never mixed into the data on stdout. */
   note(text: string): void {
-    this.session.terminal.err.write(`${text}\n`);
+    this.session.terminal.err.write(`${terminalSafe(text, this.colour)}\n`);
   }
 
+  /** A line of text on stdout, its control characters escaped (names from the database included). */
   line(text = ''): void {
-    this.session.terminal.out.write(`${text}\n`);
+    this.session.terminal.out.write(`${terminalSafe(text, this.colour)}\n`);
   }
 
   /**
    * A table that fits the terminal (cells cut with '…'), or plain aligned columns with whole values when
    * stdout is a pipe or a file (see table.ts).
    */
-  async table(head: (string | Column)[], rows: (string | number | null)[][]): Promise<string> {
+  async table(head: (string | Column)[], rows: (string | number | null)[][], options: { wide?: boolean } = {}): Promise<string> {
     const chalk = await this.chalk();
     const terminal = this.session.terminal;
-    return renderTable(head, rows, { tty: terminal.outIsTTY, width: terminal.columns, header: (text) => chalk.bold(text) });
+    // --wide: every column, every value whole, however wide the terminal.
+    const width = options.wide ? Number.POSITIVE_INFINITY : terminal.columns;
+    return renderTable(head, rows, { tty: terminal.outIsTTY, width, header: (text) => chalk.bold(text), colour: this.colour });
+  }
+
+  /** A time in a table: `2026-11-24 08:41` (UTC) on a terminal; the whole ISO time with --wide or through a pipe. */
+  tableTime(date: Date | null | undefined, wide = false): string | null {
+    if (!date) return null;
+    return this.session.terminal.outIsTTY && !wide ? shortTime(date) : date.toISOString();
   }
 
   /** Key/value lines, aligned. */
@@ -62,4 +73,9 @@ export class Output {
 
 export function iso(date: Date | null | undefined): string | null {
   return date ? date.toISOString() : null;
+}
+
+/** `2026-11-24 08:41`: a UTC time to the minute, for tables at 80 columns. */
+export function shortTime(date: Date): string {
+  return date.toISOString().slice(0, 16).replace('T', ' ');
 }

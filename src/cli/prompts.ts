@@ -1,4 +1,5 @@
 import { AppError } from '../errors.js';
+import { terminalSafe } from '../text.js';
 import type { Session } from './session.js';
 
 /**
@@ -38,7 +39,7 @@ export async function askPartner(session: Session, message = 'Partner'): Promise
     source: async (term) => {
       const partners = await searchPartners(db, term ?? '', 20);
       return partners.map((partner) => ({
-        name: `${partner.name} (${partner.id}${partner.status === 'active' ? '' : `, ${partner.status}`})`,
+        name: `${terminalSafe(partner.name)} (${partner.id}${partner.status === 'active' ? '' : `, ${partner.status}`})`,
         value: partner.id,
       }));
     },
@@ -60,7 +61,7 @@ export async function confirmDestructive(session: Session, action: string): Prom
     });
   }
   const { confirm } = await import('@inquirer/prompts');
-  if (!(await confirm({ message: `${action}?`, default: false }, promptContext(session)))) {
+  if (!(await confirm({ message: `${terminalSafe(action)}?`, default: false }, promptContext(session)))) {
     throw new AppError('cancelled', 'cancelled; nothing changed');
   }
 }

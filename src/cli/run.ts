@@ -1,6 +1,7 @@
 import { CommanderError, type Command } from 'commander';
 import { loadConfig, type ServerFlags } from '../config.js';
 import { AppError, EXIT, firstLine } from '../errors.js';
+import { closest, jsonSafe, terminalSafe, withoutSecrets } from '../text.js';
 import { hintFor } from './hints.js';
 import { Output } from './output.js';
 import { buildProgram, isReadOnly } from './program.js';
@@ -29,16 +30,18 @@ async function report(thrown: unknown, session: Session | undefined, argv: reado
         ? (await import('../domain/transactions.js')).translateDatabaseError(error)
         : undefined;
   const code = known ? known.code : 'internal_error';
-  const message = known ? known.message : firstLine(error);
+  // A secret key or a token inside a message is cut to its prefix, whatever produced the message.
+  const message = withoutSecrets(known ? known.message : firstLine(error));
   const hint = known ? hintFor(known) : 'this is a bug; run again with --debug for details';
-  terminal.err.write(`partnerctl: ${code}: ${oneLine(message)}${hint ? ` (hint: ${hint})` : ''}\n`);
+  // One format for every error: `partnerctl: <code>: <message>; hint: <hint>` (no brackets around the hint).
+  terminal.err.write(terminalSafe(`partnerctl: ${code}: ${oneLine(message)}${hint ? `; hint: ${hint}` : ''}\n`));
   if (debug) {
     for (let cause: unknown = error; cause; cause = (cause as Error).cause) {
       terminal.err.write(`${(cause as Error).stack ?? String(cause)}\n`);
     }
   }
   if (session?.json) {
-    terminal.out.write(`${JSON.stringify({ error: { code, message, ...(hint ? { hint } : {}) } }, null, 2)}\n`);
+    terminal.out.write(`${jsonSafe(JSON.stringify({ error: { code, message, ...(hint ? { hint } : {}) } }, null, 2))}\n`);
   }
   return known ? known.exitCode : EXIT.error;
 }
@@ -48,6 +51,37 @@ function isDatabaseError(error: unknown): boolean {
   return /^(PrismaClient\w*Error|DriverAdapterError)$/.test((error as Error | undefined)?.name ?? '');
 }
 
+
+/** `partnerctl <command> --help` for the command the words name (the program's own help when none). */
+function helpCommand(program: Command, argv: readonly string[]): string {
+  const path: string[] = [];
+  let command = program;
+  for (const word of argv.slice(2)) {
+    const sub = command.commands.find((candidate) => candidate.name() === word || candidate.aliases().includes(word));
+    if (sub) {
+      command = sub;
+      path.push(sub.name());
+    }
+  }
+  return ['partnerctl', ...path, '--help'].join(' ');
+}
+
+/**
+ * A usage error's message and what the operator probably meant: the nearest choice of an option given a
+ * value outside its choices, or commander's own suggestion for an unknown command or option.
+ */
+function didYouMean(text: string): { message: string; suggestion?: string } {
+  const invalid = /^option '(\S+).*?' argument '(.*)' is invalid\. Allowed choices are (.+)\.$/.exec(text);
+  if (invalid) {
+    const [, option, value, choices] = invalid;
+    const allowed = choices!.split(', ');
+    const near = closest(value!, allowed, 1)[0];
+    return { message: `${option} must be one of ${allowed.join(', ')}, got '${value}'`, ...(near ? { suggestion: `${option} ${near}` } : {}) };
+  }
+  const commanders = /^(.*?)\s*\(Did you mean (.+?)\?\)$/.exec(text);
+  if (commanders) return { message: commanders[1]!, suggestion: commanders[2]! };
+  return { message: text };
+}
 
 function oneLine(text: string): string {
   return text.replace(/\s*\n\s*/g, ' ');
@@ -88,10 +122,11 @@ export async function runCli(argv: readonly string[], terminal: Terminal): Promi
     getOutHelpWidth: () => terminal.columns ?? 80,
     getErrHelpWidth: () => terminal.columns ?? 80,
     outputError: (text: string, write: (text: string) => void) => {
-      const message = oneLine(text.replace(/^error: /, '').trim());
-      write(`partnerctl: invalid_argument: ${message} (see 'partnerctl --help')\n`);
+      const { message, suggestion } = didYouMean(oneLine(text.replace(/^error: /, '').trim()));
+      const hint = `${suggestion ? `did you mean ${suggestion}? ` : ''}see '${helpCommand(program, argv)}'`;
+      write(terminalSafe(`partnerctl: invalid_argument: ${message}; hint: ${hint}\n`));
       if (argv.includes('--json')) {
-        terminal.out.write(`${JSON.stringify({ error: { code: 'invalid_argument', message, hint: "see 'partnerctl --help'" } }, null, 2)}\n`);
+        terminal.out.write(`${jsonSafe(JSON.stringify({ error: { code: 'invalid_argument', message, hint } }, null, 2))}\n`);
       }
     },
   };

@@ -43,7 +43,7 @@ export class Session {
     const config = this.databaseConfig;
     if (explicit && config.provider === 'sqlite' && !existsSync(config.url)) {
       throw new AppError('database_unavailable', `no SQLite database at ${config.url} (a read-only command never creates one)`, {
-        hint: 'check DATABASE_URL / --database-url; a command that writes (e.g. create-partner) creates the file',
+        hint: `check DATABASE_URL / --database-url, or create the database: 'partnerctl db migrate'`,
       });
     }
   }

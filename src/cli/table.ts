@@ -1,9 +1,10 @@
 // Tables for people and pipes, drawn by cli-table3. What this module adds is the fitting: on a terminal the
 // table fits its width (80 columns when unknown), optional columns dropped and long cells cut with '…' (keys
-// in the middle, where both ends identify them); through a pipe or into a file, plain aligned columns with
-// every value whole and no rules, for grep, awk and cut. Full values are always in --json.
+// in the middle, where both ends identify them); through a pipe or into a file, one record per line, every
+// value whole, tab-separated, for grep, awk and cut. Full values are always in --json.
 import { createRequire } from 'node:module';
 import type TableConstructor from 'cli-table3';
+import { terminalSafe } from '../text.js';
 
 const load = createRequire(import.meta.url);
 // Loaded on first use: most commands never draw a table.
@@ -23,18 +24,22 @@ export interface Column {
   min?: number;
   /** Where a cut value loses characters: 'end' (names) or 'middle' (keys, whose both ends identify them). */
   truncate?: 'end' | 'middle';
+  /** Never cut (ids a command needs, times, numbers): other columns are cut or dropped first. */
+  whole?: boolean;
   /** Dropped (rightmost first) when even the narrowest cut does not fit. */
   optional?: boolean;
   align?: 'left' | 'right';
 }
 
 export interface TableOptions {
-  /** stdout is a terminal: fit the width, rule under the header. */
+  /** stdout is a terminal: fit the width, rule under the header (otherwise tab-separated records). */
   tty: boolean;
   /** The terminal's width; 80 when unknown. */
   width?: number;
   /** Header styling (bold on colour terminals). */
   header?: (text: string) => string;
+  /** Colour is on: the cells' own colour sequences are kept (every other control character is escaped). */
+  colour?: boolean;
 }
 
 const GAP = 2;
@@ -58,31 +63,36 @@ export function cut(text: string, width: number, how: 'end' | 'middle' = 'end'):
 
 export function renderTable(columnsIn: readonly (Column | string)[], rowsIn: readonly (readonly (string | number | null)[])[], options: TableOptions): string {
   let columns = columnsIn.map((column) => (typeof column === 'string' ? { title: column } : column));
-  let rows = rowsIn.map((row) => row.map((cell) => (cell === null || cell === undefined ? '-' : String(cell)).replace(/[\r\n\t]/g, ' ')));
+  // Control characters escaped before measuring, so that a cut never splits an escape from its width.
+  let rows = rowsIn.map((row) =>
+    row.map((cell) => terminalSafe((cell === null || cell === undefined ? '-' : String(cell)).replace(/[\r\n\t]/g, ' '), options.colour === true)),
+  );
   const natural = () => columns.map((column, i) => Math.max(visibleLength(column.title), ...rows.map((row) => visibleLength(row[i] ?? ''))));
+  // Through a pipe or into a file: one record per line, its values whole and tab-separated, no header
+  // (for cut -f, awk -F'\t' and sort; --json has the names).
+  if (!options.tty) return rows.map((row) => row.join('\t')).join('\n');
   let widths = natural();
-  if (options.tty) {
-    const limit = Math.max(20, options.width ?? 80);
-    const total = () => widths.reduce((sum, width) => sum + width, 0) + GAP * (widths.length - 1);
-    const floor = (i: number) => Math.min(widths[i]!, Math.max(columns[i]!.min ?? Math.max(6, visibleLength(columns[i]!.title)), 1));
-    // Drop optional columns (rightmost first) while even their narrowest cuts do not fit.
-    const minimum = () => columns.reduce((sum, _c, i) => sum + floor(i), 0) + GAP * (columns.length - 1);
-    while (minimum() > limit) {
-      const drop = columns.map((column) => column.optional === true).lastIndexOf(true);
-      if (drop < 0) break;
-      columns = columns.filter((_c, i) => i !== drop);
-      rows = rows.map((row) => row.filter((_c, i) => i !== drop));
-      widths = natural();
+  const limit = Math.max(20, options.width ?? 80);
+  const total = () => widths.reduce((sum, width) => sum + width, 0) + GAP * (widths.length - 1);
+  const floor = (i: number) =>
+    columns[i]!.whole ? widths[i]! : Math.min(widths[i]!, Math.max(columns[i]!.min ?? Math.max(6, visibleLength(columns[i]!.title)), 1));
+  // Drop optional columns (rightmost first) while even their narrowest cuts do not fit.
+  const minimum = () => columns.reduce((sum, _c, i) => sum + floor(i), 0) + GAP * (columns.length - 1);
+  while (minimum() > limit) {
+    const drop = columns.map((column) => column.optional === true).lastIndexOf(true);
+    if (drop < 0) break;
+    columns = columns.filter((_c, i) => i !== drop);
+    rows = rows.map((row) => row.filter((_c, i) => i !== drop));
+    widths = natural();
+  }
+  // Then cut the widest cuttable column, a character at a time, until the table fits.
+  while (total() > limit) {
+    let widest = -1;
+    for (let i = 0; i < widths.length; i++) {
+      if (widths[i]! > floor(i) && (widest < 0 || widths[i]! > widths[widest]!)) widest = i;
     }
-    // Then cut the widest cuttable column, a character at a time, until the table fits.
-    while (total() > limit) {
-      let widest = -1;
-      for (let i = 0; i < widths.length; i++) {
-        if (widths[i]! > floor(i) && (widest < 0 || widths[i]! > widths[widest]!)) widest = i;
-      }
-      if (widest < 0) break;
-      widths[widest]!--;
-    }
+    if (widest < 0) break;
+    widths[widest]!--;
   }
   const header = options.header ?? ((text: string) => text);
   const { Table } = tables();
@@ -102,6 +112,6 @@ export function renderTable(columnsIn: readonly (Column | string)[], rowsIn: rea
     .split('\n')
     .map((line) => line.trimEnd());
   // On a terminal, a rule under the header, column by column (no gap after the last).
-  if (options.tty) lines.splice(1, 0, widths.map((width) => '─'.repeat(width)).join(' '.repeat(GAP)));
+  lines.splice(1, 0, widths.map((width) => '─'.repeat(width)).join(' '.repeat(GAP)));
   return lines.join('\n');
 }

@@ -7,10 +7,11 @@ import { activeKeyPair } from '../db/repositories/key-pairs.js';
 import { partnerByName, partnerPage } from '../db/repositories/partners.js';
 import type { Queryable } from '../db/unit.js';
 import { AppError } from '../errors.js';
+import { closest } from '../text.js';
 import { bulkPolicy, mapCompaniesIn, unmapCompaniesIn } from './companies.js';
 import { canonicalCidr, canonicalRules, partnerNetwork, setNetworkIn } from './networks.js';
 import { issueKeyPairIn, newKeyPair, type IssuedKeyPair, type NewKeyPair } from './key-pairs.js';
-import { createPartnerIn, findPartner, refuseSimilarName, setPartnerStatusIn, type PartnerRecord, type PartnerStatus } from './partners.js';
+import { createPartnerIn, findPartner, printable, refuseSimilarName, setPartnerStatusIn, type PartnerRecord, type PartnerStatus } from './partners.js';
 import { runUnit, type Actor } from './transactions.js';
 import { isValidCompanyId, nameKey, validatePartnerName } from './validation.js';
 
@@ -65,7 +66,16 @@ export function parseDesiredState(value: unknown, source: string): DesiredState 
   const problems: string[] = [];
   const parsed = documentSchema().safeParse(value);
   if (!parsed.success) {
-    for (const issue of parsed.error.issues) problems.push(`${pathText(issue.path)}: ${issue.message}`);
+    for (const issue of parsed.error.issues) {
+      if (issue.code === 'unrecognized_keys') {
+        // An unknown key, with the nearest key that place knows (`compnies` -> `companies`).
+        const known = issue.path.length === 0 ? ['partners'] : ['name', 'status', 'companies'];
+        for (const key of issue.keys) {
+          const near = closest(key, known, 1)[0];
+          problems.push(`${pathText(issue.path)}: unknown key '${printable(key)}'${near ? `: did you mean '${near}'?` : ''}`);
+        }
+      } else problems.push(`${pathText(issue.path)}: ${issue.message}`);
+    }
   }
   // The checks of names and ids run on whatever is there, so that one run names every problem.
   const raw = (value as { partners?: unknown } | null)?.partners;

@@ -110,3 +110,22 @@ export function parseKey(value: string): ParsedKey {
 function badChecksum(what: string): AppError {
   return new AppError('invalid_argument', `not a valid ${what}: its checksum does not match (a typo, or a truncated or altered copy)`);
 }
+
+/**
+ * A value as it is often pasted, unwrapped: surrounding quotes, a trailing comma or semicolon, a variable
+ * assignment or a JSON/YAML field (`SECRET=…`, `export X=…`, `"secret_key": "…"`) and an `Authorization:
+ * Bearer …` prefix are removed, repeatedly, so that a pasted `"pctl_sk_…",` is the key itself.
+ */
+export function unwrapPasted(value: string): string {
+  let text = value.trim();
+  for (let round = 0; round < 5; round++) {
+    const before = text;
+    text = text.replace(/[,;]+$/, '').trim();
+    text = text.replace(/^(?:export\s+)?["']?[A-Za-z_][A-Za-z0-9_.-]*["']?\s*[=:]\s*/, '').trim();
+    text = text.replace(/^(?:authorization:\s*)?bearer\s+/i, '').trim();
+    const quoted = /^(["'`])([\s\S]*)\1$/.exec(text);
+    if (quoted) text = quoted[2]!.trim();
+    if (text === before) break;
+  }
+  return text;
+}

@@ -4,7 +4,8 @@ import { testTokenEventByJti } from '../db/repositories/audit.js';
 import { keyPairByAccessKey, keyPairById, secretHashOf, type KeyPairRow } from '../db/repositories/key-pairs.js';
 import { partnerById, partnerGateRow, type PartnerRow } from '../db/repositories/partners.js';
 import { AppError } from '../errors.js';
-import { ACCESS_KEY_PREFIX, KEY_PAIR_ID_PATTERN, parseKey, PARTNER_ID_PATTERN, SECRET_KEY_PREFIX } from './identifiers.js';
+import { masked } from '../text.js';
+import { ACCESS_KEY_PREFIX, KEY_PAIR_ID_PATTERN, parseKey, PARTNER_ID_PATTERN, SECRET_KEY_PREFIX, unwrapPasted } from './identifiers.js';
 import { effectiveStatus } from './key-pairs.js';
 import { printable } from './partners.js';
 import { verifySecret } from './secrets.js';
@@ -40,7 +41,10 @@ export interface LookupResult {
   token: TokenFacts | null;
   /** What it means, in one sentence. */
   note: string;
-  /** The one command that contains the leak; null when there is nothing of ours to contain (a forged token, a wrong secret). */
+  /**
+   * The one command that contains the leak; null when there is nothing of ours to contain (a forged token, a
+   * wrong secret, a pair already revoked, a token already refused or expired).
+   */
   contain: string | null;
 }
 
@@ -54,7 +58,8 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  * `not_found`. Reads only; `keys` is opened by the caller when the value is a token.
  */
 export async function lookup(db: Database, value: string, openKeys: () => Promise<SigningKeys | null>): Promise<LookupResult> {
-  const text = value.trim();
+  // A value pasted with its quotes, `SECRET=`, `Bearer ` or a trailing comma is the value itself.
+  const text = unwrapPasted(value);
   if (text.startsWith(ACCESS_KEY_PREFIX) || text.startsWith(SECRET_KEY_PREFIX)) return lookupKey(db, text);
   if (KEY_PAIR_ID_PATTERN.test(text)) {
     const pair = await keyPairById(db.sql, text);
@@ -70,7 +75,8 @@ export async function lookup(db: Database, value: string, openKeys: () => Promis
   if (UUID.test(text)) return lookupOldTokenId(db, text);
   throw new AppError(
     'invalid_argument',
-    `'${printable(text)}' is not an access key (pctl_ak_…), a secret key (pctl_sk_…), a key-pair id (kp_…), a token (JWT) or a token id`,
+    // Whatever it is, it may be a credential: never more than a masked prefix of it in a message.
+    `${masked(text)} is not an access key (pctl_ak_…), a secret key (pctl_sk_…), a key-pair id (kp_…), a token (JWT) or a token id`,
   );
 }
 
@@ -330,6 +336,7 @@ async function tokenResult(
     acceptedUntil: accepted ? facts.expiresAt : null,
     token: facts,
     note,
-    contain: genuine === false ? null : `partnerctl revoke-tokens ${partner.id} --yes`,
+    // An expired or refused token has nothing left to contain.
+    contain: genuine === false || !accepted ? null : `partnerctl revoke-tokens ${partner.id} --yes`,
   };
 }

@@ -12,6 +12,7 @@ import {
 } from '../db/repositories/partners.js';
 import type { Queryable } from '../db/unit.js';
 import { AppError } from '../errors.js';
+import { closest, masked } from '../text.js';
 import { ACCESS_KEY_PREFIX, KEY_PAIR_ID_PATTERN, newId, PARTNER_ID_PATTERN, SECRET_KEY_PREFIX } from './identifiers.js';
 import { runUnit, type Actor, type Unit } from './transactions.js';
 import { nameKey, validatePartnerName } from './validation.js';
@@ -38,7 +39,11 @@ export async function findPartner(reader: Queryable, reference: string): Promise
     throw new AppError('invalid_argument', "a secret key does not name a partner here (keep it off command lines); use 'partnerctl lookup' on it");
   } else found = await partnerNamed(reader, reference);
   if (!found) {
-    throw new AppError('partner_not_found', `no partner with id, name, access key or key-pair id '${printable(reference)}'`);
+    // A reference that may be a credential pasted in the wrong place is never echoed whole.
+    const shown = /pctl_sk_|^eyJ|^[A-Za-z0-9_+/=-]{32,}$/.test(reference) ? masked(reference) : `'${printable(reference)}'`;
+    throw new AppError('partner_not_found', `no partner with id, name, access key or key-pair id ${shown}`, {
+      hint: await didYouMeanPartner(reader, reference),
+    });
   }
   return found as PartnerRecord;
 }
@@ -58,6 +63,22 @@ export async function refuseSimilarName(reader: Queryable, name: string): Promis
       { hint: `refer to that partner as '${printable(similar.name)}' or ${similar.id}, or choose another name` },
     );
   }
+}
+
+/** The closest names (or ids, for an id) to a reference that found nothing, as a hint. */
+async function didYouMeanPartner(reader: Queryable, reference: string): Promise<string> {
+  const fallback = "see 'partnerctl list-partners'";
+  if (reference.includes('pctl_') || reference.length > 100) return fallback;
+  // Few enough partners to compare them all here; an error path, not a hot one.
+  const partners = await partnersMatching(reader, '', 5000);
+  const byId = reference.toLowerCase().startsWith('ptn_');
+  const near = closest(reference, partners.map((partner) => (byId ? partner.id : partner.name)), 3);
+  if (near.length === 0) return fallback;
+  const shown = near.map((value) => {
+    const partner = partners.find((candidate) => (byId ? candidate.id : candidate.name) === value)!;
+    return `'${printable(partner.name)}' (${partner.id})`;
+  });
+  return `did you mean ${shown.join(' or ')}? ${fallback}`;
 }
 
 export async function createPartnerIn(

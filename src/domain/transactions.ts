@@ -4,6 +4,7 @@ import type { Database } from '../db/client.js';
 import { atText, eventHash, GENESIS } from '../db/audit-hash.js';
 import { chainHead, insertAuditEvents } from '../db/repositories/audit.js';
 import { isPermissionError, permissionDenied } from '../db/roles.js';
+import { touchPartners } from '../db/repositories/partners.js';
 import { announceRevision, bumpRevision } from '../db/repositories/revision.js';
 import { TransactionTimeout, type SqlTx } from '../db/unit.js';
 import { AppError } from '../errors.js';
@@ -45,6 +46,9 @@ export interface Unit {
  * back: a runbook's re-run leaves running servers' caches alone. The whole unit is replayed after a
  * transient failure, so `work` must not have effects outside the transaction.
  */
+/** Actions written with the partner's own row (which sets its updated_at then). */
+const OWN_ROW_ACTIONS = new Set(['partner.created', 'partner.enabled', 'partner.disabled']);
+
 export async function runUnit<T>(db: Database, who: Actor, work: (unit: Unit) => Promise<T>, policy: UnitPolicy = {}): Promise<T> {
   const { timeoutMs, retries } = { ...DEFAULT_POLICY, ...policy };
   for (let attempt = 0; ; attempt++) {
@@ -54,6 +58,15 @@ export async function runUnit<T>(db: Database, who: Actor, work: (unit: Unit) =>
         const events: AuditEntry[] = [];
         const result = await work({ tx, who, audit: (entry) => void events.push(entry) });
         if (events.length === 0) throw new Unchanged(result);
+        const now = new Date();
+        // A partner's updated_at moves with every change to it (limits, keys, mappings, token cut-off), not
+        // only with its own row's (created, enabled, disabled: written with the row). A test token minted for
+        // it is not a change of the partner.
+        const ownRow = (action: string) => OWN_ROW_ACTIONS.has(action);
+        const changed = new Set(
+          events.filter((event) => event.partnerId && !ownRow(event.action) && event.action !== 'token.test_minted').map((event) => event.partnerId!),
+        );
+        if (changed.size > 0) await touchPartners(tx, [...changed], now);
         await appendToChain(
           tx,
           events.map((event) => ({
@@ -62,7 +75,7 @@ export async function runUnit<T>(db: Database, who: Actor, work: (unit: Unit) =>
             partnerId: event.partnerId ?? null,
             details: JSON.stringify(event.details ?? {}),
           })),
-          new Date(),
+          now,
         );
         // On PostgreSQL, running servers drop their caches as soon as this commits (the poll is the fallback).
         await announceRevision(tx);

@@ -71,6 +71,25 @@ describe.skipIf(process.platform !== 'linux')('partnerctl on a terminal', () => 
     expect(confirmed.screen).toMatch(/Unmapped company c-8/);
   });
 
+  it('asks before an apply that disables partners or unmaps companies, stating the counts; a dry run never asks', async () => {
+    await runCli(['create-partner', '--name', 'Apply Target'], backend.env);
+    await runCli(['map-company', 'Apply Target', '--company', 'ap-1', '--company', 'ap-2', '--company', 'ap-3'], backend.env);
+    const { writeFileSync } = await import('node:fs');
+    const path = `${backend.dir}/cut.yaml`;
+    writeFileSync(path, 'partners:\n  - name: Apply Target\n    status: disabled\n    companies: [ap-1]\n');
+    const refused = await onTerminal(['apply', '-f', path, '--prune'], backend.env, [[/\?/, 'n\r']]);
+    expect(refused.code, refused.screen).toBe(130);
+    // (The terminal wraps the long question, possibly inside a word.)
+    expect(refused.screen).toMatch(/Apply 3 changes: disable 1 partner[\s\S]* 2 companies/);
+    expect((await runCli(['show-partner', 'Apply Target', '--json'], backend.env)).json()).toMatchObject({ status: 'active', company_count: 3 });
+    const dry = await onTerminal(['apply', '-f', path, '--prune', '--dry-run'], backend.env, []);
+    expect(dry.code, dry.screen).toBe(0);
+    expect(dry.screen).not.toMatch(/\?/);
+    const confirmed = await onTerminal(['apply', '-f', path, '--prune'], backend.env, [[/Apply 3 changes/, 'y\r']]);
+    expect(confirmed.code, confirmed.screen).toBe(0);
+    expect((await runCli(['show-partner', 'Apply Target', '--json'], backend.env)).json()).toMatchObject({ status: 'disabled', company_count: 1 });
+  });
+
   it('asks for the value to look up without echoing it (a secret stays off the screen)', async () => {
     await runCli(['create-partner', '--name', 'Leaky Pricing'], backend.env);
     const { secret_key: secret, key_pair_id: pair } = (await runCli(['issue-keys', 'Leaky Pricing', '--json'], backend.env)).json();

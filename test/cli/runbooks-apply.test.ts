@@ -79,7 +79,15 @@ partners:
       const kept = await runCli(['apply', '-f', '-', '--json'], backend.env, { input: doc });
       expect(kept.code, kept.stderr).toBe(0);
       expect(kept.json().plan).toMatchObject({ changes: 2, companies_mapped: 1, companies_unmapped: 0, partners_enabled: 1 });
-      const pruned = await runCli(['apply', '-f', '-', '--prune', '--json'], backend.env, { input: doc });
+      // Unmapping without a terminal needs --yes (a dry run does not).
+      const unconfirmed = await runCli(['apply', '-f', '-', '--prune', '--json'], backend.env, { input: doc });
+      expect(unconfirmed.code).toBe(2);
+      expect(unconfirmed.json().error.code).toBe('confirmation_required');
+      expect(unconfirmed.json().error.message).toContain('unmap 2 companies');
+      const dry = await runCli(['apply', '-f', '-', '--prune', '--dry-run', '--json'], backend.env, { input: doc });
+      expect(dry.code, dry.stderr).toBe(0);
+      expect((await cli('show-partner', 'Acme Pricing', '--json')).json().company_count).toBe(4);
+      const pruned = await runCli(['apply', '-f', '-', '--prune', '--yes', '--json'], backend.env, { input: doc });
       expect(pruned.json().plan).toMatchObject({ changes: 2, companies_unmapped: 2 });
       expect(pruned.json().plan.partners[0].companies_unmapped.sort()).toEqual(['company-2', 'extra-1']);
       const listed = (await cli('list-companies', 'Acme Pricing', '--json')).json().companies.map((c: { company_id: string }) => c.company_id);
@@ -110,10 +118,19 @@ partners:
       expect(line).toContain('partners[0].companies[1]: invalid company id');
       expect(line).toContain("partners[1].name: 'New One' is already given at partners[0]");
       expect(line).toMatch(/partners\[2\]\.status/);
-      expect(line).toMatch(/partners\[2\]: Unrecognized key.*colour/);
+      expect(line).toContain("partners[2]: unknown key 'colour'");
       expect(line).toMatch(/partners\[3\]\.name/);
       expect(line).toContain('nothing was changed');
-      expect((await cli('apply', '-f', file('notyaml.yaml', 'partners: [\n'))).stderr).toMatch(/invalid_argument: .*not valid YAML/);
+      expect((await cli('apply', '-f', file('notyaml.yaml', 'partners: [\n'))).stderr).toMatch(/invalid_argument: .*not valid YAML.*nothing was changed/);
+      // A syntax error quotes its line; an unknown key suggests the nearest known one.
+      const syntax = await cli('apply', '-f', file('syntax.yaml', 'partners:\n  - name: Fine\n  - name: [broken\n  - name: Later\n'));
+      expect(syntax.code).toBe(2);
+      expect(syntax.stderr).toMatch(/not valid YAML: .*at line 4, column 3: " {2}- name: Later"; nothing was changed/);
+      const misspelt = await cli('apply', '-f', file('misspelt.yaml', 'partners:\n  - name: Fine\n    compnies: [a]\n    stauts: active\n'));
+      expect(misspelt.code).toBe(2);
+      expect(misspelt.stderr).toContain("partners[0]: unknown key 'compnies': did you mean 'companies'?");
+      expect(misspelt.stderr).toContain("partners[0]: unknown key 'stauts': did you mean 'status'?");
+      expect((await cli('apply', '-f', file('top.yaml', 'partner:\n  - name: Fine\n'))).stderr).toContain("unknown key 'partner': did you mean 'partners'?");
       expect((await cli('apply', '-f', file('notjson.json', '{"partners": ['))).stderr).toMatch(/not valid JSON/);
       expect((await cli('apply', '-f', join(backend.dir, 'nope.yaml'))).code).toBe(2);
       expect((await cli('apply')).stderr).toMatch(/missing -f/);

@@ -55,16 +55,15 @@ describe('the table renderer', () => {
   it('keeps every column on a wide terminal, and whole values with no rules through a pipe', () => {
     const wide = renderTable(columns, rows, { tty: true, width: 200 });
     expect(wide).toContain('pctl_ak_AAAAAAAAAAAAAAAAAAAAAA');
+    // Through a pipe: one record per line, tab-separated, whole values, no header and no rules.
     const plain = renderTable(columns, rows, { tty: false });
-    expect(plain).toContain('A partner with a really very long name indeed');
-    expect(plain).not.toMatch(/[─│┌┐└┘├┤]/);
-    const [header, first] = plain.split('\n');
-    expect(header!.indexOf('NAME')).toBe(first!.indexOf('A partner'));
+    expect(plain).not.toMatch(/[─│┌┐└┘├┤…]/);
+    expect(plain.split('\n').map((line) => line.split('\t'))).toEqual(rows.map((row) => row.map((cell) => (cell === null ? '-' : String(cell)))));
   });
 
   it('aligns by display width: wide characters take two columns, colour escapes none', () => {
-    const plain = renderTable(['NAME', 'STATUS'], [['日本語の取引先', 'active'], ['\u001b[1mBold\u001b[22m', 'disabled']], { tty: false });
-    const [header, wide, coloured] = plain.split('\n');
+    const plain = renderTable(['NAME', 'STATUS'], [['日本語の取引先', 'active'], ['\u001b[1mBold\u001b[22m', 'disabled']], { tty: true, width: 200, colour: true });
+    const [header, , wide, coloured] = plain.split('\n');
     // biome-ignore lint/suspicious/noControlCharactersInRegex: strips the colour escapes (ESC [ ... m) to measure columns
     const at = (line: string, text: string) => line.slice(0, line.indexOf(text)).replace(/\u001b\[[0-9;]*m/g, '');
     const columnOf = (line: string, text: string) => [...at(line, text)].reduce((sum, ch) => sum + (/[\u3000-\u9fff]/.test(ch) ? 2 : 1), 0);
@@ -106,12 +105,19 @@ describe.each(BACKENDS)('output for people and pipes on %s', (provider) => {
       );
     });
 
-    it('prints plain aligned columns, whole values, through a pipe', async () => {
+    it('prints tab-separated records, whole values, through a pipe; notes for people go to stderr', async () => {
       const piped = await runBinary(['list-partners'], backend.env);
       expect(piped.code).toBe(0);
-      expect(piped.stdout).toContain('A partner whose name is far too long for any reasonable table column');
+      expect(piped.stdout.split('\n').map((line) => line.split('\t')[1])).toContain('A partner whose name is far too long for any reasonable table column');
       expect(piped.stdout).not.toMatch(/[─│┌┐└┘├┤…]/);
-      const awk = spawnSync('bash', ['-c', `${JSON.stringify(process.execPath)} ${JSON.stringify(BIN)} list-partners | awk 'NR>1 {print $1}'`], {
+      const page = await runBinary(['list-partners', '--limit', '1'], backend.env);
+      expect(page.stdout.trimEnd().split('\n')).toHaveLength(1);
+      expect(page.stdout).not.toContain('More:');
+      expect(page.stderr).toMatch(/^More: partnerctl list-partners --limit 1 --cursor \S+$/m);
+      const created = await runBinary(['create-partner', '--name', 'Piped Newcomer'], backend.env);
+      expect(created.stdout).not.toContain('Next:');
+      expect(created.stderr).toMatch(/^Next: partnerctl issue-keys ptn_/m);
+      const awk = spawnSync('bash', ['-c', `${JSON.stringify(process.execPath)} ${JSON.stringify(BIN)} list-partners | awk -F'\\t' '$2 != "Piped Newcomer" {print $1}'`], {
         env: backend.env,
         encoding: 'utf8',
       });
@@ -157,10 +163,14 @@ describe('safety of read-only commands and db migrate', () => {
 
   it('refuses a read-only command on an SQLite path that does not exist, creating nothing', async () => {
     const missing = join(backend.dir, 'typo-folder', 'with-a-typo.db');
-    for (const args of [['list-partners'], ['show-partner', 'x'], ['audit'], ['export'], ['list-companies', 'x'], ['db', 'status']]) {
+    const document = join(backend.dir, 'desired.yaml');
+    writeFileSync(document, 'partners:\n  - name: Someone\n');
+    for (const args of [['list-partners'], ['show-partner', 'x'], ['audit'], ['export'], ['list-companies', 'x'], ['db', 'status'], ['apply', '-f', document, '--dry-run']]) {
       const refused = await runCli(args, { ...backend.env, DATABASE_URL: `file:${missing}` });
       expect(refused.code, args.join(' ')).toBe(5);
       expect(refused.stderr).toContain(`no SQLite database at ${missing}`);
+      // The hint names the command that creates the database.
+      expect(refused.stderr).toMatch(/; hint: check DATABASE_URL \/ --database-url, or create the database: 'partnerctl db migrate'\n$/);
       expect(existsSync(join(backend.dir, 'typo-folder'))).toBe(false);
     }
     const viaFlag = await runCli(['--database-url', join(backend.dir, 'other.db'), 'list-partners'], backend.env);

@@ -16,6 +16,7 @@ export const auditCommand = defineCommand<AuditOptions>({
     { flags: '--principal <name>', description: 'only events of this database login (or user@host on SQLite)' },
     { flags: '--company <company_id>', description: 'only events whose details name this company' },
     { flags: '--cursor <cursor>', description: 'continue after this cursor (next_cursor in JSON)' },
+    { flags: '--wide', description: 'every column, every value and time whole, however wide the terminal' },
   ],
   readOnly: true,
   run: (session, out, { args, options }) => runAudit(session, out, args[0], options),
@@ -43,6 +44,7 @@ interface AuditOptions {
   principal?: string;
   company?: string;
   cursor?: string;
+  wide?: boolean;
 }
 
 async function runAudit(session: Session, out: Output, partner: string | undefined, options: AuditOptions): Promise<void> {
@@ -79,19 +81,28 @@ async function runAudit(session: Session, out: Output, partner: string | undefin
   else {
     out.line(
       await out.table(
-        ['AT', 'ACTOR', 'PRINCIPAL', 'ACTION', 'PARTNER', 'DETAILS'],
+        // At 80 columns: whole times (to the minute) and actions; the rest cut or dropped (--wide, --json).
+        [
+          { title: 'AT', whole: true },
+          { title: 'ACTION', whole: true },
+          { title: 'PARTNER', min: 12 },
+          { title: 'ACTOR', min: 8, optional: true },
+          { title: 'PRINCIPAL', min: 8, optional: true },
+          { title: 'DETAILS', min: 10, optional: true },
+        ],
         events.map((event) => [
-          iso(event.at),
-          event.actor,
-          event.principal === null ? null : `${event.principal}${event.principalVerified ? '' : ' (unverified)'}`,
+          out.tableTime(event.at, options.wide),
           event.action,
           event.partnerId === null ? null : `${event.partnerName ?? '?'} (${event.partnerId})`,
+          event.actor,
+          event.principal === null ? null : `${event.principal}${event.principalVerified ? '' : ' (unverified)'}`,
           JSON.stringify(event.details),
         ]),
+        { wide: options.wide === true },
       ),
     );
   }
-  if (nextCursor) out.line(`More: --cursor ${nextCursor}`);
+  if (nextCursor) out.note(`More: partnerctl audit --cursor ${nextCursor} (with the same filters)`);
 }
 
 async function runAuditVerify(session: Session, out: Output, head: string | undefined): Promise<number> {

@@ -149,7 +149,7 @@ async function runListCompanies(
     ),
   );
   if (page.nextCursor) {
-    out.line(`More: partnerctl list-companies ${page.partner.id} --limit ${limit} --cursor ${quote(page.nextCursor)}`);
+    out.note(`More: partnerctl list-companies ${page.partner.id} --limit ${limit} --cursor ${quote(page.nextCursor)}`);
   }
 }
 

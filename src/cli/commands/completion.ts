@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { AppError } from '../../errors.js';
 import { defineCommand } from '../definition.js';
+import { terminalSafe } from '../../text.js';
 import type { Session } from '../session.js';
 
 export const completionCommand = defineCommand({
@@ -38,6 +39,6 @@ async function runCompletePartners(session: Session, prefix: string | undefined)
   const [{ searchPartners }, db] = await Promise.all([import('../../domain/partners.js'), session.db()]);
   const partners = await searchPartners(db, '', 1000);
   const typed = (prefix ?? '').toLowerCase();
-  const names = partners.map((partner) => partner.name).filter((name) => name.toLowerCase().startsWith(typed) && !/[\n\r]/.test(name));
+  const names = partners.map((partner) => partner.name).filter((name) => name.toLowerCase().startsWith(typed) && terminalSafe(name) === name);
   session.terminal.out.write(names.slice(0, 200).map((name) => `${name}\n`).join(''));
 }

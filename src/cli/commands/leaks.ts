@@ -98,9 +98,12 @@ async function runLookup(session: Session, out: Output, value: string | undefine
   const what = { access_key: 'an access key', secret_key: 'a secret key', key_pair_id: 'a key-pair id', token: 'a token', token_id: 'a token id' }[
     result.kind
   ];
-  out.line(`${chalk.bold(what)} of ${partner ? `${chalk.bold(partner.name)} (${partner.id}, ${partner.status})` : 'no known partner'}`);
+  out.line(`${chalk.bold(what)} of ${partner ? `${chalk.bold(partner.name)} (${partner.id})` : 'no known partner'}`);
+  // Whose status is whose, said plainly: the partner's, then the key pair's or the token's.
+  const own = result.kind === 'token' || result.kind === 'token_id' ? 'token status' : 'key pair status';
   const rows: [string, string | null][] = [
-    ['status', result.status],
+    ...(partner ? ([['partner status', partner.status]] as [string, string][]) : []),
+    [own, result.status],
     ['genuine', result.genuine === null ? 'cannot tell from this value' : result.genuine ? 'yes' : 'NO'],
     ['accepted now', result.accepted ? `yes${result.acceptedUntil ? `, until ${iso(result.acceptedUntil)}` : ''}` : 'no'],
   ];
@@ -189,6 +192,7 @@ export const listKeysCommand = defineCommand<ListKeysOptions>({
     { flags: '--fail-if-any', description: 'exit 1 when the list is not empty (for a daily cron alert)' },
     { flags: '--limit <n>', description: 'page size, 1-1000', default: '50' },
     { flags: '--cursor <cursor>', description: 'continue after this cursor (next_cursor in JSON)' },
+    { flags: '--wide', description: 'every column, every value and time whole, however wide the terminal' },
   ],
   examples: [{ caption: 'daily cron', lines: ['partnerctl list-keys --status active --older-than 90d --fail-if-any --json'] }],
   run: (session, out, { options }) => runListKeys(session, out, options),
@@ -203,6 +207,7 @@ interface ListKeysOptions {
   failIfAny?: boolean;
   limit?: string;
   cursor?: string;
+  wide?: boolean;
 }
 
 async function runListKeys(session: Session, out: Output, options: ListKeysOptions): Promise<number> {
@@ -245,17 +250,29 @@ async function runListKeys(session: Session, out: Output, options: ListKeysOptio
   else {
     out.line(
       await out.table(
-        ['KEY PAIR', 'PARTNER', 'ACCESS KEY', 'STATUS', 'CREATED', 'EXPIRES', 'LAST USED', 'LAST REFUSED'],
+        // At 80 columns: whole key-pair ids (revoke-keys --key-pair needs them) and short times; the
+        // rest as the width allows (--wide and --json carry everything).
+        [
+          { title: 'KEY PAIR', whole: true },
+          { title: 'PARTNER', min: 10 },
+          { title: 'STATUS', whole: true },
+          { title: 'CREATED', whole: true },
+          { title: 'LAST USED', whole: true, optional: true },
+          { title: 'EXPIRES', whole: true, optional: true },
+          { title: 'ACCESS KEY', min: 14, truncate: 'middle', optional: true },
+          { title: 'LAST REFUSED', whole: true, optional: true },
+        ],
         page.keys.map((pair) => [
           pair.id,
           `${pair.partnerName} (${pair.partnerId})`,
-          pair.accessKey,
           pair.effectiveStatus,
-          iso(pair.createdAt),
-          iso(pair.expiresAt),
-          iso(pair.lastUsedAt),
-          iso(pair.lastRefusedAt),
+          out.tableTime(pair.createdAt, options.wide),
+          out.tableTime(pair.lastUsedAt, options.wide),
+          out.tableTime(pair.expiresAt, options.wide),
+          pair.accessKey,
+          out.tableTime(pair.lastRefusedAt, options.wide),
         ]),
+        { wide: options.wide === true },
       ),
     );
   }
@@ -265,7 +282,7 @@ async function runListKeys(session: Session, out: Output, options: ListKeysOptio
       out.line(`${pair.id}: genuine secret refused from unlisted address ${pair.unlistedRefusedAddress ?? 'unknown'} at ${iso(pair.unlistedRefusedAt)}`);
     }
   }
-  if (page.nextCursor) out.line(`More: --cursor ${page.nextCursor}`);
+  if (page.nextCursor) out.note(`More: partnerctl list-keys --cursor ${page.nextCursor} (with the same filters)`);
   return code;
 }
 

@@ -46,7 +46,7 @@ async function runCreatePartner(session: Session, out: Output, options: CreatePa
       ? `${chalk.green('Created')} partner ${chalk.bold(partner.name)} (${partner.id})`
       : `Partner ${chalk.bold(partner.name)} already exists (${partner.id}); nothing changed`,
   );
-  if (created) out.line(`Next: partnerctl issue-keys ${partner.id}`);
+  if (created) out.note(`Next: partnerctl issue-keys ${partner.id}`);
 }
 
 export const listPartnersCommand = defineCommand<ListPartnersOptions>({
@@ -123,7 +123,7 @@ async function runListPartners(session: Session, out: Output, options: ListPartn
     ),
   );
   const company = options.company === undefined ? '' : ` --company '${options.company.replace(/'/g, `'\\''`)}'`;
-  if (page.nextCursor) out.line(`More: partnerctl list-partners${company} --limit ${limit} --cursor ${page.nextCursor}`);
+  if (page.nextCursor) out.note(`More: partnerctl list-partners${company} --limit ${limit} --cursor ${page.nextCursor}`);
 }
 
 function statusText(chalk: Awaited<ReturnType<Output['chalk']>>, status: string): string {

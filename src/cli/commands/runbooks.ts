@@ -3,32 +3,92 @@ import type { Plan } from '../../domain/desired-state.js';
 import { AppError } from '../../errors.js';
 import { defineCommand } from '../definition.js';
 import type { Output } from '../output.js';
+import { jsonSafe, terminalSafe } from '../../text.js';
 import { progressBar } from '../progress.js';
 import { noteCommit, parseWaitOption, receiptJson, reportReceipt, startWaiting, WAIT_OPTIONS, type WaitOptions } from '../receipt.js';
+import { confirmDestructive } from '../prompts.js';
 import type { Session } from '../session.js';
 
 /** A document as text: JSON when it looks like JSON (fast for big files), YAML otherwise. */
 export async function parseDocument(text: string, source: string): Promise<unknown> {
   const trimmed = text.trimStart();
   if (trimmed.startsWith('{')) {
+    let value: unknown;
     try {
-      return JSON.parse(text);
+      value = JSON.parse(text);
     } catch (error) {
-      throw new AppError('invalid_argument', `${source}: not valid JSON: ${(error as Error).message}`, { cause: error });
+      throw new AppError('invalid_argument', `${source}: not valid JSON: ${(error as Error).message}; nothing was changed`, { cause: error });
     }
+    // JSON.parse keeps the last of a duplicated key; YAML refuses it, and so does JSON here.
+    const duplicate = duplicateJsonKey(text);
+    if (duplicate) {
+      throw new AppError('invalid_argument', `${source}: not valid JSON: duplicate key at ${duplicate}; nothing was changed`, {
+        hint: 'give each key once',
+      });
+    }
+    return value;
   }
   const { parse } = await import('yaml');
   try {
     return parse(text, { uniqueKeys: true, maxAliasCount: 0 }) ?? {};
   } catch (error) {
-    const first = (error as Error).message.split('\n')[0];
-    throw new AppError('invalid_argument', `${source}: not valid YAML: ${first}`, { cause: error });
+    // The parser's first line ("… at line 3, column 3:"), then the line itself, quoted.
+    const first = (error as Error).message.split('\n')[0]!.replace(/:$/, '');
+    const at = (error as { linePos?: { line: number }[] }).linePos?.[0]?.line;
+    const line = at === undefined ? undefined : text.split('\n')[at - 1]?.replace(/\r$/, '');
+    const quoted = line === undefined ? '' : `: ${JSON.stringify(line.length > 60 ? `${line.slice(0, 60)}…` : line)}`;
+    throw new AppError('invalid_argument', `${source}: not valid YAML: ${first}${quoted}; nothing was changed`, { cause: error });
   }
+}
+
+interface Frame {
+  /** An object's keys so far (undefined for an array). */
+  keys?: Set<string>;
+  /** The object's current key, or the array's current index. */
+  at: string | number;
+  expectingKey: boolean;
+}
+
+/**
+ * The path (`partners[0].status`) of the first key given twice in one object of a JSON text that
+ * JSON.parse accepted, or null. One pass over the text, for documents of any size.
+ */
+export function duplicateJsonKey(text: string): string | null {
+  const stack: Frame[] = [];
+  const path = (last: string) =>
+    [...stack.slice(0, -1).map((frame) => frame.at), last]
+      .map((part, i) => (typeof part === 'number' ? `[${part}]` : `${i === 0 ? '' : '.'}${/^[A-Za-z_][\w-]*$/.test(part) ? part : JSON.stringify(part)}`))
+      .join('');
+  const string = /"(?:[^"\\]|\\.)*"/y;
+  for (let i = 0; i < text.length; i++) {
+    const char = text[i];
+    const top = stack.at(-1);
+    if (char === '"') {
+      string.lastIndex = i;
+      const literal = string.exec(text)![0];
+      i += literal.length - 1;
+      if (top?.keys && top.expectingKey) {
+        const key = JSON.parse(literal) as string;
+        if (top.keys.has(key)) return path(key);
+        top.keys.add(key);
+        top.at = key;
+        top.expectingKey = false;
+      }
+    } else if (char === '{') stack.push({ keys: new Set(), at: '', expectingKey: true });
+    else if (char === '[') stack.push({ at: 0, expectingKey: false });
+    else if (char === '}' || char === ']') stack.pop();
+    else if (char === ',' && top) {
+      if (top.keys) top.expectingKey = true;
+      else top.at = (top.at as number) + 1;
+    }
+  }
+  return null;
 }
 
 export const applyCommand = defineCommand<ApplyOptions>({
   name: 'apply',
-  description: 'make the database match a document of partners (name, status, companies): plan, then apply in one transaction',
+  description:
+    'make the database match a document of partners (name, status, companies): plan, then apply in one transaction (asks to confirm disabling partners or unmapping companies)',
   options: [
     { flags: '-f, --file <file|->', description: "the document, YAML or JSON ('-' reads stdin)" },
     { flags: '--dry-run', description: 'print the plan only; change nothing' },
@@ -79,6 +139,20 @@ async function runApply(session: Session, out: Output, options: ApplyOptions): P
   const source = options.file === '-' ? '-f - (stdin)' : `-f ${options.file}`;
   const state = parseDesiredState(await parseDocument(await readInput(session, options.file, '-f'), source), source);
   const planOptions = { prune: options.prune === true, issueKeys: options.issueKeysTo !== undefined };
+  // Disabling partners and unmapping companies cut traffic at once: confirmed, as disable-partner and
+  // unmap-company are (--yes without a terminal). A dry run changes nothing and never asks.
+  if (!options.dryRun) {
+    const preview = await planDesiredState((await session.db()).sql, state, planOptions);
+    const cuts = [
+      preview.partnersDisabled ? `disable ${plural(preview.partnersDisabled, 'partner')} (their tokens are refused at once)` : '',
+      preview.companiesUnmapped
+        ? `unmap ${plural(preview.companiesUnmapped, 'company', 'companies')} (their requests get 404 at once)`
+        : '',
+    ].filter(Boolean);
+    if (cuts.length > 0) {
+      await confirmDestructive(session, `Apply ${plural(preview.changes, 'change')}: ${cuts.join(' and ')}`);
+    }
+  }
   // The secrets file is created (never overwritten, mode 0600) before anything changes, so a bad path
   // fails the command while the database is untouched.
   let keysFd: number | undefined;
@@ -217,6 +291,14 @@ async function runExport(session: Session, out: Output, options: { partner?: str
     return;
   }
   // The yaml library quotes whatever a reader could take for something else (`true`, `12`, `#x`, `a: b`).
-  const { stringify } = await import('yaml');
-  session.terminal.out.write(stringify(state, { lineWidth: 0 }));
+  // Strings holding control or bidi characters are double-quoted, those characters written as YAML escapes
+  // (`\u202e`): the same value for apply, nothing a terminal acts on.
+  const { Document, visit } = await import('yaml');
+  const document = new Document(state);
+  visit(document, {
+    Scalar(_key, node) {
+      if (typeof node.value === 'string' && terminalSafe(node.value) !== node.value) node.type = 'QUOTE_DOUBLE';
+    },
+  });
+  session.terminal.out.write(jsonSafe(document.toString({ lineWidth: 0 })));
 }

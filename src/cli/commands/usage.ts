@@ -16,6 +16,7 @@ export const usageCommand = defineCommand<UsageOptions>({
     { flags: '--since <time|duration>', description: 'hours from this ISO time, or this long ago (2h, 7d); default 24h' },
     { flags: '--by <company|hour|day>', description: 'one row per partner and company, hour or UTC day (default: per partner)' },
     { flags: '--limit <n>', description: 'how many rows, 1-1000', default: '50' },
+    { flags: '--wide', description: 'every column, every value and time whole, however wide the terminal' },
   ],
   notes:
     'requests = accepted + client_errors + server_errors; a 429 counts in client_errors and rate_limited.\n' +
@@ -30,6 +31,7 @@ interface UsageOptions {
   since?: string;
   by?: string;
   limit?: string;
+  wide?: boolean;
 }
 
 async function runUsage(session: Session, out: Output, partner: string | undefined, options: UsageOptions): Promise<void> {
@@ -37,7 +39,11 @@ async function runUsage(session: Session, out: Output, partner: string | undefin
   const since = parseTimeOrDuration(options.since ?? USAGE_DEFAULT_SINCE, '--since');
   const by = options.by;
   if (by !== undefined && !(GROUPINGS as readonly string[]).includes(by)) {
-    throw new AppError('invalid_argument', `--by must be company, hour or day, got '${by.slice(0, 40)}'`);
+    const { closest } = await import('../../text.js');
+    const near = closest(by, GROUPINGS, 1)[0];
+    throw new AppError('invalid_argument', `--by must be company, hour or day, got '${by.slice(0, 40)}'`, {
+      hint: `${near ? `did you mean --by ${near}? ` : ''}see 'partnerctl usage --help'`,
+    });
   }
   const [{ usageReport }, db] = await Promise.all([import('../../domain/usage.js'), session.db()]);
   const rows = await usageReport(db, {
@@ -68,21 +74,23 @@ async function runUsage(session: Session, out: Output, partner: string | undefin
   const period = by === 'hour' ? 'HOUR' : by === 'day' ? 'DAY' : 'FROM';
   out.line(
     await out.table(
+      // At 80 columns: whole times (to the minute) and counts; names cut, ACCEPTED and ENGINE S dropped
+      // first (--wide and --json carry them).
       [
-        'PARTNER',
-        ...(by === 'company' ? ['COMPANY'] : []),
-        period,
-        { title: 'REQUESTS', align: 'right' },
-        { title: 'ACCEPTED', align: 'right' },
-        { title: '4XX', align: 'right' },
-        { title: '5XX', align: 'right' },
-        { title: '429', align: 'right' },
-        { title: 'ENGINE S', align: 'right' },
+        { title: 'PARTNER', min: 12 },
+        ...(by === 'company' ? [{ title: 'COMPANY', min: 8 }] : []),
+        { title: period, whole: true },
+        { title: 'REQUESTS', align: 'right', whole: true },
+        { title: 'ACCEPTED', align: 'right', whole: true, optional: true },
+        { title: '4XX', align: 'right', whole: true },
+        { title: '5XX', align: 'right', whole: true },
+        { title: '429', align: 'right', whole: true },
+        { title: 'ENGINE S', align: 'right', whole: true, optional: true },
       ],
       rows.map((row) => [
         `${row.partnerName ?? '?'} (${row.partnerId})`,
         ...(by === 'company' ? [row.companyId === '' ? '(none)' : (row.companyId ?? null)] : []),
-        iso(row.periodStart),
+        out.tableTime(row.periodStart, options.wide),
         row.accepted + row.clientErrors + row.serverErrors,
         row.accepted,
         row.clientErrors,
@@ -90,6 +98,7 @@ async function runUsage(session: Session, out: Output, partner: string | undefin
         row.rateLimited,
         (row.engineMsSum / 1000).toFixed(1),
       ]),
+      { wide: options.wide === true },
     ),
   );
 }

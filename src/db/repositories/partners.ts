@@ -111,6 +111,14 @@ export async function partnerGateRow(
   };
 }
 
+/** Marks partners as changed now (their limits, keys, mappings or token cut-off changed), a chunk at a time. */
+export async function touchPartners(tx: SqlTx, ids: readonly string[], now: Date): Promise<void> {
+  for (let start = 0; start < ids.length; start += 500) {
+    const chunk = ids.slice(start, start + 500);
+    await tx.run(`UPDATE partners SET updated_at = $1 WHERE id IN (${chunk.map((_id, i) => `$${i + 2}`).join(', ')})`, [now, ...chunk]);
+  }
+}
+
 export async function setTokensRevokedBefore(tx: SqlTx, id: string, ms: number): Promise<void> {
   await tx.run('UPDATE partners SET tokens_revoked_before = $1 WHERE id = $2', [ms, id]);
 }
