@@ -37,6 +37,8 @@ GRANT UPDATE (value) ON revision TO ${SUPPORT};
 GRANT INSERT ON audit_events TO ${SUPPORT};
 GRANT USAGE ON SEQUENCE audit_events_id_seq TO ${SUPPORT};
 GRANT INSERT, DELETE ON company_mappings TO ${SUPPORT};
+-- A partner's updated_at moves with every change to it, a mapping included.
+GRANT UPDATE (updated_at) ON partners TO ${SUPPORT};
 GRANT INSERT ON signing_keys TO ${SUPPORT};
 
 -- ${ONCALL}: support's, plus revoke and rotate keys, revoke tokens, disable and enable partners.

@@ -92,18 +92,23 @@ describe('what reaches the terminal (SQLite, the real binary)', () => {
   it('lookup says whose status it shows, and prints no Contain: when there is nothing to contain (a revoked pair)', async () => {
     const created = await runCli(['create-partner', '--name', 'Revoked Pair Co', '--json'], backend.env);
     const keys = (await runCli(['issue-keys', created.json().partner_id, '--json'], backend.env)).json();
-    const live = await runBinary(['lookup', keys.access_key], backend.env);
+    // A live pair's secret has something to contain; its access key alone (public by design) has not.
+    const live = await runBinary(['lookup', keys.secret_key], backend.env);
     expect(live.code, live.stderr).toBe(0);
     expect(live.stdout).toMatch(/partner status +active/);
     expect(live.stdout).toMatch(/key pair status +active/);
     expect(live.stdout).toMatch(/^Contain: partnerctl rotate-keys /m);
+    const accessKey = await runBinary(['lookup', keys.access_key], backend.env);
+    expect(accessKey.code, accessKey.stderr).toBe(0);
+    expect(accessKey.stdout).toMatch(/key pair status +active/);
+    expect(accessKey.stdout).not.toContain('Contain:');
     expect((await runCli(['revoke-keys', created.json().partner_id, '--yes'], backend.env)).code).toBe(0);
     const revoked = await runBinary(['lookup', keys.access_key], backend.env);
     expect(revoked.code).toBe(0);
     expect(revoked.stdout).toMatch(/partner status +active/);
     expect(revoked.stdout).toMatch(/key pair status +revoked/);
     expect(revoked.stdout).not.toContain('Contain:');
-    expect(revoked.stdout).toContain('nothing to contain');
+    expect(revoked.stdout).toMatch(/nothing to contain/i);
     expect((await runBinary(['lookup', keys.key_pair_id, '--json'], backend.env)).json()).toMatchObject({ status: 'revoked', contain: null });
   });
 });

@@ -240,7 +240,7 @@ function suite(provider: Provider, count: number) {
     const mapOnly = await runBinary(['--json', 'apply', '-f', '-'], env, { input: JSON.stringify({ partners: [{ name, companies: ['acme', 'globex'] }] }) });
     expect(mapOnly.code, mapOnly.stderr).toBe(0);
     expect(mapOnly.json()).not.toHaveProperty('receipt');
-    const disabling = await runBinary(['--json', 'apply', '-f', '-'], env, { input: JSON.stringify({ partners: [{ name, status: 'disabled' }] }) });
+    const disabling = await runBinary(['--json', '--yes', 'apply', '-f', '-'], env, { input: JSON.stringify({ partners: [{ name, status: 'disabled' }] }) });
     expect(disabling.code, disabling.stderr).toBe(0);
     const applied = disabling.json<{ plan: { partners_disabled: number }; receipt: ReceiptJson }>();
     expect(applied.plan.partners_disabled).toBe(1);
@@ -329,7 +329,7 @@ function suite(provider: Provider, count: number) {
       const monitor = await runBinary(['instances', '--fail-if-behind'], env);
       expect(monitor.code).toBe(1);
       expect(monitor.stderr).toContain(idB);
-      expect(monitor.stdout).toMatch(new RegExp(`${idB} .* behind`));
+      expect(monitor.stdout).toMatch(new RegExp(`${idB}\\s.*\\sbehind`));
     } finally {
       b.child.kill('SIGCONT');
     }

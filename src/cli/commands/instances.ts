@@ -39,7 +39,7 @@ async function runInstances(session: Session, out: Output, options: { failIfBehi
       out.line(
         await out.table(
           [
-            { title: 'INSTANCE', min: 20 },
+            { title: 'INSTANCE', whole: true },
             { title: 'HOST', min: 8, truncate: 'middle' },
             { title: 'PID', min: 3 },
             { title: 'ADDRESS', min: 10, optional: true },
