@@ -51,7 +51,8 @@ function requestLine(finished: FinishedRequest): string {
   // Addresses and trace ids (hex) need no escaping beyond what JSON.stringify does for the odd address.
   const trace = finished.traceId === null ? '' : `,"trace_id":"${finished.traceId}"`;
   return (
-    `{"level":30,"time":"${isoNow()}","request_id":${JSON.stringify(finished.requestId)}${trace}${partner}${exchange},"client":${JSON.stringify(finished.client)},"method":${JSON.stringify(finished.method)},` +
+    // The request id is a UUID and the method an HTTP token (Node's parser refuses anything else): no escaping.
+    `{"level":30,"time":"${isoNow()}","request_id":"${finished.requestId}"${trace}${partner}${exchange},"client":${JSON.stringify(finished.client)},"method":"${finished.method}",` +
     `"path":${JSON.stringify(pathOf(finished.url))},"status":${finished.status},"duration_ms":${Math.round(finished.durationMs * 100) / 100}}\n`
   );
 }
