@@ -289,6 +289,9 @@ describe.each(BACKENDS)('planned rotation with an overlap (%s, two serve instanc
 
       const used = await newPartner();
       await tokenOf(one, used);
+      // The server records a pair's first use off the request path, within milliseconds: wait for the record,
+      // which is what lookup reads (a token minted in that window is what it cannot see).
+      for (let tries = 0; (await cli('lookup', used.access_key)).last_used_at == null && tries < 100; tries++) await sleep(20);
       await cli('rotate-keys', used.partner_id);
       // It minted a token within 15 minutes: that token may be live, so the brake for exactly that pair.
       const live = await cli('lookup', used.secret_key);
