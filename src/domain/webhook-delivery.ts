@@ -180,18 +180,21 @@ export class WebhookDeliverer {
   /** One pass (`webhooks deliver`): reminders, then every due delivery, waiting for all their outcomes. */
   async runOnce(): Promise<RunSummary> {
     await this.findReminders(new Date());
-    await this.sendDue();
-    await Promise.all(this.inFlight.values());
-    await this.writeOutcomes();
+    for (let round = 0; round < 10_000; round++) {
+      const claimed = await this.sendDue();
+      await Promise.all(this.inFlight.values());
+      await this.writeOutcomes();
+      if (claimed === 0) break;
+    }
     return this.summary;
   }
 
   /** Claims due deliveries (as many as slots are free) and sends each on its own. */
-  private async sendDue(): Promise<void> {
+  private async sendDue(): Promise<number> {
     const free = (this.options.maxInFlight ?? 50) - this.inFlight.size;
-    if (free <= 0 || this.stopped) return;
+    if (free <= 0 || this.stopped) return 0;
     const due = (await dueDeliveries(this.db.sql, new Date(), free + this.inFlight.size)).filter((row) => !this.inFlight.has(keyOf(row)));
-    if (due.length === 0) return;
+    if (due.length === 0) return 0;
     const now = Date.now();
     const claimed: DueDelivery[] = [];
     await this.write(async (tx) => {
@@ -205,6 +208,7 @@ export class WebhookDeliverer {
       const attempt = this.attempt(row).finally(() => this.inFlight.delete(key));
       this.inFlight.set(key, attempt);
     }
+    return claimed.length;
   }
 
   private async attempt(row: DueDelivery): Promise<void> {

@@ -11,6 +11,7 @@ import type { SigningKeys } from '../../domain/signing-keys.js';
 import { TokenVerifier } from '../../domain/tokens.js';
 import { STOP_WRITE_LIMIT_MS } from '../../domain/deferred-writes.js';
 import { UsageCounter } from '../../domain/usage.js';
+import { parseRetryDelays, DEFAULT_RETRY_DELAYS, WebhookDeliverer } from '../../domain/webhook-delivery.js';
 import { AppError } from '../../errors.js';
 import type { ServerConfig } from '../../config.js';
 import { DataLimits } from '../counters/limits.js';
@@ -22,6 +23,8 @@ export interface ServicesConfig {
   readonly server: ServerConfig;
   readonly database: DatabaseConfig;
   readonly signingKeyFile: string;
+  /** Delays before each webhook retry (PARTNERCTL_WEBHOOK_RETRY_DELAYS); default DEFAULT_RETRY_DELAYS. */
+  readonly webhookRetryDelaysMs?: readonly number[];
 }
 
 export interface ServicesOptions {
@@ -35,6 +38,8 @@ export interface ServicesOptions {
   metrics?: boolean;
   /** How often usage counts are written (default 10 s). */
   usageFlushMs?: number;
+  /** Deliver webhooks from this process (the server: yes; in-process tests: only when they ask). */
+  webhooks?: boolean;
 }
 
 /**
@@ -61,6 +66,8 @@ export interface Services {
   readonly usage: UsageCounter | null;
   /** Prometheus metrics; null unless a metrics port is configured. */
   readonly metrics: Metrics | null;
+  /** Sends the outbox's webhook events and finds the reminders (on PostgreSQL while it holds the advisory lock); null: off. */
+  readonly webhooks: WebhookDeliverer | null;
   /** Stops the background work (revision poll, key-file poll, ...) and closes what the services own. Safe to call twice. */
   close(): Promise<void>;
 }
@@ -116,6 +123,14 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
         },
       })
     : null;
+  const webhooks = options.webhooks
+    ? new WebhookDeliverer(db, {
+        retryDelaysMs: config.webhookRetryDelaysMs ?? (parseRetryDelays(DEFAULT_RETRY_DELAYS) as number[]),
+        log: logger,
+        // Never sleep the event loop on another process's SQLite lock: a busy write is retried on the next tick.
+        lockWaitMs: 0,
+      })
+    : null;
   const stoppers: Array<() => void | Promise<void>> = [];
   let closing: Promise<void> | undefined;
   const close = (): Promise<void> => {
@@ -153,6 +168,11 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
     stoppers.push(() => keyWatch.stop());
     await exchange.warmUp();
     usage?.start();
+    if (webhooks) {
+      webhooks.start(config.database);
+      // First in close() (stoppers run in reverse): sends under way get 2 s, outcomes up to 5 s, then loud.
+      stoppers.push(() => webhooks.stop());
+    }
   } catch (error) {
     await close();
     throw error;
@@ -161,5 +181,5 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
     config.server.metricsPort !== null || options.metrics
       ? new Metrics({ db, access, verifier, limits, redis, usage }, { perPartner: config.server.metricsPerPartner })
       : null;
-  return { config, clock, logger, db, keys, access, verifier, exchange, bookkeeping, redis, limits, usage, metrics, close };
+  return { config, clock, logger, db, keys, access, verifier, exchange, bookkeeping, redis, limits, usage, metrics, webhooks, close };
 }
