@@ -19,6 +19,7 @@ const CODES = {
   invalid_request: { status: 400, exit: EXIT.usage },
   invalid_credentials: { status: 401, exit: EXIT.error },
   unauthorized: { status: 401, exit: EXIT.error },
+  invalid_signature: { status: 401, exit: EXIT.error },
   permission_denied: { status: 403, exit: EXIT.forbidden },
   not_found: { status: 404, exit: EXIT.notFound },
   partner_not_found: { status: 404, exit: EXIT.notFound },

@@ -27,6 +27,8 @@ function lookupJson(result: LookupResult) {
     last_refused_at: iso(pair?.lastRefusedAt),
     retires_at: iso(pair?.retiresAt),
     switched_at: iso(pair?.switchedAt),
+    leak_reported_at: iso(pair?.leakReportedAt),
+    leak_url: pair?.leakUrl ?? null,
     genuine: result.genuine,
     accepted: result.accepted,
     accepted_until: iso(result.acceptedUntil),
@@ -116,6 +118,7 @@ async function runLookup(session: Session, out: Output, value: string | undefine
         : []),
       ['last used', iso(pair.lastUsedAt)],
       ['last refused', iso(pair.lastRefusedAt)],
+      ...(pair.leakReportedAt ? ([['leak reported', `${iso(pair.leakReportedAt)} at ${pair.leakUrl ?? '(no URL)'}`]] as [string, string | null][]) : []),
     );
   }
   if (token) {
@@ -220,6 +223,8 @@ async function runListKeys(session: Session, out: Output, options: ListKeysOptio
         last_refused_at: iso(pair.lastRefusedAt),
         retires_at: iso(pair.retiresAt),
         switched_at: iso(pair.switchedAt),
+        leak_reported_at: iso(pair.leakReportedAt),
+        leak_url: pair.leakUrl,
       })),
       next_cursor: page.nextCursor,
     });
@@ -229,7 +234,7 @@ async function runListKeys(session: Session, out: Output, options: ListKeysOptio
   else {
     out.line(
       await out.table(
-        ['KEY PAIR', 'PARTNER', 'ACCESS KEY', 'STATUS', 'CREATED', 'EXPIRES', 'LAST USED', 'LAST REFUSED'],
+        ['KEY PAIR', 'PARTNER', 'ACCESS KEY', 'STATUS', 'CREATED', 'EXPIRES', 'LAST USED', 'LAST REFUSED', 'LEAK REPORTED'],
         page.keys.map((pair) => [
           pair.id,
           `${pair.partnerName} (${pair.partnerId})`,
@@ -239,6 +244,7 @@ async function runListKeys(session: Session, out: Output, options: ListKeysOptio
           iso(pair.expiresAt),
           iso(pair.lastUsedAt),
           iso(pair.lastRefusedAt),
+          pair.leakReportedAt ? `${iso(pair.leakReportedAt)} ${pair.leakUrl ?? ''}`.trim() : null,
         ]),
       ),
     );

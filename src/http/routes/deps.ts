@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { Database } from '../../db/client.js';
 import type { AccessState } from '../../domain/access.js';
 import type { CredentialExchange } from '../../domain/credentials.js';
+import type { SigningKeys } from '../../domain/signing-keys.js';
 import type { TokenVerifier } from '../../domain/tokens.js';
 import type { UsageCounter } from '../../domain/usage.js';
 import type { ServerConfig } from '../../config.js';
@@ -29,6 +30,8 @@ export interface AppDeps {
   usage?: UsageCounter | null;
   /** Prometheus metrics (served by their own listener); none: not kept. */
   metrics?: Metrics | null;
+  /** The signing keys: the secret-scanning receiver checks a reported token's signature with them. */
+  keys?: SigningKeys;
 }
 
 declare module 'fastify' {
