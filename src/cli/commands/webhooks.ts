@@ -34,7 +34,7 @@ export const webhooksCommand = defineCommand({
         { flags: '--description <text>', description: 'a note for the operators' },
         { flags: '--insecure', description: 'allow an http:// URL (loopback tests, private networks)' },
       ],
-      examples: [{ lines: ['partnerctl webhooks add --url https://ops.example.com/hooks --events keys.expiring,leak.reported'] }],
+      examples: [{ lines: ['partnerctl webhooks add --url https://ops.example.com/hooks \\', '  --events keys.expiring,leak.reported'] }],
       run: (session, out, { options }) => runAdd(session, out, options),
     }),
     defineCommand({
