@@ -292,6 +292,7 @@ describe('secret scanning off (the default) and report-only', () => {
       PUBLIC_API_SECRET_SCANNING: 'github',
       PUBLIC_API_SECRET_SCANNING_ACTION: 'report',
       PUBLIC_API_SECRET_SCANNING_KEYS_URL: keyServer.url,
+      PUBLIC_API_SECRET_SCANNING_RATE_LIMIT: '3',
     });
     try {
       const response = await fetch(`${server.url}/secret-scanning/github`, { method: 'POST', ...signed(JSON.stringify([alert(keys.secret_key)])) });
@@ -305,6 +306,22 @@ describe('secret scanning off (the default) and report-only', () => {
         body: JSON.stringify({ access_key: keys.access_key, secret_key: keys.secret_key }),
       });
       expect(exchanged.status).toBe(200);
+      // Its own limit per client address: the 4th request in the window is refused before anything is read.
+      expect((await fetch(`${server.url}/secret-scanning/github`, { method: 'POST', ...signed('[]') })).status).toBe(200);
+      expect((await fetch(`${server.url}/secret-scanning/github`, { method: 'POST', ...signed('[]') })).status).toBe(200);
+      const limited = await fetch(`${server.url}/secret-scanning/github`, { method: 'POST', ...signed('[]') });
+      expect(limited.status).toBe(429);
+      expect(limited.headers.get('retry-after')).toMatch(/^\d+$/);
+      // The token endpoint's throttle is separate.
+      expect(
+        (
+          await fetch(`${server.url}/public/v1/auth/token`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ access_key: keys.access_key, secret_key: keys.secret_key }),
+          })
+        ).status,
+      ).toBe(200);
     } finally {
       server.child.kill('SIGTERM');
       await server.exited;

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { runBinary, runCli, type CliResult } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
+import { startUpstream } from './support.js';
 
 interface Delivery {
   path: string;
@@ -281,6 +282,53 @@ describe.each(BACKENDS)('webhooks on %s: a real serve delivers to a local receiv
       expect(listed).toMatchObject({ status: 'delivered', last_status: 200 });
       await cli('webhooks', 'remove', hook.id);
     }, 60_000);
+
+    it('quota.threshold: 80 % and 100 % of the daily quota, once each, found from the usage the servers write', async () => {
+      const upstream = await startUpstream();
+      const hook = await endpoint('/quota', '--events', 'quota.threshold');
+      const name = `hooks-${++counter}`;
+      const partner = await cli('create-partner', '--name', name);
+      await cli('map-company', name, '--company', 'shop');
+      await cli('set-limits', name, '--daily-quota', '5');
+      const keys = await cli('issue-keys', name);
+      const requests = async (count: number) => {
+        // A server of its own with an engine; stopping it writes its usage counts (they are written every 10 s otherwise).
+        const engine = await serve({ ...env(), PUBLIC_API_UPSTREAM_URL: upstream.url, PUBLIC_API_TOKEN_RATE_LIMIT_PER_IP: '0' });
+        try {
+          const exchanged = await fetch(`${engine.url}/public/v1/auth/token`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ access_key: keys.access_key, secret_key: keys.secret_key }),
+          });
+          const { access_token: token } = (await exchanged.json()) as { access_token: string };
+          for (let i = 0; i < count; i++) {
+            const data = await fetch(`${engine.url}/public/v1/prices?company_id=shop`, { headers: { authorization: `Bearer ${token}` } });
+            expect(data.status).toBe(200);
+          }
+        } finally {
+          await stop(engine);
+        }
+      };
+      const quotaEvents = () => receiver.to('/quota').filter((item) => item.verified?.data.partner_id === partner.partner_id);
+      try {
+        await requests(3);
+        await cli('webhooks', 'deliver');
+        expect(quotaEvents()).toHaveLength(0);
+        await requests(1);
+        await cli('webhooks', 'deliver');
+        await until(() => quotaEvents().length === 1, 3_000, 'the 80 % event');
+        expect(quotaEvents()[0]!.verified).toMatchObject({ type: 'quota.threshold', data: { percent: 80, daily_quota: 5, used: 4, partner_name: name } });
+        await requests(1);
+        await cli('webhooks', 'deliver');
+        await cli('webhooks', 'deliver');
+        await until(() => quotaEvents().length === 2, 3_000, 'the 100 % event');
+        await sleep(1_000);
+        expect(quotaEvents().map((item) => item.verified!.data.percent)).toEqual([80, 100]);
+      } finally {
+        await upstream.close();
+        await cli('webhooks', 'remove', hook.id);
+      }
+    });
 
     it('every delivery verified with standardwebhooks', () => {
       expect(receiver.deliveries.length).toBeGreaterThan(5);
