@@ -79,6 +79,9 @@ export async function handleLeakAlerts(db: Database, keys: SigningKeys, alerts: 
     return result;
   };
   const queue: Array<() => Promise<void>> = [];
+  // A database that fails midway fails the whole answer (5xx): GitHub sends the batch again, and what was
+  // already handled is answered from its record then.
+  let failure: { error: unknown } | undefined;
   for (const [index, alert] of alerts.entries()) {
     const fingerprint = fingerprints[index]!;
     if (labels.has(fingerprint)) continue;
@@ -89,13 +92,21 @@ export async function handleLeakAlerts(db: Database, keys: SigningKeys, alerts: 
     }
     let settle!: (label: LeakLabel) => void;
     labels.set(fingerprint, new Promise<LeakLabel>((resolve) => (settle = resolve)));
-    queue.push(async () => settle(await handleOne(db, lookupOnce, alert, fingerprint, policy).catch(() => 'false_positive' as const)));
+    queue.push(async () => {
+      try {
+        settle(await handleOne(db, lookupOnce, alert, fingerprint, policy));
+      } catch (error) {
+        failure ??= { error };
+        settle('false_positive');
+      }
+    });
   }
   await Promise.all(
     Array.from({ length: Math.min(CONCURRENCY, queue.length) }, async () => {
       for (let job = queue.shift(); job; job = queue.shift()) await job();
     }),
   );
+  if (failure) throw failure.error;
   return Promise.all(
     alerts.map(async (alert, index) => ({ token_raw: alert.token, token_type: alert.type, label: await labels.get(fingerprints[index]!)! })),
   );

@@ -85,7 +85,7 @@ export async function sendWebhook(
       },
       body: message.body,
     });
-    const text = (await response.text()).slice(0, 512);
+    const text = await firstChars(response, 512);
     const ok = response.status >= 200 && response.status < 300;
     return { status: response.status, error: ok ? null : `HTTP ${response.status}`, body: text, ms: performance.now() - started };
   } catch (error) {
@@ -93,6 +93,24 @@ export async function sendWebhook(
     const reason = timeout.aborted ? `no answer within ${timeoutMs / 1000} s` : cancel?.aborted ? 'cancelled at shutdown' : (cause?.code ?? cause?.message ?? (error as Error).message);
     return { status: null, error: String(reason).slice(0, 200), body: '', ms: performance.now() - started };
   }
+}
+
+/** The start of an answer's body: reading stops there (a receiver's answer may be anything, of any size). */
+async function firstChars(response: Response, limit: number): Promise<string> {
+  if (!response.body) return '';
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  try {
+    while (text.length < limit) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+    }
+  } finally {
+    await reader.cancel().catch(() => {});
+  }
+  return text.slice(0, limit);
 }
 
 export interface DelivererOptions {
