@@ -153,6 +153,7 @@ export class WebhookDeliverer {
   private ticking: Promise<void> | undefined;
   private readonly controller = new AbortController();
   private leadership: Leadership | null = null;
+  private failures = 0;
   readonly summary: RunSummary = { delivered: 0, retrying: 0, failed: 0, reminders: 0 };
 
   constructor(
@@ -191,7 +192,7 @@ export class WebhookDeliverer {
       }
       await this.sendDue();
     } catch (error) {
-      this.options.log?.warn({ err: { message: (error as Error).message } }, 'webhook delivery: the database did not answer; trying again');
+      this.databaseFailed(error);
     }
   }
 
@@ -270,10 +271,22 @@ export class WebhookDeliverer {
   private async write(work: (tx: SqlTx) => Promise<void>): Promise<boolean> {
     try {
       await this.db.sql.transaction(work, { timeoutMs: 5_000, ...(this.options.lockWaitMs !== undefined ? { lockWaitMs: this.options.lockWaitMs } : {}) });
+      this.failures = 0;
       return true;
     } catch (error) {
-      this.options.log?.warn({ err: { message: (error as Error).message } }, 'webhook delivery: write deferred (database busy or unavailable)');
+      this.databaseFailed(error);
       return false;
+    }
+  }
+
+  /** One log line for the first failure in a row and every 20th after it (the poll runs twice a second). */
+  private databaseFailed(error: unknown): void {
+    this.failures++;
+    if (this.failures === 1 || this.failures % 20 === 0) {
+      this.options.log?.warn(
+        { err: { message: String((error as Error)?.message ?? error).split('\n', 1)[0]!.slice(0, 200) }, failures: this.failures },
+        'webhook delivery: the database is busy or unavailable; trying again',
+      );
     }
   }
 
