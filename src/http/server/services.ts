@@ -137,8 +137,13 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
     closing ??= (async () => {
       for (const stop of stoppers.reverse()) await Promise.resolve(stop()).catch(() => {});
       access.stop();
-      // Both retry while the database is busy, for STOP_WRITE_LIMIT_MS at most (side by side: one bound).
-      const [usageWritten] = await Promise.all([usage?.stop().catch(() => false) ?? true, bookkeeping.stop().catch(() => false)]);
+      // Both retry while the database is busy, for STOP_WRITE_LIMIT_MS at most (side by side: one bound);
+      // webhook sends under way get 2 s and their outcomes 5 s more alongside (what is left is logged loudly).
+      const [usageWritten] = await Promise.all([
+        usage?.stop().catch(() => false) ?? true,
+        bookkeeping.stop().catch(() => false),
+        webhooks?.stop().catch(() => {}),
+      ]);
       if (usage && !usageWritten) {
         const lost = usage.totals();
         const line = `usage counts NOT written at shutdown after retrying for ${STOP_WRITE_LIMIT_MS / 1000} s: ${lost.requests} requests (${lost.accepted} accepted, ${lost.clientErrors} 4xx, ${lost.serverErrors} 5xx) of ${lost.partners} partners are lost`;
@@ -168,11 +173,7 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
     stoppers.push(() => keyWatch.stop());
     await exchange.warmUp();
     usage?.start();
-    if (webhooks) {
-      webhooks.start(config.database);
-      // First in close() (stoppers run in reverse): sends under way get 2 s, outcomes up to 5 s, then loud.
-      stoppers.push(() => webhooks.stop());
-    }
+    webhooks?.start(config.database);
   } catch (error) {
     await close();
     throw error;
