@@ -243,10 +243,20 @@ describe.each(BACKENDS)('webhooks on %s: a real serve delivers to a local receiv
       await until(() => reminders().length > 0, 5_000, 'the reminder');
       // Again, by the CLI and by the running serve (which looks every 30 s and at start): still once.
       await cli('webhooks', 'deliver');
+      // A pair due for its 30-day reminder only, found by the server alone (no operator action).
+      await cli('create-partner', '--name', `${name}-b`);
+      const later = await cli('issue-keys', `${name}-b`, '--expires-in', '10d');
       await stop(server);
       server = await serve(env());
-      await sleep(2_000);
+      const found = await until(
+        () => receiver.to('/expiring').find((item) => item.verified?.data.key_pair_id === later.key_pair_id),
+        5_000,
+        "the server's reminder",
+      );
+      expect(found.verified!.data).toMatchObject({ days_before: 30, expires_at: later.expires_at });
+      await sleep(1_000);
       expect(reminders()).toHaveLength(1);
+      expect(receiver.to('/expiring').filter((item) => item.verified?.data.key_pair_id === later.key_pair_id)).toHaveLength(1);
       expect(reminders()[0]!.verified).toMatchObject({
         type: 'keys.expiring',
         data: { key_pair_id: keys.key_pair_id, expires_at: keys.expires_at, days_before: 1, partner_name: name },
