@@ -234,14 +234,19 @@ describe.each(BACKENDS)('secret scanning on %s: a real serve, a local key server
       const keys = await newPartner();
       // What 100 argon2 verifications with the server's parameters cost on this machine right now (shared, loaded).
       const hash = await argon2.hash('reference', { type: argon2.argon2id, memoryCost: 19_456, timeCost: 2, parallelism: 1 });
-      const rawStart = performance.now();
-      await Promise.all(Array.from({ length: 100 }, () => argon2.verify(hash, 'other')));
-      const rawMs = performance.now() - rawStart;
+      const bareArgon2 = async () => {
+        const rawStart = performance.now();
+        await Promise.all(Array.from({ length: 100 }, () => argon2.verify(hash, 'other')));
+        return performance.now() - rawStart;
+      };
+      let rawMs = await bareArgon2();
       // Well-formed secrets of an existing pair with valid checksums: each one costs an argon2 verification.
       const costly = Array.from({ length: 100 }, (_, i) => ({ ...alert(newKeyMaterial(keys.key_pair_id).secretKey), url: `https://github.com/o/r/${i}` }));
       let start = performance.now();
       let response = await post(signed(JSON.stringify(costly)));
       const costlyMs = performance.now() - start;
+      // The machine's load moves: argon2's own cost measured again right after, the larger counts.
+      rawMs = Math.max(rawMs, await bareArgon2());
       expect(response.status).toBe(200);
       expect(((await response.json()) as { label: string }[]).every((item) => item.label === 'false_positive')).toBe(true);
       const garbage = Array.from({ length: 100 }, (_, i) => alert(`pctl_sk_${randomBytes(40).toString('base64url')}${i}`));
@@ -252,7 +257,7 @@ describe.each(BACKENDS)('secret scanning on %s: a real serve, a local key server
       console.log(
         `secret scanning (${provider}): 100 argon2-checked items ${Math.round(costlyMs)} ms (100 bare argon2 verifications here: ${Math.round(rawMs)} ms), 100 garbage items ${Math.round(garbageMs)} ms`,
       );
-      // The server adds little to argon2's own cost: within 2 s, or, on a machine too loaded for that, 1.5 x argon2's.
+      // The server adds little to argon2's own cost: within 2 s, or, on a machine too loaded for that, about argon2's.
       expect(costlyMs).toBeLessThan(Math.max(2_000, rawMs * 1.5 + 500));
       expect(garbageMs).toBeLessThan(costlyMs / 3);
     });

@@ -146,11 +146,15 @@ describe.each(BACKENDS)('webhooks on %s: a real serve delivers to a local receiv
       const started = Date.now();
       // The real binary: another process writes the change and its event; the running serve delivers it.
       const issued = await runBinary(['--json', 'issue-keys', name], env());
+      const exited = Date.now();
       expect(issued.code, issued.stderr).toBe(0);
       const keys = issued.json();
       const delivery = await until(() => receiver.to('/fast').find((item) => item.verified?.type === 'keys.issued' && item.verified.data.partner_id === created.partner_id), 5_000, 'keys.issued');
-      console.log(`webhooks (${provider}): keys.issued received ${delivery.at - started} ms after issue-keys started`);
-      expect(delivery.at - started).toBeLessThan(2_000 + 1_000);
+      console.log(
+        `webhooks (${provider}): keys.issued received ${delivery.at - started} ms after issue-keys started, ${delivery.at - exited} ms after it exited`,
+      );
+      // Within 2 s of the change (committed before the process exits, so at the latest 2 s after its exit).
+      expect(delivery.at - exited).toBeLessThan(2_000);
       expect(delivery.error).toBeNull();
       expect(delivery.headers['webhook-id']).toMatch(/^msg_[0-9a-f]{32}$/);
       expect(delivery.headers['webhook-timestamp']).toMatch(/^\d{10}$/);
