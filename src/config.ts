@@ -4,6 +4,7 @@ import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { createRequire } from 'node:module';
 import { parseRate, type Rate } from './rates.js';
 import { AppError, isAppError } from './errors.js';
+import { DEFAULT_RETRY_DELAYS, parseRetryDelays } from './webhook-delays.js';
 
 /**
  * The one place that knows the environment's variables, the CLI's and the server's: one schema, parsed once
@@ -29,6 +30,8 @@ export const SERVER_DEFAULTS = {
   requestTimeoutMs: 30_000,
   tokenRateLimitPerKey: 30,
   tokenRateLimitPerIp: 120,
+  secretScanningKeysUrl: 'https://api.github.com/meta/public_keys/secret_scanning',
+  secretScanningRateLimit: 60,
   rateLimitWindowMs: 60_000,
   bodyLimitBytes: 1_048_576,
   logLevel: 'info',
@@ -176,6 +179,29 @@ function environmentSchema(z: Zod) {
       .pipe(z.enum(LOG_LEVELS, { error: (issue) => `must be one of ${LOG_LEVELS.join(', ')}, got '${String(issue.input).slice(0, 40)}'` }))
       .optional(),
   );
+  const delays = z.preprocess(
+    unset,
+    z
+      .string()
+      .transform((raw, ctx) => {
+        const parsed = parseRetryDelays(raw);
+        if (typeof parsed === 'string') {
+          ctx.addIssue({ code: 'custom', message: parsed });
+          return z.NEVER;
+        }
+        return parsed;
+      })
+      .optional(),
+  );
+  const choice = <T extends string>(values: readonly [T, ...T[]]) =>
+    z.preprocess(
+      unset,
+      z
+        .string()
+        .toLowerCase()
+        .pipe(z.enum(values, { error: (issue) => `must be one of ${values.join(', ')}, got '${String(issue.input).slice(0, 40)}'` }))
+        .optional(),
+    );
   const cli = {
     DATABASE_URL: text,
     PARTNERCTL_ACTOR: text,
@@ -185,6 +211,7 @@ function environmentSchema(z: Zod) {
     NO_COLOR: z.string().optional(),
     TERM: z.string().optional(),
     PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS: whole(0, 3_600_000),
+    PARTNERCTL_WEBHOOK_RETRY_DELAYS: delays,
   };
   const server = {
     HOST: host,
@@ -208,6 +235,10 @@ function environmentSchema(z: Zod) {
     PUBLIC_API_TRUSTED_PROXIES: trustedProxies,
     // The standard OpenTelemetry variable: spans are exported over OTLP/HTTP to <endpoint>/v1/traces.
     OTEL_EXPORTER_OTLP_ENDPOINT: upstream,
+    PUBLIC_API_SECRET_SCANNING: choice(['github', 'off']),
+    PUBLIC_API_SECRET_SCANNING_KEYS_URL: upstream,
+    PUBLIC_API_SECRET_SCANNING_ACTION: choice(['contain', 'report']),
+    PUBLIC_API_SECRET_SCANNING_RATE_LIMIT: whole(0, 100_000_000),
   };
   return { cli: z.object(cli), all: z.object({ ...cli, ...server }) };
 }
@@ -252,6 +283,17 @@ export interface ServerConfig {
   readonly trustedProxies: readonly string[];
   /** Where spans go over OTLP/HTTP (OTEL_EXPORTER_OTLP_ENDPOINT); null: no SDK loaded, no spans. */
   readonly otlpEndpoint: URL | null;
+  /** GitHub's secret-scanning alerts at POST /secret-scanning/github (PUBLIC_API_SECRET_SCANNING=github); null: off. */
+  readonly secretScanning: SecretScanningConfig | null;
+}
+
+export interface SecretScanningConfig {
+  /** Where GitHub's signing keys are listed (PUBLIC_API_SECRET_SCANNING_KEYS_URL). */
+  readonly keysUrl: URL;
+  /** What a genuine live credential reported gets (PUBLIC_API_SECRET_SCANNING_ACTION): contained, or only recorded. */
+  readonly action: 'contain' | 'report';
+  /** Alert requests per client address per PUBLIC_API_RATE_LIMIT_WINDOW_MS (PUBLIC_API_SECRET_SCANNING_RATE_LIMIT); 0: no limit. */
+  readonly rateLimitPerIp: number;
 }
 
 /** `serve`'s flags, which win over the variables they name. */
@@ -271,6 +313,8 @@ export interface Config {
   readonly defaultActor: string | undefined;
   /** NO_COLOR unset and TERM not 'dumb'. */
   readonly colourAllowed: boolean;
+  /** Delays before each webhook retry (PARTNERCTL_WEBHOOK_RETRY_DELAYS); after the last, a delivery is given up. */
+  readonly webhookRetryDelaysMs: readonly number[];
   /** Test hook: how long rotate-keys holds its transaction open (0 in production). */
   readonly testPauseInRotationMs: number;
   /** The server's settings, when loaded for `serve` (loadConfig's `serve`); null otherwise. */
@@ -281,7 +325,7 @@ type Parsed = { [name: string]: unknown };
 
 function parse(env: Environment, withServer: boolean): Parsed {
   // zod (about a hundred modules, ~40 ms) is loaded only when a variable needs more checking than 'a string'.
-  if (!withServer && blank(env.PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS) && blank(env.PARTNERCTL_DB_POOL_SIZE)) {
+  if (!withServer && blank(env.PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS) && blank(env.PARTNERCTL_DB_POOL_SIZE) && blank(env.PARTNERCTL_WEBHOOK_RETRY_DELAYS)) {
     const values: Parsed = {};
     for (const name of PLAIN) values[name] = name === 'XDG_DATA_HOME' || name === 'NO_COLOR' || name === 'TERM' ? env[name] : blank(env[name]) ? undefined : env[name]!.trim();
     return values;
@@ -332,6 +376,14 @@ function serverConfig(values: Parsed, problems: string[]): ServerConfig {
     metricsPerPartner: (values.PUBLIC_API_METRICS_PER_PARTNER as boolean | undefined) ?? false,
     trustedProxies: Object.freeze((values.PUBLIC_API_TRUSTED_PROXIES as string[] | undefined) ?? []),
     otlpEndpoint: (values.OTEL_EXPORTER_OTLP_ENDPOINT as URL | undefined) ?? null,
+    secretScanning:
+      values.PUBLIC_API_SECRET_SCANNING === 'github'
+        ? Object.freeze({
+            keysUrl: (values.PUBLIC_API_SECRET_SCANNING_KEYS_URL as URL | undefined) ?? new URL(SERVER_DEFAULTS.secretScanningKeysUrl),
+            action: (values.PUBLIC_API_SECRET_SCANNING_ACTION as 'contain' | 'report' | undefined) ?? 'contain',
+            rateLimitPerIp: (values.PUBLIC_API_SECRET_SCANNING_RATE_LIMIT as number | undefined) ?? SERVER_DEFAULTS.secretScanningRateLimit,
+          })
+        : null,
   });
 }
 
@@ -367,6 +419,7 @@ export function loadConfig(env: Environment, serve?: ServerFlags): Config {
     defaultActor: values.PARTNERCTL_ACTOR as string | undefined,
     colourAllowed: values.NO_COLOR === undefined && values.TERM !== 'dumb',
     testPauseInRotationMs: (values.PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS as number | undefined) ?? 0,
+    webhookRetryDelaysMs: Object.freeze((values.PARTNERCTL_WEBHOOK_RETRY_DELAYS as number[] | undefined) ?? (parseRetryDelays(DEFAULT_RETRY_DELAYS) as number[])),
     server,
   });
 }

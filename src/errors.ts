@@ -21,6 +21,7 @@ const CODES = {
   invalid_request: { status: 400, exit: EXIT.usage },
   invalid_credentials: { status: 401, exit: EXIT.error },
   unauthorized: { status: 401, exit: EXIT.error },
+  invalid_signature: { status: 401, exit: EXIT.error },
   permission_denied: { status: 403, exit: EXIT.forbidden },
   // A partner with network rules (set-network), reached from an address outside them.
   address_not_allowed: { status: 403, exit: EXIT.error },

@@ -21,6 +21,7 @@ import {
 import { instancesCommand } from './commands/instances.js';
 import { serveCommand } from './commands/serve.js';
 import { usageCommand } from './commands/usage.js';
+import { webhooksCommand } from './commands/webhooks.js';
 import { defineCommand, type CommandDefinition, type OptionDefinition } from './definition.js';
 import { configureHelp } from './help.js';
 import type { GlobalOptions } from './session.js';
@@ -87,6 +88,7 @@ Exit codes: 0 ok, 1 error, 2 bad usage, 3 not found, 4 conflict with the
     usageCommand,
     mintTestTokenCommand,
     auditCommand,
+    webhooksCommand,
     dbCommand,
     signingKeyCommand,
     serveCommand,

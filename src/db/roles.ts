@@ -45,6 +45,8 @@ GRANT INSERT ON signing_keys TO ${SUPPORT};
 GRANT ${SUPPORT} TO ${ONCALL};
 GRANT INSERT, UPDATE (status, superseded_at, revoked_at, retires_at, switched_at, after_switch_seconds) ON key_pairs TO ${ONCALL};
 GRANT UPDATE (status, updated_at, tokens_revoked_before) ON partners TO ${ONCALL};
+-- Their webhook events, written in the same transaction (the outbox).
+GRANT INSERT ON webhook_events, webhook_deliveries TO ${ONCALL};
 
 -- ${ADMIN}: everything (apply, create partners, issue keys, limits, and every table added since),
 -- but never UPDATE or DELETE of audit events, nor the migration history.
@@ -67,6 +69,15 @@ GRANT INSERT, UPDATE ON usage_hours TO ${SERVER};
 -- Its own row in the instance registry (heartbeat, applied revision; removed at shutdown).
 GRANT SELECT, INSERT, UPDATE, DELETE ON serve_instances TO ${SERVER};
 GRANT INSERT ON signing_keys TO ${SERVER};
+-- Webhooks: the events of its own changes (the outbox), the reminders it finds, and their delivery.
+GRANT SELECT ON webhook_endpoints, webhook_events, webhook_deliveries, webhook_reminders TO ${SERVER};
+GRANT INSERT ON webhook_events, webhook_deliveries, webhook_reminders TO ${SERVER};
+GRANT UPDATE (status, attempts, next_attempt_at, last_attempt_at, last_status, last_error, delivered_at) ON webhook_deliveries TO ${SERVER};
+-- Secret scanning (PUBLIC_API_SECRET_SCANNING=github): the alerts handled, and the containment of a leaked
+-- secret (its pair revoked) or token (the partner's brake), as revoke-keys and revoke-tokens do.
+GRANT SELECT, INSERT ON leak_reports TO ${SERVER};
+GRANT UPDATE (revoked_at, leak_reported_at, leak_url) ON key_pairs TO ${SERVER};
+GRANT UPDATE (updated_at, tokens_revoked_before) ON partners TO ${SERVER};
 `;
 }
 

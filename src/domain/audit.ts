@@ -32,6 +32,9 @@ const AUDIT_ACTIONS = [
   'company.mapped',
   'company.unmapped',
   'token.test_minted',
+  'leak.reported',
+  'webhook.added',
+  'webhook.removed',
 ] as const;
 
 export interface AuditQuery {

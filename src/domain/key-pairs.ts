@@ -326,7 +326,7 @@ export interface RevokedKeys {
  * and every token they minted is refused at once, and so are the partner's outstanding test tokens. With
  * `keyPairId`: exactly that pair. Nothing left to revoke is a re-run: `changed: false`.
  */
-async function revokeKeyPairIn(unit: Unit, reference: string, options: { keyPairId?: string } = {}): Promise<RevokedKeys> {
+export async function revokeKeyPairIn(unit: Unit, reference: string, options: { keyPairId?: string } = {}): Promise<RevokedKeys> {
   const partner = await findPartner(unit.tx, reference);
   const now = new Date();
   if (options.keyPairId !== undefined) {
@@ -371,7 +371,7 @@ export interface RevokedTokens {
  * again and goes on. A re-run after which no token issued since the previous one can still be live
  * changes nothing.
  */
-async function revokeTokensIn(unit: Unit, reference: string): Promise<RevokedTokens> {
+export async function revokeTokensIn(unit: Unit, reference: string): Promise<RevokedTokens> {
   const partner = await findPartner(unit.tx, reference);
   // The cut-off is taken here, with the write lock held (runUnit's first statement takes it): every first
   // token after the previous brake that is handed out before is on record by now (CredentialExchange).

@@ -8,6 +8,7 @@ import { touchPartners } from '../db/repositories/partners.js';
 import { announceRevision, bumpRevision } from '../db/repositories/revision.js';
 import { TransactionTimeout, type SqlTx } from '../db/unit.js';
 import { AppError } from '../errors.js';
+import { auditRowsAsEvents, writeOutbox } from './outbox.js';
 
 export interface Actor {
   /** Who did it, for the audit trail: --actor, PARTNERCTL_ACTOR, or the OS user. */
@@ -96,7 +97,7 @@ export async function runUnit<T>(db: Database, who: Actor, work: (unit: Unit) =>
 }
 
 /**
- * Appends events to the one audit chain. Call it inside the write lock (the revision row bumped first in
+ * Appends events to the one audit chain, and the webhook events among them to the outbox. Call it inside the write lock (the revision row bumped first in
  * the same transaction, as every unit of work does), so the head read here is the head when the
  * transaction commits: one chain, in commit order.
  */
@@ -124,6 +125,8 @@ export async function appendToChain(
     return row;
   });
   await insertAuditEvents(tx, chained);
+  // The webhook events these changes make, in the same transaction (the outbox): none without its change.
+  await writeOutbox(tx, auditRowsAsEvents(events), at);
 }
 
 let cachedLocalPrincipal: string | undefined;

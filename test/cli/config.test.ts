@@ -45,4 +45,24 @@ describe('the CLI configuration', () => {
       expect((caught as AppError).message).toContain('PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS');
     }
   });
+
+  it('reads the webhook retry delays and the secret-scanning settings, refusing bad ones in one line', () => {
+    const day = 86_400_000;
+    const defaults = loadConfig({}).webhookRetryDelaysMs;
+    expect(defaults.reduce((sum, delay) => sum + delay, 0)).toBeGreaterThan(day);
+    expect(defaults.every((delay, i) => i === 0 || delay >= defaults[i - 1]!)).toBe(true);
+    expect(loadConfig({ PARTNERCTL_WEBHOOK_RETRY_DELAYS: '500ms, 1s,2m,1h,1d' }).webhookRetryDelaysMs).toEqual([500, 1_000, 120_000, 3_600_000, day]);
+    for (const bad of ['1s,,2s', 'soon', '0s', '1s,2x']) {
+      expect(() => loadConfig({ PARTNERCTL_WEBHOOK_RETRY_DELAYS: bad }), bad).toThrow(/PARTNERCTL_WEBHOOK_RETRY_DELAYS must be a comma list/);
+    }
+    expect(loadConfig({}, {}).server!.secretScanning).toBeNull();
+    const scanning = loadConfig({ PUBLIC_API_SECRET_SCANNING: 'GitHub', PUBLIC_API_SECRET_SCANNING_KEYS_URL: 'http://127.0.0.1:9/keys' }, {}).server!.secretScanning!;
+    expect(scanning).toMatchObject({ action: 'contain', rateLimitPerIp: 60 });
+    expect(scanning.keysUrl.href).toBe('http://127.0.0.1:9/keys');
+    expect(loadConfig({ PUBLIC_API_SECRET_SCANNING: 'github' }, {}).server!.secretScanning!.keysUrl.href).toBe(
+      'https://api.github.com/meta/public_keys/secret_scanning',
+    );
+    expect(() => loadConfig({ PUBLIC_API_SECRET_SCANNING: 'gitlab' }, {})).toThrow(/PUBLIC_API_SECRET_SCANNING must be one of github, off/);
+    expect(() => loadConfig({ PUBLIC_API_SECRET_SCANNING_ACTION: 'delete' }, {})).toThrow(/must be one of contain, report/);
+  });
 });

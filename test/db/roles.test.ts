@@ -1,7 +1,9 @@
 // The four roles of `partnerctl db roles` on a real PostgreSQL, used by real login roles (unique names per
 // run, dropped afterwards): what each may do, that a refusal changes nothing, and that the audit trail
 // records the login whatever --actor claims.
-import { randomBytes } from 'node:crypto';
+import { generateKeyPairSync, randomBytes, sign } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -162,6 +164,67 @@ describe.skipIf(!backendAvailable('postgresql'))('PostgreSQL roles with real log
     } finally {
       await client.end();
     }
+  });
+
+  it('webhooks and secret scanning under the roles: on-call writes events, the server contains a leak and delivers', async () => {
+    const name = 'leaky';
+    expect((await owner('create-partner', '--name', name)).code).toBe(0);
+    const keys = (await owner('--json', 'issue-keys', name)).json();
+    // A receiver and GitHub's key list on loopback.
+    const github = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    const received: { type: string; headers: Record<string, unknown> }[] = [];
+    const listener = createServer((request, response) => {
+      let body = '';
+      request.on('data', (chunk) => (body += chunk));
+      request.on('end', () => {
+        if (request.url === '/keys') {
+          const key = github.publicKey.export({ type: 'spki', format: 'pem' }).toString();
+          response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ public_keys: [{ key_identifier: 'k1', key, is_current: true }] }));
+          return;
+        }
+        received.push({ type: (JSON.parse(body) as { type: string }).type, headers: request.headers });
+        response.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
+    const base = `http://127.0.0.1:${(listener.address() as AddressInfo).port}`;
+    const support = await as(logins.support, 'webhooks', 'add', '--url', `${base}/hook`, '--insecure');
+    expect(support.code).toBe(7);
+    const added = await owner('--json', 'webhooks', 'add', '--url', `${base}/hook`, '--insecure', '--partner', name);
+    expect(added.code, added.stderr).toBe(0);
+    // On-call's change writes its event in the same transaction.
+    const revoked = await as(logins.oncall, 'revoke-tokens', name);
+    expect(revoked.code, revoked.stderr).toBe(0);
+    const server = await serve({
+      ...backend.env,
+      DATABASE_URL: urlAs(logins.server),
+      PUBLIC_API_SECRET_SCANNING: 'github',
+      PUBLIC_API_SECRET_SCANNING_KEYS_URL: `${base}/keys`,
+    });
+    try {
+      const body = JSON.stringify([{ token: keys.secret_key, type: 'partnerctl_secret_key', url: 'https://github.com/o/r/blob/1/x', source: 'content' }]);
+      const signature = sign('sha256', Buffer.from(body), { key: github.privateKey, dsaEncoding: 'der' }).toString('base64');
+      const alert = await fetch(`${server.url}/secret-scanning/github`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'github-public-key-identifier': 'k1', 'github-public-key-signature': signature },
+        body,
+      });
+      expect(alert.status).toBe(200);
+      expect(((await alert.json()) as { label: string }[])[0]!.label).toBe('true_positive');
+      const deadline = Date.now() + 10_000;
+      while (received.length < 3 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(received.map((item) => item.type).sort()).toEqual(['keys.revoked', 'leak.reported', 'tokens.revoked']);
+    } finally {
+      server.child.kill('SIGTERM');
+      expect(await server.exited).toBe(0);
+      await new Promise((resolve) => listener.close(resolve));
+    }
+    expect(server.stderr()).not.toMatch(/permission denied/i);
+    expect(server.stdout()).not.toMatch(/permission denied|write deferred/i);
+    const [pair] = await query(`SELECT status, leak_url FROM key_pairs WHERE access_key = '${keys.access_key}'`);
+    expect(pair).toEqual({ status: 'revoked', leak_url: 'https://github.com/o/r/blob/1/x' });
+    const [delivered] = await query("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'delivered'");
+    expect(Number(delivered.n)).toBe(3);
   });
 
   it('the binary prints the refusal as one line, without a stack', async () => {

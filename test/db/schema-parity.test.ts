@@ -43,7 +43,24 @@ describe('the SQLite and PostgreSQL schemas', () => {
 
   it('define the same models, fields, types and attributes', () => {
     const sqlite = models('sqlite');
-    expect(Object.keys(sqlite).sort()).toEqual(['AuditChain', 'AuditEvent', 'CompanyMapping', 'KeyPair', 'Partner', 'PartnerLimit', 'PartnerNetwork', 'Revision', 'ServeInstance', 'SigningKey', 'UsageHour']);
+    expect(Object.keys(sqlite).sort()).toEqual([
+      'AuditChain',
+      'AuditEvent',
+      'CompanyMapping',
+      'KeyPair',
+      'LeakReport',
+      'Partner',
+      'PartnerLimit',
+      'PartnerNetwork',
+      'Revision',
+      'ServeInstance',
+      'SigningKey',
+      'UsageHour',
+      'WebhookDelivery',
+      'WebhookEndpoint',
+      'WebhookEvent',
+      'WebhookReminder',
+    ]);
     expect(models('postgresql')).toEqual(sqlite);
     // The parser really read the fields (a broken parser would make the comparison above vacuous).
     expect(sqlite.KeyPair?.fields.secretHash).toBe('String @map("secret_hash")');

@@ -140,7 +140,7 @@ describe.each(BACKENDS)('%s: the audit chain', (provider) => {
         await old.sql.query('INSERT INTO audit_events (at, actor, action, details) VALUES ($1, $2, $3, $4)', [new Date(), 'old-timer', action, '{}']);
       }
       await old.close();
-      // The chain's migration, and whatever came after it in the history.
+      // The audit chain's migration first, then whatever came after it.
       expect((await applyMigrations(config))[0]).toBe('20261125010000_audit_chain');
       const db = await openDatabase(config);
       opened.push({ backend, db });

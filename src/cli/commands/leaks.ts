@@ -31,6 +31,8 @@ function lookupJson(result: LookupResult) {
     // The genuine secret was last presented from outside the partner's network rules (set-network), from there.
     refused_from_unlisted_address_at: iso(pair?.unlistedRefusedAt),
     refused_from_unlisted_address: pair?.unlistedRefusedAddress ?? null,
+    leak_reported_at: iso(pair?.leakReportedAt),
+    leak_url: pair?.leakUrl ?? null,
     genuine: result.genuine,
     accepted: result.accepted,
     accepted_until: iso(result.acceptedUntil),
@@ -123,6 +125,7 @@ async function runLookup(session: Session, out: Output, value: string | undefine
         : []),
       ['last used', iso(pair.lastUsedAt)],
       ['last refused', iso(pair.lastRefusedAt)],
+      ...(pair.leakReportedAt ? ([['leak reported', `${iso(pair.leakReportedAt)} at ${pair.leakUrl ?? '(no URL)'}`]] as [string, string | null][]) : []),
     );
     if (pair.unlistedRefusedAt !== null) {
       rows.push([
@@ -241,6 +244,8 @@ async function runListKeys(session: Session, out: Output, options: ListKeysOptio
         switched_at: iso(pair.switchedAt),
         refused_from_unlisted_address_at: iso(pair.unlistedRefusedAt),
         refused_from_unlisted_address: pair.unlistedRefusedAddress,
+        leak_reported_at: iso(pair.leakReportedAt),
+        leak_url: pair.leakUrl,
       })),
       next_cursor: page.nextCursor,
     });
@@ -261,6 +266,7 @@ async function runListKeys(session: Session, out: Output, options: ListKeysOptio
           { title: 'EXPIRES', whole: true, optional: true },
           { title: 'ACCESS KEY', min: 14, truncate: 'middle', optional: true },
           { title: 'LAST REFUSED', whole: true, optional: true },
+          { title: 'LEAK REPORTED', min: 16, optional: true },
         ],
         page.keys.map((pair) => [
           pair.id,
@@ -271,6 +277,7 @@ async function runListKeys(session: Session, out: Output, options: ListKeysOptio
           out.tableTime(pair.expiresAt, options.wide),
           pair.accessKey,
           out.tableTime(pair.lastRefusedAt, options.wide),
+          pair.leakReportedAt ? `${out.tableTime(pair.leakReportedAt, options.wide)} ${pair.leakUrl ?? ''}`.trim() : null,
         ]),
         { wide: options.wide === true },
       ),

@@ -17,6 +17,9 @@ export interface KeyPairRow {
   /** When the new pair first exchanged, for a pair retired by `rotate-keys --overlap`. */
   switchedAt: Date | null;
   afterSwitchSeconds: number | null;
+  /** When GitHub secret scanning reported this pair's secret (or a token it minted) in public, and where. */
+  leakReportedAt: Date | null;
+  leakUrl: string | null;
   /**
    * The status as stored. `status` is what the pair is now: a stored 'retiring' pair whose overlap has
    * ended reads as 'superseded' (superseded at its retires_at) before anything settles it.
@@ -43,10 +46,12 @@ type Raw = {
   after_switch_seconds: unknown;
   unlisted_refused_at: unknown;
   unlisted_refused_address: string | null;
+  leak_reported_at: unknown;
+  leak_url: string | null;
 };
 
 const COLUMNS =
-  'id, partner_id, access_key, status, created_at, superseded_at, revoked_at, last_used_at, expires_at, last_refused_at, retires_at, switched_at, after_switch_seconds, unlisted_refused_at, unlisted_refused_address';
+  'id, partner_id, access_key, status, created_at, superseded_at, revoked_at, last_used_at, expires_at, last_refused_at, retires_at, switched_at, after_switch_seconds, unlisted_refused_at, unlisted_refused_address, leak_reported_at, leak_url';
 
 /** A stored 'retiring' status read at `now`: 'superseded' once retires_at has passed (no timer settles it). */
 export function overlapStatus(stored: string, retiresAt: Date | null, now = Date.now()): string {
@@ -70,6 +75,8 @@ function fromRaw(row: Raw): KeyPairRow {
     retiresAt,
     switchedAt: toDate(row.switched_at),
     afterSwitchSeconds: row.after_switch_seconds == null ? null : Number(row.after_switch_seconds),
+    leakReportedAt: toDate(row.leak_reported_at),
+    leakUrl: row.leak_url ?? null,
     storedStatus: row.status,
     unlistedRefusedAt: toDate(row.unlisted_refused_at),
     unlistedRefusedAddress: row.unlisted_refused_address ?? null,

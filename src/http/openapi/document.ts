@@ -16,6 +16,8 @@ const CODE_USE: Record<ErrorCode, 'api' | 'cli'> = {
   invalid_request: 'api',
   invalid_credentials: 'api',
   unauthorized: 'api',
+  // Only the secret-scanning receiver (POST /secret-scanning/github, outside the partners' API) answers it.
+  invalid_signature: 'api',
   permission_denied: 'cli',
   address_not_allowed: 'api',
   not_found: 'api',

@@ -17,6 +17,7 @@ import { registerDataRoutes } from '../routes/data.js';
 import type { AppDeps } from '../routes/deps.js';
 import { registerHealthRoutes } from '../routes/health.js';
 import { registerOpenApiRoute } from '../routes/openapi.js';
+import { registerSecretScanningRoutes } from '../routes/secret-scanning.js';
 import { registerTokenRoutes } from '../routes/token.js';
 import { createFinish } from './request-log.js';
 
@@ -199,6 +200,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   registerHealthRoutes(app, deps);
   registerOpenApiRoute(app);
   registerTokenRoutes(app, deps);
+  // PUBLIC_API_SECRET_SCANNING=github: GitHub's alerts; otherwise the path is unknown like any other (404).
+  if (config.secretScanning && deps.keys) registerSecretScanningRoutes(app, { ...deps, keys: deps.keys }, config.secretScanning);
   const pipeline = dataPath(app, deps);
   registerDataRoutes(app, pipeline);
   // The usual data request needs nothing of Fastify's intake: Node's listener hands it to the same pipeline.

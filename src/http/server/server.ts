@@ -74,7 +74,10 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
       : destination !== undefined
         ? pino({ level: config.logLevel, base: null, timestamp: pino.stdTimeFunctions.isoTime }, destination)
         : (requested as Logger);
-  const services = await createServices({ server: config, database, signingKeyFile: resolveSigningKeyFile(database, env) }, { logger });
+  const services = await createServices(
+    { server: config, database, signingKeyFile: resolveSigningKeyFile(database, env), webhookRetryDelaysMs: options.config.webhookRetryDelaysMs },
+    { logger, webhooks: true },
+  );
   const { db } = services;
   let app: FastifyInstance | undefined;
   let metricsListener: { url: string; close(): Promise<void> } | undefined;

@@ -12,6 +12,7 @@ import type { SigningKeys } from '../../domain/signing-keys.js';
 import { TokenVerifier } from '../../domain/tokens.js';
 import { STOP_WRITE_LIMIT_MS } from '../../domain/deferred-writes.js';
 import { UsageCounter } from '../../domain/usage.js';
+import { parseRetryDelays, DEFAULT_RETRY_DELAYS, WebhookDeliverer } from '../../domain/webhook-delivery.js';
 import { AppError } from '../../errors.js';
 import { VERSION, type ServerConfig } from '../../config.js';
 import { DataLimits } from '../counters/limits.js';
@@ -24,6 +25,8 @@ export interface ServicesConfig {
   readonly server: ServerConfig;
   readonly database: DatabaseConfig;
   readonly signingKeyFile: string;
+  /** Delays before each webhook retry (PARTNERCTL_WEBHOOK_RETRY_DELAYS); default DEFAULT_RETRY_DELAYS. */
+  readonly webhookRetryDelaysMs?: readonly number[];
 }
 
 export interface ServicesOptions {
@@ -37,6 +40,8 @@ export interface ServicesOptions {
   metrics?: boolean;
   /** How often usage counts are written (default 10 s). */
   usageFlushMs?: number;
+  /** Deliver webhooks from this process (the server: yes; in-process tests: only when they ask). */
+  webhooks?: boolean;
 }
 
 /**
@@ -67,6 +72,8 @@ export interface Services {
   readonly metrics: Metrics | null;
   /** Span export over OTLP/HTTP (OTEL_EXPORTER_OTLP_ENDPOINT); null: none. */
   readonly spans: SpanExport | null;
+  /** Sends the outbox's webhook events and finds the reminders (on PostgreSQL while it holds the advisory lock); null: off. */
+  readonly webhooks: WebhookDeliverer | null;
   /** Stops the background work (revision poll, key-file poll, ...) and closes what the services own. Safe to call twice. */
   close(): Promise<void>;
 }
@@ -142,6 +149,14 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
         },
       })
     : null;
+  const webhooks = options.webhooks
+    ? new WebhookDeliverer(db, {
+        retryDelaysMs: config.webhookRetryDelaysMs ?? (parseRetryDelays(DEFAULT_RETRY_DELAYS) as number[]),
+        log: logger,
+        // Never sleep the event loop on another process's SQLite lock: a busy write is retried on the next tick.
+        lockWaitMs: 0,
+      })
+    : null;
   const stoppers: Array<() => void | Promise<void>> = [];
   let closing: Promise<void> | undefined;
   const close = (): Promise<void> => {
@@ -150,8 +165,13 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
       // Requests are finished: leave the registry first (bounded, loud on giving up), then stop the rest.
       await instances.stop().catch(() => false);
       access.stop();
-      // Both retry while the database is busy, for STOP_WRITE_LIMIT_MS at most (side by side: one bound).
-      const [usageWritten] = await Promise.all([usage?.stop().catch(() => false) ?? true, bookkeeping.stop().catch(() => false)]);
+      // Both retry while the database is busy, for STOP_WRITE_LIMIT_MS at most (side by side: one bound);
+      // webhook sends under way get 2 s and their outcomes 5 s more alongside (what is left is logged loudly).
+      const [usageWritten] = await Promise.all([
+        usage?.stop().catch(() => false) ?? true,
+        bookkeeping.stop().catch(() => false),
+        webhooks?.stop().catch(() => {}),
+      ]);
       if (usage && !usageWritten) {
         const lost = usage.totals();
         const line = `usage counts NOT written at shutdown after retrying for ${STOP_WRITE_LIMIT_MS / 1000} s: ${lost.requests} requests (${lost.accepted} accepted, ${lost.clientErrors} 4xx, ${lost.serverErrors} 5xx) of ${lost.partners} partners are lost`;
@@ -181,6 +201,7 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
     stoppers.push(() => keyWatch.stop());
     await exchange.warmUp();
     usage?.start();
+    webhooks?.start(config.database);
   } catch (error) {
     await close();
     throw error;
@@ -196,5 +217,5 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
     config.server.metricsPort !== null || options.metrics
       ? new Metrics({ db, access, verifier, limits, redis, usage }, { perPartner: config.server.metricsPerPartner })
       : null;
-  return { config, clock, logger, db, keys, access, verifier, exchange, bookkeeping, registry: instances, redis, limits, usage, metrics, spans, close };
+  return { config, clock, logger, db, keys, access, verifier, exchange, bookkeeping, registry: instances, redis, limits, usage, metrics, spans, webhooks, close };
 }

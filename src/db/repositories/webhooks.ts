@@ -1,0 +1,339 @@
+import { toDate } from '../sql.js';
+import type { Queryable, SqlTx } from '../unit.js';
+
+export interface WebhookEndpointRow {
+  id: string;
+  url: string;
+  /** The signing secret (whsec_…): read only by the sender and by `webhooks add` once. */
+  secret: string;
+  /** Event types it receives; null: every one. */
+  events: string[] | null;
+  partnerId: string | null;
+  description: string | null;
+  createdAt: Date;
+}
+
+type EndpointRaw = {
+  id: string;
+  url: string;
+  secret: string;
+  events: string | null;
+  partner_id: string | null;
+  description: string | null;
+  created_at: unknown;
+};
+
+function endpointFromRaw(row: EndpointRaw): WebhookEndpointRow {
+  return {
+    id: row.id,
+    url: row.url,
+    secret: row.secret,
+    events: row.events === null ? null : row.events.split(',').filter(Boolean),
+    partnerId: row.partner_id,
+    description: row.description,
+    createdAt: toDate(row.created_at)!,
+  };
+}
+
+const ENDPOINT_COLUMNS = 'id, url, secret, events, partner_id, description, created_at';
+
+export async function insertWebhookEndpoint(tx: SqlTx, endpoint: WebhookEndpointRow): Promise<void> {
+  await tx.run(
+    'INSERT INTO webhook_endpoints (id, url, secret, events, partner_id, description, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)',
+    [
+      endpoint.id,
+      endpoint.url,
+      endpoint.secret,
+      endpoint.events === null ? null : endpoint.events.join(','),
+      endpoint.partnerId,
+      endpoint.description,
+      endpoint.createdAt,
+    ],
+  );
+}
+
+export async function webhookEndpoints(q: Queryable): Promise<WebhookEndpointRow[]> {
+  return (await q.query<EndpointRaw>(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints ORDER BY created_at, id`)).map(endpointFromRaw);
+}
+
+export async function webhookEndpointById(q: Queryable, id: string): Promise<WebhookEndpointRow | null> {
+  const [row] = await q.query<EndpointRaw>(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = $1`, [id]);
+  return row ? endpointFromRaw(row) : null;
+}
+
+/** Removes the endpoint and what was still to be delivered to it; the deliveries already made stay listed. */
+export async function deleteWebhookEndpoint(tx: SqlTx, id: string): Promise<number> {
+  await tx.run("DELETE FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'pending'", [id]);
+  return tx.run('DELETE FROM webhook_endpoints WHERE id = $1', [id]);
+}
+
+export interface OutboxEvent {
+  id: string;
+  type: string;
+  partnerId: string | null;
+  /** The JSON body sent: {type, timestamp, data}. */
+  data: string;
+  createdAt: Date;
+}
+
+/** The event and one pending delivery per endpoint (due at once), in the caller's transaction. */
+export async function insertOutboxEvent(tx: SqlTx, event: OutboxEvent, endpointIds: readonly string[]): Promise<void> {
+  await tx.run('INSERT INTO webhook_events (id, type, partner_id, data, created_at) VALUES ($1, $2, $3, $4, $5)', [
+    event.id,
+    event.type,
+    event.partnerId,
+    event.data,
+    event.createdAt,
+  ]);
+  for (const endpointId of endpointIds) {
+    await tx.run(
+      "INSERT INTO webhook_deliveries (event_id, endpoint_id, status, attempts, next_attempt_at, created_at) VALUES ($1, $2, 'pending', 0, $3, $4)",
+      [event.id, endpointId, event.createdAt, event.createdAt],
+    );
+  }
+}
+
+export interface DueDelivery {
+  eventId: string;
+  endpointId: string;
+  attempts: number;
+  nextAttemptAt: Date;
+  url: string;
+  secret: string;
+  type: string;
+  data: string;
+  createdAt: Date;
+}
+
+type DueRaw = {
+  event_id: string;
+  endpoint_id: string;
+  attempts: unknown;
+  next_attempt_at: unknown;
+  url: string;
+  secret: string;
+  type: string;
+  data: string;
+  created_at: unknown;
+};
+
+/** Pending deliveries due at `now`, oldest first. */
+export async function dueDeliveries(q: Queryable, now: Date, limit: number): Promise<DueDelivery[]> {
+  const rows = await q.query<DueRaw>(
+    `SELECT d.event_id, d.endpoint_id, d.attempts, d.next_attempt_at, w.url, w.secret, e.type, e.data, e.created_at
+       FROM webhook_deliveries d
+       JOIN webhook_endpoints w ON w.id = d.endpoint_id
+       JOIN webhook_events e ON e.id = d.event_id
+      WHERE d.status = 'pending' AND d.next_attempt_at <= $1
+      ORDER BY d.next_attempt_at, d.event_id
+      LIMIT ${Math.max(1, Math.floor(limit))}`,
+    [now],
+  );
+  return rows.map((row) => ({
+    eventId: row.event_id,
+    endpointId: row.endpoint_id,
+    attempts: Number(row.attempts),
+    nextAttemptAt: toDate(row.next_attempt_at)!,
+    url: row.url,
+    secret: row.secret,
+    type: row.type,
+    data: row.data,
+    createdAt: toDate(row.created_at)!,
+  }));
+}
+
+/**
+ * Claims a due delivery: its next attempt moves to `leaseUntil` (past the send's timeout), so no other
+ * sender takes it meanwhile, and a sender that dies mid-send leaves it due again then. False when another
+ * sender claimed it first.
+ */
+export async function claimDelivery(tx: SqlTx, due: DueDelivery, leaseUntil: Date): Promise<boolean> {
+  const changed = await tx.run(
+    "UPDATE webhook_deliveries SET next_attempt_at = $1 WHERE event_id = $2 AND endpoint_id = $3 AND status = 'pending' AND attempts = $4 AND next_attempt_at <= $5",
+    [leaseUntil, due.eventId, due.endpointId, due.attempts, due.nextAttemptAt],
+  );
+  return changed === 1;
+}
+
+export interface AttemptOutcome {
+  status: 'pending' | 'delivered' | 'failed';
+  attempts: number;
+  at: Date;
+  nextAttemptAt: Date | null;
+  httpStatus: number | null;
+  error: string | null;
+}
+
+export async function recordAttempt(tx: SqlTx, eventId: string, endpointId: string, outcome: AttemptOutcome): Promise<void> {
+  await tx.run(
+    `UPDATE webhook_deliveries SET status = $1, attempts = $2, last_attempt_at = $3, next_attempt_at = $4, last_status = $5, last_error = $6,
+            delivered_at = $7
+      WHERE event_id = $8 AND endpoint_id = $9 AND status = 'pending'`,
+    [
+      outcome.status,
+      outcome.attempts,
+      outcome.at,
+      outcome.nextAttemptAt,
+      outcome.httpStatus,
+      outcome.error,
+      outcome.status === 'delivered' ? outcome.at : null,
+      eventId,
+      endpointId,
+    ],
+  );
+}
+
+export interface DeliveryRow {
+  eventId: string;
+  endpointId: string;
+  type: string;
+  status: string;
+  attempts: number;
+  lastStatus: number | null;
+  lastError: string | null;
+  lastAttemptAt: Date | null;
+  nextAttemptAt: Date | null;
+  deliveredAt: Date | null;
+  createdAt: Date;
+}
+
+/** Newest first. */
+export async function deliveryPage(q: Queryable, options: { endpointId?: string; failed?: boolean; limit: number }): Promise<DeliveryRow[]> {
+  const conditions: string[] = [];
+  const params: unknown[] = [];
+  if (options.endpointId !== undefined) conditions.push(`d.endpoint_id = $${params.push(options.endpointId)}`);
+  // Failed: given up, or pending after at least one failed attempt.
+  if (options.failed) conditions.push("(d.status = 'failed' OR (d.status = 'pending' AND d.attempts > 0))");
+  const rows = await q.query<{
+    event_id: string;
+    endpoint_id: string;
+    type: string;
+    status: string;
+    attempts: unknown;
+    last_status: unknown;
+    last_error: string | null;
+    last_attempt_at: unknown;
+    next_attempt_at: unknown;
+    delivered_at: unknown;
+    created_at: unknown;
+  }>(
+    `SELECT d.event_id, d.endpoint_id, e.type, d.status, d.attempts, d.last_status, d.last_error, d.last_attempt_at, d.next_attempt_at,
+            d.delivered_at, d.created_at
+       FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id
+      ${conditions.length > 0 ? `WHERE ${conditions.join(' AND ')}` : ''}
+      ORDER BY d.created_at DESC, d.event_id DESC
+      LIMIT ${Math.max(1, Math.floor(options.limit))}`,
+    params,
+  );
+  return rows.map((row) => ({
+    eventId: row.event_id,
+    endpointId: row.endpoint_id,
+    type: row.type,
+    status: row.status,
+    attempts: Number(row.attempts),
+    lastStatus: row.last_status === null || row.last_status === undefined ? null : Number(row.last_status),
+    lastError: row.last_error,
+    lastAttemptAt: toDate(row.last_attempt_at),
+    nextAttemptAt: row.status === 'pending' ? toDate(row.next_attempt_at) : null,
+    deliveredAt: toDate(row.delivered_at),
+    createdAt: toDate(row.created_at)!,
+  }));
+}
+
+/** Records a reminder as sent; false when it already was (by this or another instance). */
+export async function insertReminder(tx: SqlTx, key: string, now: Date): Promise<boolean> {
+  return (await tx.run('INSERT INTO webhook_reminders (key, created_at) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING', [key, now])) === 1;
+}
+
+export async function remindersSent(q: Queryable, keys: readonly string[]): Promise<Set<string>> {
+  if (keys.length === 0) return new Set();
+  const params = [...keys];
+  const rows = await q.query<{ key: string }>(`SELECT key FROM webhook_reminders WHERE key IN (${params.map((_, i) => `$${i + 1}`).join(', ')})`, params);
+  return new Set(rows.map((row) => row.key));
+}
+
+/** Live pairs (active or retiring, of an active partner) expiring after `now` and before `until`. */
+export async function pairsExpiringBetween(q: Queryable, now: Date, until: Date): Promise<{ id: string; partnerId: string; expiresAt: Date }[]> {
+  const rows = await q.query<{ id: string; partner_id: string; expires_at: unknown }>(
+    `SELECT k.id, k.partner_id, k.expires_at FROM key_pairs k JOIN partners p ON p.id = k.partner_id
+      WHERE k.status IN ('active', 'retiring') AND p.status = 'active' AND k.expires_at IS NOT NULL AND k.expires_at > $1 AND k.expires_at <= $2`,
+    [now, until],
+  );
+  return rows.map((row) => ({ id: row.id, partnerId: row.partner_id, expiresAt: toDate(row.expires_at)! }));
+}
+
+/** Accepted data requests since `dayStart` of every partner with a daily quota, against the quota. */
+export async function quotaUse(q: Queryable, dayStart: Date): Promise<{ partnerId: string; quota: number; used: number }[]> {
+  const rows = await q.query<{ partner_id: string; daily_quota: unknown; used: unknown }>(
+    `SELECT l.partner_id, l.daily_quota, COALESCE(SUM(u.accepted), 0) AS used
+       FROM partner_limits l JOIN usage_hours u ON u.partner_id = l.partner_id AND u.period_start >= $1
+      WHERE l.daily_quota IS NOT NULL AND l.daily_quota > 0
+      GROUP BY l.partner_id, l.daily_quota`,
+    [dayStart],
+  );
+  return rows.map((row) => ({ partnerId: row.partner_id, quota: Number(row.daily_quota), used: Number(row.used) }));
+}
+
+export interface LeakReportRow {
+  fingerprint: string;
+  label: string;
+  kind: string;
+  partnerId: string | null;
+  keyPairId: string | null;
+  action: string;
+  reportedAt: Date;
+}
+
+export async function leakReports(q: Queryable, fingerprints: readonly string[]): Promise<Map<string, LeakReportRow>> {
+  if (fingerprints.length === 0) return new Map();
+  const rows = await q.query<{
+    fingerprint: string;
+    label: string;
+    kind: string;
+    partner_id: string | null;
+    key_pair_id: string | null;
+    action: string;
+    reported_at: unknown;
+  }>(
+    `SELECT fingerprint, label, kind, partner_id, key_pair_id, action, reported_at FROM leak_reports WHERE fingerprint IN (${fingerprints
+      .map((_, i) => `$${i + 1}`)
+      .join(', ')})`,
+    [...fingerprints],
+  );
+  return new Map(
+    rows.map((row) => [
+      row.fingerprint,
+      {
+        fingerprint: row.fingerprint,
+        label: row.label,
+        kind: row.kind,
+        partnerId: row.partner_id,
+        keyPairId: row.key_pair_id,
+        action: row.action,
+        reportedAt: toDate(row.reported_at)!,
+      },
+    ]),
+  );
+}
+
+/** Records the alert; false when it was already recorded (a duplicate that raced this one). */
+export async function insertLeakReport(tx: SqlTx, report: LeakReportRow): Promise<boolean> {
+  return (
+    (await tx.run(
+      'INSERT INTO leak_reports (fingerprint, label, kind, partner_id, key_pair_id, action, reported_at) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (fingerprint) DO NOTHING',
+      [report.fingerprint, report.label, report.kind, report.partnerId, report.keyPairId, report.action, report.reportedAt],
+    )) === 1
+  );
+}
+
+export async function markPairLeaked(tx: SqlTx, keyPairId: string, at: Date, url: string): Promise<void> {
+  await tx.run('UPDATE key_pairs SET leak_reported_at = $1, leak_url = $2 WHERE id = $3', [at, url, keyPairId]);
+}
+
+export async function pairLeak(q: Queryable, keyPairId: string): Promise<{ at: Date; url: string | null } | null> {
+  const [row] = await q.query<{ leak_reported_at: unknown; leak_url: string | null }>(
+    'SELECT leak_reported_at, leak_url FROM key_pairs WHERE id = $1',
+    [keyPairId],
+  );
+  return row && row.leak_reported_at != null ? { at: toDate(row.leak_reported_at)!, url: row.leak_url } : null;
+}

@@ -1,0 +1,171 @@
+// GitHub secret scanning's alerts (src/http/routes/secret-scanning.ts receives and verifies them): each
+// token is looked up as `partnerctl lookup` does, a genuine live credential is contained per policy, and
+// each alert is recorded once (leak.reported, in the audit chain and the webhook outbox).
+import { createHash } from 'node:crypto';
+import type { Database } from '../db/client.js';
+import { insertLeakReport, leakReports, markPairLeaked } from '../db/repositories/webhooks.js';
+import { isAppError } from '../errors.js';
+import { revokeKeyPairIn, revokeTokensIn } from './key-pairs.js';
+import { lookup, type LookupResult } from './lookup.js';
+import type { SigningKeys } from './signing-keys.js';
+import { runUnit } from './transactions.js';
+
+/** Who the audit trail names for what the receiver does. */
+export const SECRET_SCANNING_ACTOR = 'github-secret-scanning';
+
+export interface LeakAlert {
+  token: string;
+  type: string;
+  url: string;
+  source: string;
+}
+
+export type LeakLabel = 'true_positive' | 'false_positive';
+
+export interface LeakVerdict {
+  token_raw: string;
+  token_type: string;
+  label: LeakLabel;
+}
+
+export type LeakPolicy = 'contain' | 'report';
+
+/** Lookups at once: argon2 runs on libuv's thread pool (4 threads by default). */
+const CONCURRENCY = 32;
+
+function fingerprintOf(alert: LeakAlert): string {
+  return createHash('sha256').update(alert.token).update('\n').update(alert.url).digest('hex');
+}
+
+/** A genuine credential of ours, live or not: an access key we issued, a secret matching its hash, a token our keys signed. */
+function genuineCredential(result: LookupResult): boolean {
+  if (result.kind === 'access_key') return true;
+  if (result.kind === 'secret_key' || result.kind === 'token') return result.genuine === true;
+  return false;
+}
+
+/**
+ * What `contain` runs for a genuine credential, from what `lookup` says: a secret, the brake for its pair
+ * (revoke-keys --key-pair: it mints nothing more and its tokens are refused at once; for the active pair
+ * lookup's own advice rotates too, but a secret minted here would be seen by no one, so the operator issues
+ * the new pair); a token, revoke-tokens; an access key alone (public by design) or a pair with nothing live,
+ * nothing.
+ */
+function containment(result: LookupResult): { kind: 'revoke_key_pair' | 'revoke_tokens'; command: string } | null {
+  if (result.contain === null || result.partner === null) return null;
+  if (result.kind === 'secret_key' && result.pair) {
+    return { kind: 'revoke_key_pair', command: `partnerctl revoke-keys ${result.partner.id} --key-pair ${result.pair.id} --yes` };
+  }
+  if (result.kind === 'token' && result.accepted) return { kind: 'revoke_tokens', command: `partnerctl revoke-tokens ${result.partner.id} --yes` };
+  return null;
+}
+
+/**
+ * Handles one batch: the answer in GitHub's feedback format, one verdict per alert in order. An alert
+ * already handled (the same token at the same URL) is answered from its record, and nothing is done again.
+ */
+export async function handleLeakAlerts(db: Database, keys: SigningKeys, alerts: readonly LeakAlert[], policy: LeakPolicy): Promise<LeakVerdict[]> {
+  const fingerprints = alerts.map(fingerprintOf);
+  const known = await leakReports(db.sql, [...new Set(fingerprints)]);
+  const labels = new Map<string, Promise<LeakLabel>>();
+  // The same token at several URLs is looked up (argon2 and all) once.
+  const looked = new Map<string, Promise<LookupResult>>();
+  const lookupOnce = (token: string) => {
+    let result = looked.get(token);
+    if (!result) {
+      result = lookup(db, token, async () => keys);
+      looked.set(token, result);
+    }
+    return result;
+  };
+  const queue: Array<() => Promise<void>> = [];
+  // A database that fails midway fails the whole answer (5xx): GitHub sends the batch again, and what was
+  // already handled is answered from its record then.
+  let failure: { error: unknown } | undefined;
+  for (const [index, alert] of alerts.entries()) {
+    const fingerprint = fingerprints[index]!;
+    if (labels.has(fingerprint)) continue;
+    const recorded = known.get(fingerprint);
+    if (recorded) {
+      labels.set(fingerprint, Promise.resolve(recorded.label as LeakLabel));
+      continue;
+    }
+    let settle!: (label: LeakLabel) => void;
+    labels.set(fingerprint, new Promise<LeakLabel>((resolve) => (settle = resolve)));
+    queue.push(async () => {
+      try {
+        settle(await handleOne(db, lookupOnce, alert, fingerprint, policy));
+      } catch (error) {
+        failure ??= { error };
+        settle('false_positive');
+      }
+    });
+  }
+  await Promise.all(
+    Array.from({ length: Math.min(CONCURRENCY, queue.length) }, async () => {
+      for (let job = queue.shift(); job; job = queue.shift()) await job();
+    }),
+  );
+  if (failure) throw failure.error;
+  return Promise.all(
+    alerts.map(async (alert, index) => ({ token_raw: alert.token, token_type: alert.type, label: await labels.get(fingerprints[index]!)! })),
+  );
+}
+
+async function handleOne(
+  db: Database,
+  lookupOnce: (token: string) => Promise<LookupResult>,
+  alert: LeakAlert,
+  fingerprint: string,
+  policy: LeakPolicy,
+): Promise<LeakLabel> {
+  let result: LookupResult;
+  try {
+    result = await lookupOnce(alert.token);
+  } catch (error) {
+    // Malformed (a wrong checksum: never reaches argon2) or matching nothing of ours.
+    if (isAppError(error) && (error.code === 'invalid_argument' || error.code === 'not_found')) return 'false_positive';
+    throw error;
+  }
+  if (!genuineCredential(result)) return 'false_positive';
+  const contain = policy === 'contain' ? containment(result) : null;
+  const partnerId = result.partner?.id ?? null;
+  const pairId = result.pair?.id ?? null;
+  await runUnit(db, { actor: SECRET_SCANNING_ACTOR }, async (unit) => {
+    const now = new Date();
+    const fresh = await insertLeakReport(unit.tx, {
+      fingerprint,
+      label: 'true_positive',
+      kind: result.kind,
+      partnerId,
+      keyPairId: pairId,
+      action: contain?.kind ?? 'none',
+      reportedAt: now,
+    });
+    // The same alert handled meanwhile (GitHub's duplicates can arrive together): nothing audited, rolled back.
+    if (!fresh) return;
+    let changed = false;
+    if (contain?.kind === 'revoke_key_pair' && partnerId && pairId) {
+      changed = (await revokeKeyPairIn(unit, partnerId, { keyPairId: pairId })).changed;
+    } else if (contain?.kind === 'revoke_tokens' && partnerId) {
+      changed = (await revokeTokensIn(unit, partnerId)).changed;
+    }
+    if (pairId) await markPairLeaked(unit.tx, pairId, now, alert.url);
+    unit.audit({
+      action: 'leak.reported',
+      partnerId,
+      details: {
+        kind: result.kind,
+        key_pair_id: pairId,
+        token_type: alert.type,
+        url: alert.url,
+        source: alert.source,
+        status: result.status,
+        policy,
+        action: contain ? contain.kind : 'none',
+        ...(contain ? { command: contain.command, changed } : { advice: result.contain }),
+      },
+    });
+  });
+  return 'true_positive';
+}

@@ -1,0 +1,126 @@
+import { randomBytes } from 'node:crypto';
+import type { Database } from '../db/client.js';
+import {
+  deleteWebhookEndpoint,
+  deliveryPage,
+  insertWebhookEndpoint,
+  webhookEndpointById,
+  webhookEndpoints,
+  type DeliveryRow,
+  type WebhookEndpointRow,
+} from '../db/repositories/webhooks.js';
+import { AppError } from '../errors.js';
+import { WEBHOOK_EVENT_TYPES, EVENT_SET } from './outbox.js';
+import { findPartner } from './partners.js';
+import { runUnit, type Actor } from './transactions.js';
+import { CONTROL } from './validation.js';
+
+export { WEBHOOK_EVENT_TYPES } from './outbox.js';
+export const WEBHOOK_ID_PATTERN = /^wh_[0-9a-f]{16}$/;
+
+/** The signing secret: `whsec_` + base64 of 32 random bytes (what the standardwebhooks libraries take). */
+function newSecret(): string {
+  return `whsec_${randomBytes(32).toString('base64')}`;
+}
+
+export interface WebhookInput {
+  url: string;
+  events?: string[] | undefined;
+  partner?: string | undefined;
+  description?: string | undefined;
+  /** Allows http:// (loopback tests, private networks). */
+  insecure?: boolean | undefined;
+}
+
+export function validateWebhookUrl(raw: string, insecure: boolean): string {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new AppError('invalid_argument', `--url is not a URL: '${raw.slice(0, 200)}'`);
+  }
+  if (url.protocol === 'http:' && !insecure) {
+    throw new AppError('invalid_argument', '--url must be https:// (http:// only with --insecure, for loopback tests and private networks)');
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') {
+    throw new AppError('invalid_argument', `--url must be an https:// URL, got '${raw.slice(0, 200)}'`);
+  }
+  if (url.username || url.password) throw new AppError('invalid_argument', '--url must not carry credentials');
+  if (url.hash) throw new AppError('invalid_argument', '--url must not carry a fragment');
+  return url.toString();
+}
+
+export function validateEventList(events: readonly string[]): string[] {
+  const list = [...new Set(events.map((event) => event.trim()).filter(Boolean))];
+  if (list.length === 0) throw new AppError('invalid_argument', `--events must name at least one of ${WEBHOOK_EVENT_TYPES.join(', ')}`);
+  for (const event of list) {
+    if (!EVENT_SET.has(event)) {
+      throw new AppError('invalid_argument', `--events: unknown event '${event.slice(0, 40)}'`, { hint: `events: ${WEBHOOK_EVENT_TYPES.join(', ')}` });
+    }
+  }
+  return list;
+}
+
+export interface AddedWebhook {
+  endpoint: WebhookEndpointRow;
+}
+
+/** Adds an endpoint (audited as webhook.added, without its secret); the secret is returned once, here. */
+export async function addWebhook(db: Database, who: Actor, input: WebhookInput): Promise<AddedWebhook> {
+  const url = validateWebhookUrl(input.url, input.insecure === true);
+  const events = input.events === undefined ? null : validateEventList(input.events);
+  const description = input.description?.trim() || null;
+  if (description !== null && (description.length > 200 || CONTROL.test(description))) {
+    throw new AppError('invalid_argument', '--description must be 1 to 200 characters without control characters');
+  }
+  return runUnit(db, who, async (unit) => {
+    const partnerId = input.partner === undefined ? null : (await findPartner(unit.tx, input.partner)).id;
+    const endpoint: WebhookEndpointRow = {
+      id: `wh_${randomBytes(8).toString('hex')}`,
+      url,
+      secret: newSecret(),
+      events,
+      partnerId,
+      description,
+      createdAt: new Date(),
+    };
+    await insertWebhookEndpoint(unit.tx, endpoint);
+    unit.audit({
+      action: 'webhook.added',
+      partnerId,
+      details: { webhook_id: endpoint.id, url, events, ...(description ? { description } : {}) },
+    });
+    return { endpoint };
+  });
+}
+
+export async function removeWebhook(db: Database, who: Actor, id: string): Promise<WebhookEndpointRow> {
+  checkWebhookId(id);
+  return runUnit(db, who, async (unit) => {
+    const endpoint = await webhookEndpointById(unit.tx, id);
+    if (!endpoint) throw new AppError('not_found', `no webhook '${id}'`, { hint: "see 'partnerctl webhooks list'" });
+    await deleteWebhookEndpoint(unit.tx, id);
+    unit.audit({ action: 'webhook.removed', partnerId: endpoint.partnerId, details: { webhook_id: id, url: endpoint.url } });
+    return endpoint;
+  });
+}
+
+export function checkWebhookId(id: string): void {
+  if (!WEBHOOK_ID_PATTERN.test(id)) throw new AppError('invalid_argument', `'${id.slice(0, 40)}' is not a webhook id (wh_ and 16 hex digits)`);
+}
+
+export async function findWebhook(db: Database, id: string): Promise<WebhookEndpointRow> {
+  checkWebhookId(id);
+  const endpoint = await webhookEndpointById(db.sql, id);
+  if (!endpoint) throw new AppError('not_found', `no webhook '${id}'`, { hint: "see 'partnerctl webhooks list'" });
+  return endpoint;
+}
+
+export function listWebhooks(db: Database): Promise<WebhookEndpointRow[]> {
+  return webhookEndpoints(db.sql);
+}
+
+export async function listDeliveries(db: Database, options: { endpointId?: string; failed?: boolean; limit: number }): Promise<DeliveryRow[]> {
+  if (options.endpointId !== undefined) await findWebhook(db, options.endpointId);
+  return deliveryPage(db.sql, options);
+}
