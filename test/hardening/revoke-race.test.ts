@@ -59,9 +59,10 @@ describe('revoke-tokens re-run while the write lock is held elsewhere (sqlite)',
     holder.exec('BEGIN IMMEDIATE');
     let run2: Awaited<ReturnType<typeof runBinary>> | undefined;
     let run2At = 0;
-    const rerun = runBinary(['revoke-tokens', 'Leaky', '--yes', '--json'], backend.env).then((result) => {
+    // --debug names the moment the re-run's transaction ended (its decision taken under the write lock).
+    const rerun = runBinary(['revoke-tokens', 'Leaky', '--yes', '--json', '--debug', '--no-wait'], backend.env).then((result) => {
       run2 = result;
-      run2At = Date.now();
+      run2At = Number(/committed at \S+ \((\d+) ms\)/.exec(result.stderr)?.[1] ?? Date.now());
     });
     await new Promise((resolve) => setTimeout(resolve, 300));
     const started = Date.now();
@@ -74,8 +75,8 @@ describe('revoke-tokens re-run while the write lock is held elsewhere (sqlite)',
     expect([200, 503]).toContain(tokenB.status);
     // While the lock is held no token is handed out: its mint is not on record yet.
     expect(tokenB.at - started).toBeGreaterThanOrEqual(Math.min(holdMs, 1_900));
-    if (tokenB.status === 200 && tokenB.at <= run2At) {
-      // Handed out before the re-run finished: the re-run must have refused it.
+    if (tokenB.status === 200 && tokenB.at < run2At) {
+      // Received (so handed out) before the re-run's decision: the re-run must have refused it.
       expect(run2!.json()).toMatchObject({ changed: true });
       await new Promise((resolve) => setTimeout(resolve, 1_500));
       expect(await data(tokenB.token!)).toBe(401);
