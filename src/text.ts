@@ -1,5 +1,6 @@
-// Text that reaches a terminal or a log: control characters made visible, credentials masked. Shared by the
-// domain (its error messages) and the CLI (everything it prints); no dependencies.
+// Text that reaches a terminal or a log (control characters made visible, credentials masked), and partner
+// names as they are compared. Shared by the database layer, the domain (its error messages) and the CLI
+// (everything it prints); no dependencies.
 
 // C0 (but the tab and the line feed), DEL, C1 (U+0080-U+009F: U+009B is a CSI on many terminals), the bidi controls
 // (U+061C, U+200E/F, U+202A-U+202E, U+2066-U+2069) and the line/paragraph separators.
@@ -69,4 +70,12 @@ export function closest(value: string, candidates: readonly string[], limit = 3)
     .sort((a, b) => a.distance - b.distance)
     .slice(0, limit)
     .map(({ candidate }) => candidate);
+}
+
+/**
+ * The name as partner names are compared (unique, and found by): NFC, then case folded the way Unicode case
+ * mapping does it (upper case, then lower case, so `Straße` and `STRASSE` are one name), then NFC again.
+ */
+export function nameKey(name: string): string {
+  return name.normalize('NFC').toUpperCase().toLowerCase().normalize('NFC');
 }

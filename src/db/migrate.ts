@@ -4,7 +4,7 @@ import { dirname, join } from 'node:path';
 import type { SqlDriverAdapter, SqlMigrationAwareDriverAdapterFactory } from '@prisma/driver-adapter-utils';
 import type { DatabaseConfig, Provider } from '../config.js';
 import { AppError, firstLine } from '../errors.js';
-import { nameKey } from '../domain/validation.js';
+import { nameKey } from '../text.js';
 import { databaseUnavailable, openDatabase, type Database } from './client.js';
 import { SQLITE_BUSY_TIMEOUT_MS } from './sql.js';
 import { NO_FILTERS, openSchemaEngine, type MigrationList } from './schema-engine.js';

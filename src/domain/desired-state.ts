@@ -13,7 +13,8 @@ import { canonicalCidr, canonicalRules, partnerNetwork, setNetworkIn } from './n
 import { issueKeyPairIn, newKeyPair, type IssuedKeyPair, type NewKeyPair } from './key-pairs.js';
 import { createPartnerIn, findPartner, printable, refuseSimilarName, setPartnerStatusIn, type PartnerRecord, type PartnerStatus } from './partners.js';
 import { runUnit, type Actor } from './transactions.js';
-import { isValidCompanyId, nameKey, validatePartnerName } from './validation.js';
+import { nameKey } from '../text.js';
+import { isValidCompanyId, validatePartnerName } from './validation.js';
 
 export interface DesiredPartner {
   name: string;

@@ -12,10 +12,10 @@ import {
 } from '../db/repositories/partners.js';
 import type { Queryable } from '../db/unit.js';
 import { AppError } from '../errors.js';
-import { closest, masked } from '../text.js';
+import { closest, masked, nameKey } from '../text.js';
 import { ACCESS_KEY_PREFIX, KEY_PAIR_ID_PATTERN, newId, PARTNER_ID_PATTERN, SECRET_KEY_PREFIX } from './identifiers.js';
 import { runUnit, type Actor, type Unit } from './transactions.js';
-import { nameKey, validatePartnerName } from './validation.js';
+import { validatePartnerName } from './validation.js';
 
 export type PartnerStatus = 'active' | 'disabled';
 

@@ -32,14 +32,6 @@ export function validatePartnerName(value: string): string {
   return value.normalize('NFC');
 }
 
-/**
- * The name as partner names are compared (unique, and found by): NFC, then case folded the way Unicode case
- * mapping does it (upper case, then lower case, so `Straße` and `STRASSE` are one name), then NFC again.
- */
-export function nameKey(name: string): string {
-  return name.normalize('NFC').toUpperCase().toLowerCase().normalize('NFC');
-}
-
 /** Company ids are the engines' identifiers: visible ASCII, no spaces, 1 to 128 characters. */
 export function isValidCompanyId(value: unknown): value is string {
   return typeof value === 'string' && /^[\x21-\x7e]{1,128}$/.test(value);

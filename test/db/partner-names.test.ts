@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resolveDatabase } from '../../src/config.js';
 import { openDatabase, type Database } from '../../src/db/client.js';
 import { applyMigrations, migrationStatus } from '../../src/db/migrate.js';
-import { nameKey } from '../../src/domain/validation.js';
+import { nameKey } from '../../src/text.js';
 import { backendAvailable, BACKENDS, createBackend, type TestBackend } from '../support/backends.js';
 import { runBinary, runCli } from '../support/cli.js';
 
