@@ -62,7 +62,8 @@ Environment:
   NO_COLOR                     no colour
 
 Exit codes: 0 ok, 1 error, 2 bad usage, 3 not found, 4 conflict with the
-            current state, 5 database or service unavailable, 7 permission
+            current state, 5 database or service unavailable, 6 committed but
+            not confirmed by every running server (a receipt), 7 permission
             denied (the database role lacks the privilege), 130 cancelled.`,
   subcommands: [
     createPartnerCommand,

@@ -81,7 +81,7 @@ describe('help', () => {
     expect(lookup).toContain("the leaked value; '-' reads it from stdin (kept out of the shell's history); asked for on a terminal when omitted");
     const root = (await onWideTerminal(['--help'], 200)).stdout.replace(/\s+/g, ' ');
     expect(root).toContain('PARTNERCTL_DB_POOL_SIZE PostgreSQL connections per process (default 10 for serve, 2 otherwise)');
-    expect(root).toContain('5 database or service unavailable, 7 permission denied (the database role lacks the privilege), 130 cancelled.');
+    expect(root).toContain('5 database or service unavailable, 6 committed but not confirmed by every running server (a receipt), 7 permission denied (the database role lacks the privilege), 130 cancelled.');
   });
 
   it('ends a command screen with its notes and examples', async () => {
