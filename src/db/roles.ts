@@ -33,6 +33,9 @@ GRANT USAGE ON SCHEMA public TO ${all};
 
 -- ${SUPPORT}: read everything, map and unmap companies, mint test tokens.
 GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${SUPPORT};
+-- but never a webhook's signing secret: only the admin and the server (which signs) read it.
+REVOKE SELECT ON webhook_endpoints FROM ${SUPPORT};
+GRANT SELECT (id, url, events, partner_id, description, created_at) ON webhook_endpoints TO ${SUPPORT};
 GRANT UPDATE (value) ON revision TO ${SUPPORT};
 GRANT INSERT ON audit_events TO ${SUPPORT};
 GRANT USAGE ON SEQUENCE audit_events_id_seq TO ${SUPPORT};
@@ -55,6 +58,7 @@ GRANT INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO ${ADMIN};
 REVOKE UPDATE, DELETE ON audit_events FROM ${ADMIN};
 REVOKE INSERT, UPDATE, DELETE ON audit_chain, _prisma_migrations FROM ${ADMIN};
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO ${ADMIN};
+GRANT SELECT ON webhook_endpoints TO ${ADMIN};
 
 -- ${SERVER}: what 'partnerctl serve' needs and nothing else (it cannot create partners or keys).
 GRANT SELECT ON partners, key_pairs, company_mappings, partner_limits, partner_networks, revision, signing_keys, usage_hours, _prisma_migrations TO ${SERVER};

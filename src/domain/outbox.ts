@@ -2,7 +2,7 @@
 // appendToChain writes them from the unit's audit entries), delivered later by src/domain/webhook-delivery.ts.
 import { randomBytes } from 'node:crypto';
 import { partnerById } from '../db/repositories/partners.js';
-import { insertOutboxEvent, webhookEndpoints, type WebhookEndpointRow } from '../db/repositories/webhooks.js';
+import { insertOutboxEvent, webhookEndpoints, type WebhookEndpoint } from '../db/repositories/webhooks.js';
 import type { SqlTx } from '../db/unit.js';
 
 /**
@@ -69,7 +69,7 @@ export async function writeOutbox(tx: SqlTx, events: readonly NewWebhookEvent[],
   return written;
 }
 
-function wants(endpoint: WebhookEndpointRow, type: string, partnerId: string | null): boolean {
+function wants(endpoint: WebhookEndpoint, type: string, partnerId: string | null): boolean {
   if (endpoint.events !== null && !endpoint.events.includes(type)) return false;
   return endpoint.partnerId === null || endpoint.partnerId === partnerId;
 }

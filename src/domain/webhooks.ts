@@ -5,8 +5,10 @@ import {
   deliveryPage,
   insertWebhookEndpoint,
   webhookEndpointById,
+  webhookEndpointWithSecret,
   webhookEndpoints,
   type DeliveryRow,
+  type WebhookEndpoint,
   type WebhookEndpointRow,
 } from '../db/repositories/webhooks.js';
 import { AppError } from '../errors.js';
@@ -94,7 +96,7 @@ export async function addWebhook(db: Database, who: Actor, input: WebhookInput):
   });
 }
 
-export async function removeWebhook(db: Database, who: Actor, id: string): Promise<WebhookEndpointRow> {
+export async function removeWebhook(db: Database, who: Actor, id: string): Promise<WebhookEndpoint> {
   checkWebhookId(id);
   return runUnit(db, who, async (unit) => {
     const endpoint = await webhookEndpointById(unit.tx, id);
@@ -109,14 +111,22 @@ export function checkWebhookId(id: string): void {
   if (!WEBHOOK_ID_PATTERN.test(id)) throw new AppError('invalid_argument', `'${id.slice(0, 40)}' is not a webhook id (wh_ and 16 hex digits)`);
 }
 
-export async function findWebhook(db: Database, id: string): Promise<WebhookEndpointRow> {
+export async function findWebhook(db: Database, id: string): Promise<WebhookEndpoint> {
   checkWebhookId(id);
   const endpoint = await webhookEndpointById(db.sql, id);
   if (!endpoint) throw new AppError('not_found', `no webhook '${id}'`, { hint: "see 'partnerctl webhooks list'" });
   return endpoint;
 }
 
-export function listWebhooks(db: Database): Promise<WebhookEndpointRow[]> {
+/** The endpoint with its signing secret, for `webhooks test` (a role that may not read secrets is refused). */
+export async function webhookForSending(db: Database, id: string): Promise<WebhookEndpointRow> {
+  checkWebhookId(id);
+  const endpoint = await webhookEndpointWithSecret(db.sql, id);
+  if (!endpoint) throw new AppError('not_found', `no webhook '${id}'`, { hint: "see 'partnerctl webhooks list'" });
+  return endpoint;
+}
+
+export function listWebhooks(db: Database): Promise<WebhookEndpoint[]> {
   return webhookEndpoints(db.sql);
 }
 

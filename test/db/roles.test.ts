@@ -192,6 +192,14 @@ describe.skipIf(!backendAvailable('postgresql'))('PostgreSQL roles with real log
     expect(support.code).toBe(7);
     const added = await owner('--json', 'webhooks', 'add', '--url', `${base}/hook`, '--insecure', '--partner', name);
     expect(added.code, added.stderr).toBe(0);
+    // Support and on-call list the endpoints, but never read a signing secret (only the admin and the server do).
+    const listed = await as(logins.support, '--json', 'webhooks', 'list');
+    expect(listed.code, listed.stderr).toBe(0);
+    expect(listed.stdout).toContain(added.json<{ id: string }>().id);
+    expect(listed.stdout).not.toContain('whsec_');
+    const tested = await as(logins.oncall, 'webhooks', 'test', added.json<{ id: string }>().id);
+    expect(tested.code).toBe(7);
+    expect(tested.stderr).toMatch(/^partnerctl: permission_denied: SELECT on webhook_endpoints/);
     // On-call's change writes its event in the same transaction.
     const revoked = await as(logins.oncall, 'revoke-tokens', name);
     expect(revoked.code, revoked.stderr).toBe(0);

@@ -96,7 +96,7 @@ async function runAdd(session: Session, out: Output, options: AddOptions): Promi
   out.line(`Signing secret (shown once; verify every delivery with it): ${endpoint.secret}`);
 }
 
-function endpointJson(endpoint: import('../../db/repositories/webhooks.js').WebhookEndpointRow) {
+function endpointJson(endpoint: import('../../db/repositories/webhooks.js').WebhookEndpoint) {
   return {
     id: endpoint.id,
     url: endpoint.url,
@@ -144,13 +144,13 @@ async function runRemove(session: Session, out: Output, id: string): Promise<voi
 }
 
 async function runTest(session: Session, out: Output, id: string): Promise<number> {
-  const [{ findWebhook }, { sendWebhook }, { newEventId }, db] = await Promise.all([
+  const [{ webhookForSending }, { sendWebhook }, { newEventId }, db] = await Promise.all([
     import('../../domain/webhooks.js'),
     import('../../domain/webhook-delivery.js'),
     import('../../domain/outbox.js'),
     session.db(),
   ]);
-  const endpoint = await findWebhook(db, id);
+  const endpoint = await webhookForSending(db, id);
   const eventId = newEventId();
   const body = JSON.stringify({
     type: 'webhook.test',

@@ -1,11 +1,10 @@
 import { toDate } from '../sql.js';
 import type { Queryable, SqlTx } from '../unit.js';
 
-export interface WebhookEndpointRow {
+/** An endpoint as listed: never its secret (support and on-call may read this much, not the secret). */
+export interface WebhookEndpoint {
   id: string;
   url: string;
-  /** The signing secret (whsec_…): read only by the sender and by `webhooks add` once. */
-  secret: string;
   /** Event types it receives; null: every one. */
   events: string[] | null;
   partnerId: string | null;
@@ -13,21 +12,25 @@ export interface WebhookEndpointRow {
   createdAt: Date;
 }
 
+/** With its signing secret (whsec_…): read only by the sender, `webhooks test`, and `webhooks add` once. */
+export interface WebhookEndpointRow extends WebhookEndpoint {
+  secret: string;
+}
+
 type EndpointRaw = {
   id: string;
   url: string;
-  secret: string;
+  secret?: string;
   events: string | null;
   partner_id: string | null;
   description: string | null;
   created_at: unknown;
 };
 
-function endpointFromRaw(row: EndpointRaw): WebhookEndpointRow {
+function endpointFromRaw(row: EndpointRaw): WebhookEndpoint {
   return {
     id: row.id,
     url: row.url,
-    secret: row.secret,
     events: row.events === null ? null : row.events.split(',').filter(Boolean),
     partnerId: row.partner_id,
     description: row.description,
@@ -35,7 +38,8 @@ function endpointFromRaw(row: EndpointRaw): WebhookEndpointRow {
   };
 }
 
-const ENDPOINT_COLUMNS = 'id, url, secret, events, partner_id, description, created_at';
+// Never the secret: the columns every role may read (db roles grants support and on-call these alone).
+const ENDPOINT_COLUMNS = 'id, url, events, partner_id, description, created_at';
 
 export async function insertWebhookEndpoint(tx: SqlTx, endpoint: WebhookEndpointRow): Promise<void> {
   await tx.run(
@@ -52,16 +56,22 @@ export async function insertWebhookEndpoint(tx: SqlTx, endpoint: WebhookEndpoint
   );
 }
 
-export async function webhookEndpoints(q: Queryable): Promise<WebhookEndpointRow[]> {
+export async function webhookEndpoints(q: Queryable): Promise<WebhookEndpoint[]> {
   return (await q.query<EndpointRaw>(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints ORDER BY created_at, id`)).map(endpointFromRaw);
 }
 
-export async function webhookEndpointById(q: Queryable, id: string): Promise<WebhookEndpointRow | null> {
+export async function webhookEndpointById(q: Queryable, id: string): Promise<WebhookEndpoint | null> {
   const [row] = await q.query<EndpointRaw>(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = $1`, [id]);
   return row ? endpointFromRaw(row) : null;
 }
 
 /** Removes the endpoint and what was still to be delivered to it; the deliveries already made stay listed. */
+/** The endpoint with its signing secret, for a send (`webhooks test`); null when none has that id. */
+export async function webhookEndpointWithSecret(q: Queryable, id: string): Promise<WebhookEndpointRow | null> {
+  const [row] = await q.query<EndpointRaw & { secret: string }>(`SELECT ${ENDPOINT_COLUMNS}, secret FROM webhook_endpoints WHERE id = $1`, [id]);
+  return row ? { ...endpointFromRaw(row), secret: row.secret } : null;
+}
+
 export async function deleteWebhookEndpoint(tx: SqlTx, id: string): Promise<number> {
   await tx.run("DELETE FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'pending'", [id]);
   return tx.run('DELETE FROM webhook_endpoints WHERE id = $1', [id]);
