@@ -28,7 +28,6 @@ export class Bookkeeping extends DeferredWrites {
   private readonly switches = new Map<string, { at: Date; retiresAt: Date }>();
   /** Retiring pairs found past their end: settled (superseded, `keys.retired` audited). */
   private readonly overlapsEnded = new Set<string>();
-  private timer: NodeJS.Timeout | undefined;
   private delayMs = RETRY_MIN_MS;
 
   constructor(
@@ -89,20 +88,6 @@ export class Bookkeeping extends DeferredWrites {
 
   get pending(): number {
     return this.lastUsed.size + this.lastRefused.size + this.unlistedRefused.size + this.signingKeys.size + this.switches.size + this.overlapsEnded.size;
-  }
-
-  protected cancelTimer(): void {
-    clearTimeout(this.timer);
-    this.timer = undefined;
-  }
-
-  private schedule(delayMs: number): void {
-    if (this.stopped || this.timer) return;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      void this.flush();
-    }, delayMs);
-    this.timer.unref();
   }
 
   protected async writeOnce(): Promise<boolean> {

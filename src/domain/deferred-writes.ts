@@ -16,10 +16,11 @@ export type OnWriteFailure = (error: unknown, failures: number) => void;
  * What the server writes off the request path (bookkeeping, usage counts): one write at a time, in one short
  * transaction that never waits for a lock another process holds (on SQLite that wait would sleep the event
  * loop and freeze every request). A subclass keeps what is pending, takes it for a batch (`writeOnce`), and
- * puts it back when `write` fails; when to write (a timer) is its own.
+ * puts it back when `write` fails; it says when to write next with `schedule`.
  */
 export abstract class DeferredWrites {
   private flushing: Promise<boolean> | undefined;
+  private timer: NodeJS.Timeout | undefined;
   protected stopped = false;
   /** Failed writes in a row (for tests and the log). */
   failures = 0;
@@ -35,8 +36,28 @@ export abstract class DeferredWrites {
   /** Takes what is pending and writes it (through `write`); resolves whether it was written. */
   protected abstract writeOnce(): Promise<boolean>;
 
-  /** Stops the subclass's timer. */
-  protected abstract cancelTimer(): void;
+  /**
+   * A write `delayMs` from now, off the caller's path. A write already scheduled stands (a retry keeps its
+   * pause), unless `preempt` asks for one at once (delay 0) in its place.
+   */
+  protected schedule(delayMs: number, options: { preempt?: boolean } = {}): void {
+    if (this.stopped) return;
+    if (this.timer) {
+      if (!(options.preempt && delayMs === 0)) return;
+      clearTimeout(this.timer);
+    }
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void this.flush();
+    }, delayMs);
+    this.timer.unref();
+  }
+
+  /** No write scheduled any more. */
+  protected cancelTimer(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+  }
 
   /** Writes what is pending, one write at a time; resolves whether it was written. Never waits for a lock. */
   flush(): Promise<boolean> {

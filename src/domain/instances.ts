@@ -44,7 +44,6 @@ export class InstanceRegistry extends DeferredWrites {
   readonly pid = process.pid;
   readonly startedAt = new Date();
   private address: string | null = null;
-  private timer: NodeJS.Timeout | undefined;
   /** The applied revision last written (undefined: nothing written yet). */
   private written: number | null | undefined;
   private due = false;
@@ -68,36 +67,18 @@ export class InstanceRegistry extends DeferredWrites {
   start(address: string): void {
     this.address = address;
     this.due = true;
-    this.schedule(0);
+    this.schedule(0, { preempt: true });
   }
 
   /** The applied revision moved: write it now (off the caller's path). */
   revisionApplied(): void {
     if (this.address === null || this.stopped) return;
     this.due = true;
-    this.schedule(0);
+    this.schedule(0, { preempt: true });
   }
 
   get pending(): number {
     return this.due ? 1 : 0;
-  }
-
-  protected cancelTimer(): void {
-    clearTimeout(this.timer);
-    this.timer = undefined;
-  }
-
-  private schedule(delayMs: number): void {
-    if (this.stopped) return;
-    if (this.timer) {
-      if (delayMs > 0) return;
-      clearTimeout(this.timer);
-    }
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      void this.flush();
-    }, delayMs);
-    this.timer.unref();
   }
 
   protected async writeOnce(): Promise<boolean> {
@@ -133,8 +114,8 @@ export class InstanceRegistry extends DeferredWrites {
     // A revision that moved during the write, or a failed write, goes again at once (a little later after
     // a failure); otherwise the next heartbeat.
     const retry = Math.min(RETRY_MAX_MS, RETRY_MS * 2 ** Math.min(5, this.failures - 1));
-    if (!ok) this.schedule(retry);
-    else this.schedule(this.appliedRevision() !== this.written ? 0 : HEARTBEAT_MS);
+    if (!ok) this.schedule(retry, { preempt: true });
+    else this.schedule(this.appliedRevision() !== this.written ? 0 : HEARTBEAT_MS, { preempt: true });
     return ok;
   }
 

@@ -29,7 +29,7 @@ type Hours = Map<number, Map<string, Map<string, Cell>>>;
 export class UsageCounter extends DeferredWrites {
   private hours: Hours = new Map();
   private cells = 0;
-  private timer: NodeJS.Timeout | undefined;
+  private interval: NodeJS.Timeout | undefined;
   /** Requests not counted because too many cells were pending (a database down for long). */
   dropped = 0;
 
@@ -42,9 +42,9 @@ export class UsageCounter extends DeferredWrites {
   }
 
   start(): void {
-    if (this.timer || this.stopped) return;
-    this.timer = setInterval(() => void this.flush(), this.options.intervalMs ?? USAGE_FLUSH_INTERVAL_MS);
-    this.timer.unref();
+    if (this.interval || this.stopped) return;
+    this.interval = setInterval(() => void this.flush(), this.options.intervalMs ?? USAGE_FLUSH_INTERVAL_MS);
+    this.interval.unref();
   }
 
   /**
@@ -95,9 +95,10 @@ export class UsageCounter extends DeferredWrites {
     return sums;
   }
 
-  protected cancelTimer(): void {
-    clearInterval(this.timer);
-    this.timer = undefined;
+  protected override cancelTimer(): void {
+    super.cancelTimer();
+    clearInterval(this.interval);
+    this.interval = undefined;
   }
 
   protected async writeOnce(): Promise<boolean> {

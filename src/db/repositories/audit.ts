@@ -14,13 +14,7 @@ export interface AuditRow {
 }
 
 /** An event about to be appended to the chain: its content, its position and both hashes. */
-export interface ChainedInsert {
-  at: Date;
-  actor: string;
-  principal: string | null;
-  action: string;
-  partnerId: string | null;
-  details: string;
+export interface ChainedInsert extends Omit<AuditRow, 'id' | 'principalVerified'> {
   seq: number;
   prevHash: string;
   hash: string;
@@ -64,16 +58,12 @@ export async function insertAuditEvents(tx: SqlTx, events: readonly ChainedInser
   }
 }
 
-/** A stored event as the chain sees it: every hashed column, `at` as the database holds it. */
-export interface ChainRow {
-  id: number;
+/**
+ * A stored event as the chain sees it: every hashed column, `at` as the database holds it; no position or
+ * hashes for an event written before the chain existed.
+ */
+export interface ChainRow extends Omit<AuditRow, 'at'> {
   at: string;
-  actor: string;
-  principal: string | null;
-  principalVerified: boolean;
-  action: string;
-  partnerId: string | null;
-  details: string;
   seq: number | null;
   prevHash: string | null;
   hash: string | null;

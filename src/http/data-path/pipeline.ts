@@ -78,7 +78,7 @@ export interface DataPathDeps {
 const ENGINE_ERROR_DROPPED = ['content-type', 'content-length', 'content-encoding', 'content-range', 'etag', 'last-modified', 'www-authenticate', 'proxy-authenticate'];
 
 /** What a failed forward answers: the contract's own refusal as it is, the engine's failure as 502 or 504. */
-export function upstreamFailure(thrown: unknown): AppError {
+function upstreamFailure(thrown: unknown): AppError {
   if (thrown instanceof AppError) return thrown;
   const error = thrown as Error & { statusCode?: number; code?: string };
   const timedOut = error.statusCode === 504 || /TIMEOUT/i.test(error.code ?? '');
