@@ -1,3 +1,4 @@
+import { systemClock, type Clock } from '../clock.js';
 import type { DatabaseConfig, Provider } from '../config.js';
 import { redactUrl } from '../config.js';
 import { AppError } from '../errors.js';
@@ -11,10 +12,16 @@ export interface Database {
   readonly provider: Provider;
   readonly config: DatabaseConfig;
   readonly sql: SqlReader;
+  /** The one source of time for the domain: every rule that compares instants reads it (tests inject their own). */
+  readonly clock: Clock;
   close(): Promise<void>;
 }
 
-export async function openDatabase(config: DatabaseConfig, options: SqlReaderOptions = {}): Promise<Database> {
+export interface OpenOptions extends SqlReaderOptions {
+  clock?: Clock;
+}
+
+export async function openDatabase(config: DatabaseConfig, options: OpenOptions = {}): Promise<Database> {
   let sql: SqlReader;
   try {
     sql = await openSqlReader(config, options);
@@ -22,7 +29,7 @@ export async function openDatabase(config: DatabaseConfig, options: SqlReaderOpt
   } catch (error) {
     throw databaseUnavailable(config, error);
   }
-  return { provider: config.provider, config, sql, close: () => sql.close() };
+  return { provider: config.provider, config, sql, clock: options.clock ?? systemClock, close: () => sql.close() };
 }
 
 export function databaseUnavailable(config: DatabaseConfig, error: unknown): AppError {

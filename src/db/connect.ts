@@ -1,13 +1,12 @@
 import type { DatabaseConfig } from '../config.js';
-import { openDatabase, type Database } from './client.js';
-import type { SqlReaderOptions } from './sql.js';
+import { openDatabase, type Database, type OpenOptions } from './client.js';
 import { applyMigrations, needsSelfMigration } from './migrate.js';
 
 /**
  * Opens the database with its schema current: SQLite is migrated
  * on first use; a PostgreSQL database that is behind is an error.
  */
-export async function connect(config: DatabaseConfig, options: SqlReaderOptions = {}): Promise<Database> {
+export async function connect(config: DatabaseConfig, options: OpenOptions = {}): Promise<Database> {
   const db = await openDatabase(config, options);
   let migrate: boolean;
   try {

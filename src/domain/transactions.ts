@@ -1,5 +1,6 @@
 import { hostname, userInfo } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { Clock } from '../clock.js';
 import type { Database } from '../db/client.js';
 import { atText, eventHash, GENESIS } from '../db/audit-hash.js';
 import { chainHead, insertAuditEvents } from '../db/repositories/audit.js';
@@ -35,6 +36,8 @@ const DEFAULT_POLICY: Required<UnitPolicy> = { timeoutMs: 60_000, retries: 7 };
 export interface Unit {
   readonly tx: SqlTx;
   readonly who: Actor;
+  /** The database's clock: the unit's changes read time from it only. */
+  readonly clock: Clock;
   /** Records an event, written when the unit commits. A unit that records nothing changed nothing. */
   audit(entry: AuditEntry): void;
 }
@@ -57,9 +60,9 @@ export async function runUnit<T>(db: Database, who: Actor, work: (unit: Unit) =>
       return await db.sql.transaction(async (tx) => {
         await bumpRevision(tx);
         const events: AuditEntry[] = [];
-        const result = await work({ tx, who, audit: (entry) => void events.push(entry) });
+        const result = await work({ tx, who, clock: db.clock, audit: (entry) => void events.push(entry) });
         if (events.length === 0) throw new Unchanged(result);
-        const now = new Date();
+        const now = new Date(db.clock.now());
         // A partner's updated_at moves with every change to it (limits, keys, mappings, token cut-off), not
         // only with its own row's (created, enabled, disabled: written with the row). A test token minted for
         // it is not a change of the partner.
