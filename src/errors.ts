@@ -56,13 +56,16 @@ export class AppError extends Error {
   readonly hint: string | undefined;
   /** The input the error is about (`name`, `company_id`…), so that each front end can name its own flag or field. */
   readonly field: string | undefined;
+  /** A refused credential's stable reason code (the verdict's), for the record and for support; undefined otherwise. */
+  readonly reason: string | undefined;
 
-  constructor(code: ErrorCode, message: string, options: { hint?: string; field?: string; cause?: unknown } = {}) {
+  constructor(code: ErrorCode, message: string, options: { hint?: string; field?: string; reason?: string; cause?: unknown } = {}) {
     super(message, { cause: options.cause });
     this.name = 'AppError';
     this.code = code;
     this.hint = options.hint;
     this.field = options.field;
+    this.reason = options.reason;
   }
 
   get status(): number {
