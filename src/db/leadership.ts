@@ -1,7 +1,7 @@
 import type { DatabaseConfig } from '../config.js';
 
 /** One PostgreSQL advisory lock per task that a single instance runs at a time. */
-export const ADVISORY_LOCKS = {
+const ADVISORY_LOCKS = {
   webhookDelivery: 0x7063746c_7768, // 'pctl' 'wh'
 } as const;
 
