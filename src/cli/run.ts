@@ -20,7 +20,7 @@ async function report(thrown: unknown, session: Session | undefined, argv: reado
   if (String((error as { code?: unknown } | undefined)?.code ?? '') === '42501') {
     const { permissionDenied } = await import('../db/roles.js');
     const db = await session?.db().catch(() => undefined);
-    if (db) error = await permissionDenied(db.sql, error);
+    if (db) error = await permissionDenied(db, error);
   }
   // The domain's translation is loaded only for a database error: --help and bad usage never load it.
   const known =

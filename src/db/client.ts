@@ -2,7 +2,9 @@ import { systemClock, type Clock } from '../clock.js';
 import type { DatabaseConfig, Provider } from '../config.js';
 import { redactUrl } from '../config.js';
 import { AppError } from '../errors.js';
-import { openSqlReader, type SqlReader, type SqlReaderOptions } from './sql.js';
+import { openPostgresql } from './postgresql.js';
+import type { SqlDatabase, SqlDatabaseOptions } from './sql.js';
+import { openSqlite } from './sqlite.js';
 
 /**
  * The database as commands and the server use it: plain SQL and transactions (no Prisma client at run
@@ -11,20 +13,20 @@ import { openSqlReader, type SqlReader, type SqlReaderOptions } from './sql.js';
 export interface Database {
   readonly provider: Provider;
   readonly config: DatabaseConfig;
-  readonly sql: SqlReader;
+  readonly sql: SqlDatabase;
   /** The one source of time for the domain: every rule that compares instants reads it (tests inject their own). */
   readonly clock: Clock;
   close(): Promise<void>;
 }
 
-export interface OpenOptions extends SqlReaderOptions {
+export interface OpenOptions extends SqlDatabaseOptions {
   clock?: Clock;
 }
 
 export async function openDatabase(config: DatabaseConfig, options: OpenOptions = {}): Promise<Database> {
-  let sql: SqlReader;
+  let sql: SqlDatabase;
   try {
-    sql = await openSqlReader(config, options);
+    sql = config.provider === 'sqlite' ? await openSqlite(config.url, options) : await openPostgresql(config.url, config.poolSize);
     if (config.provider === 'postgresql') await sql.query('SELECT 1');
   } catch (error) {
     throw databaseUnavailable(config, error);

@@ -6,7 +6,7 @@ import type { DatabaseConfig, Provider } from '../config.js';
 import { AppError, firstLine } from '../errors.js';
 import { nameKey } from '../text.js';
 import { databaseUnavailable, openDatabase, type Database } from './client.js';
-import { SQLITE_BUSY_TIMEOUT_MS } from './sql.js';
+import { SQLITE_BUSY_TIMEOUT_MS } from './sqlite.js';
 import { NO_FILTERS, openSchemaEngine, type MigrationList } from './schema-engine.js';
 
 const PRISMA_DIR = fileURLToPath(new URL('../../prisma/', import.meta.url));

@@ -1,7 +1,7 @@
 // The four PostgreSQL roles of `partnerctl db roles`, and the words for a privilege the connected role lacks.
 // Operators log in as their own users, members of one of these roles; the audit trail records that login.
 import { AppError } from '../errors.js';
-import type { Queryable } from './unit.js';
+import type { Database } from './client.js';
 
 export const ROLES = ['partnerctl_support', 'partnerctl_oncall', 'partnerctl_admin', 'partnerctl_server'] as const;
 const [SUPPORT, ONCALL, ADMIN, SERVER] = ROLES;
@@ -94,7 +94,7 @@ export function isPermissionError(error: unknown): boolean {
  * One line for a refused statement: the login, the privilege it lacks (the statement's verb on the table the
  * database named) and the first of the four roles that holds it here.
  */
-export async function permissionDenied(q: Queryable, error: unknown): Promise<AppError> {
+export async function permissionDenied(db: Database, error: unknown): Promise<AppError> {
   const message = (error as Error).message ?? '';
   const statement = String((error as { statement?: unknown }).statement ?? '');
   const object = /permission denied for (table|sequence|relation|schema|database) "?([\w.]+)"?/i.exec(message);
@@ -108,7 +108,7 @@ export async function permissionDenied(q: Queryable, error: unknown): Promise<Ap
       kind === 'sequence'
         ? 'has_sequence_privilege(r.oid, $1, $2)'
         : "(has_table_privilege(r.oid, $1, $2) OR ($2 IN ('SELECT', 'INSERT', 'UPDATE') AND has_any_column_privilege(r.oid, $1, $2)))";
-    const rows = await q.query<{ login: string; holder: string | null }>(
+    const rows = await db.sql.query<{ login: string; holder: string | null }>(
       `SELECT session_user AS login,
               (SELECT r.rolname FROM pg_roles r WHERE r.rolname = ANY($3::text[]) AND ${check}
                ORDER BY array_position($3::text[], r.rolname::text) LIMIT 1) AS holder`,

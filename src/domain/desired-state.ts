@@ -9,7 +9,7 @@ import type { Queryable } from '../db/unit.js';
 import { AppError } from '../errors.js';
 import { closest } from '../text.js';
 import { bulkPolicy, mapCompaniesIn, unmapCompaniesIn } from './companies.js';
-import { canonicalCidr, canonicalRules, partnerNetwork, setNetworkIn } from './networks.js';
+import { canonicalCidr, canonicalRules, partnerNetwork, partnerNetworkOn, setNetworkIn } from './networks.js';
 import { issueKeyPairIn, newKeyPair, type IssuedKeyPair, type NewKeyPair } from './key-pairs.js';
 import { createPartnerIn, findPartner, printable, refuseSimilarName, setPartnerStatusIn, type PartnerRecord, type PartnerStatus } from './partners.js';
 import { runUnit, type Actor } from './transactions.js';
@@ -168,7 +168,11 @@ export interface PlanOptions {
 }
 
 /** What it takes to get from the database as it is to the document. */
-export async function planDesiredState(q: Queryable, state: DesiredState, options: PlanOptions = {}): Promise<Plan> {
+export function planDesiredState(db: Database, state: DesiredState, options: PlanOptions = {}): Promise<Plan> {
+  return planOn(db.sql, state, options);
+}
+
+async function planOn(q: Queryable, state: DesiredState, options: PlanOptions): Promise<Plan> {
   const partners: PartnerPlan[] = [];
   for (const desired of state.partners) {
     const existing = (await partnerByName(q, desired.name)) as PartnerRecord | null;
@@ -192,7 +196,7 @@ export async function planDesiredState(q: Queryable, state: DesiredState, option
     }
     let network: string[] | null = null;
     if (desired.allow_from !== undefined) {
-      const current = existing ? await partnerNetwork(q, existing.id) : [];
+      const current = existing ? await partnerNetworkOn(q, existing.id) : [];
       if (current.join(',') !== desired.allow_from.join(',')) network = desired.allow_from;
     }
     const plan: PartnerPlan = {
@@ -254,7 +258,7 @@ export async function applyDesiredState(
   // need one now; a partner that needs one only by the time the unit runs gets one made there.
   const pairs = new Map<string, NewKeyPair>();
   if (options.issueKeys) {
-    const before = await planDesiredState(db.sql, state, options);
+    const before = await planDesiredState(db, state, options);
     for (const plan of before.partners) if (plan.issueKeys) pairs.set(plan.name, await newKeyPair());
   }
   const size = state.partners.reduce((sum, partner) => sum + 1 + (partner.companies?.length ?? 0), 0);
@@ -262,7 +266,7 @@ export async function applyDesiredState(
     db,
     who,
     async (unit) => {
-      const plan = await planDesiredState(unit.tx, state, options);
+      const plan = await planOn(unit.tx, state, options);
       const issued: IssuedKeyPair[] = [];
       let done = 0;
       for (const step of plan.partners) {
@@ -311,7 +315,7 @@ export async function exportDesiredState(db: Database, references: readonly stri
   }
   const partners: DesiredPartner[] = [];
   for (const partner of records) {
-    const allow = await partnerNetwork(db.sql, partner.id);
+    const allow = await partnerNetwork(db, partner.id);
     partners.push({
       name: partner.name,
       status: partner.status,

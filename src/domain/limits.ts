@@ -1,6 +1,5 @@
 import type { Database } from '../db/client.js';
 import { deleteLimits, limitsOf, upsertLimits, type LimitsRow } from '../db/repositories/limits.js';
-import type { Queryable } from '../db/unit.js';
 import { AppError } from '../errors.js';
 import { findPartner, type PartnerRecord } from './partners.js';
 import { formatRate, type Rate } from '../rates.js';
@@ -26,8 +25,8 @@ function fromRow(row: LimitsRow | null): PartnerLimits {
   };
 }
 
-export async function partnerLimits(q: Queryable, partnerId: string): Promise<PartnerLimits> {
-  return fromRow(await limitsOf(q, partnerId));
+export async function partnerLimits(db: Database, partnerId: string): Promise<PartnerLimits> {
+  return fromRow(await limitsOf(db.sql, partnerId));
 }
 
 /** JSON form, as show-partner and set-limits print it. */
@@ -59,7 +58,7 @@ async function setLimitsIn(
     throw new AppError('missing_argument', 'give a rate, a burst, a daily quota, or clear', { field: 'rate' });
   }
   const partner = await findPartner(unit.tx, reference);
-  const before = await partnerLimits(unit.tx, partner.id);
+  const before = fromRow(await limitsOf(unit.tx, partner.id));
   const after: PartnerLimits = change.clear
     ? NO_LIMITS
     : {

@@ -75,7 +75,12 @@ export function matcherOf(column: string | null): AddressMatcher | null {
 }
 
 /** A partner's network rules, canonical; empty: none. */
-export async function partnerNetwork(q: Queryable, partnerId: string): Promise<string[]> {
+export function partnerNetwork(db: Database, partnerId: string): Promise<string[]> {
+  return partnerNetworkOn(db.sql, partnerId);
+}
+
+/** The same, read inside the domain's own transaction. */
+export async function partnerNetworkOn(q: Queryable, partnerId: string): Promise<string[]> {
   return rulesFromColumn(await networkOf(q, partnerId));
 }
 
@@ -87,7 +92,7 @@ export async function partnerNetwork(q: Queryable, partnerId: string): Promise<s
 export async function setNetworkIn(unit: Unit, reference: string, allow: readonly string[]): Promise<{ partner: PartnerRecord; allow: string[]; changed: boolean }> {
   const rules = canonicalRules(allow);
   const partner = await findPartner(unit.tx, reference);
-  const before = await partnerNetwork(unit.tx, partner.id);
+  const before = await partnerNetworkOn(unit.tx, partner.id);
   if (before.join(',') === rules.join(',')) return { partner, allow: before, changed: false };
   if (rules.length === 0) await deleteNetwork(unit.tx, partner.id);
   else await upsertNetwork(unit.tx, partner.id, rules.join(','), new Date());

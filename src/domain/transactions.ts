@@ -89,7 +89,7 @@ export async function runUnit<T>(db: Database, who: Actor, work: (unit: Unit) =>
       if (error instanceof Unchanged) return error.result as T;
       if (error instanceof AppError) throw error;
       // Rolled back: nothing changed. Named outside the failed transaction.
-      if (isPermissionError(error)) throw await permissionDenied(db.sql, error);
+      if (isPermissionError(error)) throw await permissionDenied(db, error);
       if (isTransient(error) && attempt < retries) {
         await sleep(20 * (attempt + 1) + Math.random() * 50);
         continue;

@@ -2,8 +2,9 @@
 // finds by itself (keys.expiring, quota.threshold). Used by a running `serve` (WebhookDeliverer.start) and by
 // `partnerctl webhooks deliver` (runOnce).
 import { createRequire } from 'node:module';
-import type { DatabaseConfig } from '../config.js';
+import type { Clock } from '../clock.js';
 import type { Database } from '../db/client.js';
+import { holdLeadership, type Leadership } from '../db/leadership.js';
 import {
   claimDelivery,
   dueDeliveries,
@@ -51,18 +52,20 @@ export interface AttemptResult {
 }
 
 /**
- * One signed POST: headers webhook-id, webhook-timestamp (now) and webhook-signature (v1, HMAC-SHA256 over
- * id.timestamp.body by the standardwebhooks package), the body exactly as stored. Never follows a redirect.
+ * One signed POST: headers webhook-id, webhook-timestamp (the clock's now) and webhook-signature (v1,
+ * HMAC-SHA256 over id.timestamp.body by the standardwebhooks package), the body exactly as stored. Never
+ * follows a redirect.
  */
 export async function sendWebhook(
   target: { url: string; secret: string },
   message: { id: string; body: string },
+  clock: Clock,
   timeoutMs = WEBHOOK_TIMEOUT_MS,
   cancel?: AbortSignal,
 ): Promise<AttemptResult> {
   const { Webhook } = require('standardwebhooks') as { Webhook: WebhookClass };
   const started = performance.now();
-  const now = new Date();
+  const now = new Date(clock.now());
   let signature: string;
   try {
     signature = new Webhook(target.secret).sign(message.id, now, message.body);
@@ -162,12 +165,20 @@ export class WebhookDeliverer {
   ) {}
 
   /** Runs in the background until stop(); on PostgreSQL only while this instance holds the advisory lock. */
-  start(database?: DatabaseConfig): void {
-    if (database?.provider === 'postgresql') {
-      this.leadership = new Leadership(database, this.options.log);
-      this.leadership.start();
+  start(): void {
+    if (this.db.provider === 'postgresql') {
+      const log = this.options.log;
+      this.leadership = holdLeadership(this.db.config, 'webhookDelivery', {
+        onTaken: () => log?.info({}, 'webhook delivery: this instance delivers (advisory lock taken)'),
+        onLost: () => log?.warn({}, 'webhook delivery: lost the advisory lock connection; trying to take it again'),
+      });
     }
     this.schedule(0);
+  }
+
+  /** Whether this instance may deliver now: always on SQLite, while it holds the lock on PostgreSQL. */
+  get delivering(): boolean {
+    return this.leadership === null || this.leadership.held;
   }
 
   private schedule(delayMs: number): void {
@@ -182,10 +193,10 @@ export class WebhookDeliverer {
   }
 
   private async tick(): Promise<void> {
-    if (this.leadership && !this.leadership.held) return;
+    if (!this.delivering) return;
     try {
       await this.writeOutcomes();
-      const now = Date.now();
+      const now = this.db.clock.now();
       if (now - this.lastReminderScan >= (this.options.reminderMs ?? 30_000)) {
         this.lastReminderScan = now;
         await this.findReminders(new Date(now));
@@ -198,7 +209,7 @@ export class WebhookDeliverer {
 
   /** One pass (`webhooks deliver`): reminders, then every due delivery, waiting for all their outcomes. */
   async runOnce(): Promise<RunSummary> {
-    await this.findReminders(new Date());
+    await this.findReminders(new Date(this.db.clock.now()));
     for (let round = 0; round < 10_000; round++) {
       const claimed = await this.sendDue();
       await Promise.all(this.inFlight.values());
@@ -212,9 +223,9 @@ export class WebhookDeliverer {
   private async sendDue(): Promise<number> {
     const free = (this.options.maxInFlight ?? 50) - this.inFlight.size;
     if (free <= 0 || this.stopped) return 0;
-    const due = (await dueDeliveries(this.db.sql, new Date(), free + this.inFlight.size)).filter((row) => !this.inFlight.has(keyOf(row)));
+    const now = this.db.clock.now();
+    const due = (await dueDeliveries(this.db.sql, new Date(now), free + this.inFlight.size)).filter((row) => !this.inFlight.has(keyOf(row)));
     if (due.length === 0) return 0;
-    const now = Date.now();
     const claimed: DueDelivery[] = [];
     await this.write(async (tx) => {
       claimed.length = 0;
@@ -231,11 +242,17 @@ export class WebhookDeliverer {
   }
 
   private async attempt(row: DueDelivery): Promise<void> {
-    const result = await sendWebhook({ url: row.url, secret: row.secret }, { id: row.eventId, body: row.data }, this.options.timeoutMs, this.controller.signal);
+    const result = await sendWebhook(
+      { url: row.url, secret: row.secret },
+      { id: row.eventId, body: row.data },
+      this.db.clock,
+      this.options.timeoutMs,
+      this.controller.signal,
+    );
     // Cut off by shutdown: not an attempt; the claim's lease makes it due again.
     if (result.status === null && this.controller.signal.aborted) return;
     const attempts = row.attempts + 1;
-    const at = new Date();
+    const at = new Date(this.db.clock.now());
     const ok = result.status !== null && result.status >= 200 && result.status < 300;
     const delays = this.options.retryDelaysMs;
     let outcome: AttemptOutcome;
@@ -356,9 +373,10 @@ export class WebhookDeliverer {
       await Promise.race([Promise.all(this.inFlight.values()), new Promise((resolve) => setTimeout(resolve, graceMs).unref())]);
     }
     this.controller.abort();
-    const deadline = Date.now() + limitMs;
+    // A bound on the shutdown itself, in elapsed time whatever the clock says.
+    const deadline = performance.now() + limitMs;
     let delay = 50;
-    while (this.unwritten.size > 0 && Date.now() < deadline) {
+    while (this.unwritten.size > 0 && performance.now() < deadline) {
       await this.writeOutcomes();
       if (this.unwritten.size === 0) break;
       await new Promise((resolve) => setTimeout(resolve, delay));
@@ -376,79 +394,4 @@ export class WebhookDeliverer {
 
 function keyOf(row: { eventId: string; endpointId: string }): string {
   return `${row.eventId}/${row.endpointId}`;
-}
-
-/** The advisory lock one PostgreSQL serve instance holds while it delivers (released when it stops or dies). */
-const LOCK_KEY = 0x7063746c_7768; // 'pctl' 'wh'
-const LEADERSHIP_RETRY_MS = 5_000;
-
-/**
- * Holds pg_try_advisory_lock on a dedicated connection: while it is held this instance delivers; the others
- * try again every 5 s, so one takes over within seconds after the holder stops or dies (its connection,
- * and with it the lock, goes away).
- */
-class Leadership {
-  held = false;
-  private client: import('pg').Client | undefined;
-  private timer: NodeJS.Timeout | undefined;
-  private stopped = false;
-
-  constructor(
-    private readonly database: DatabaseConfig,
-    private readonly log: DeliveryLog | undefined,
-  ) {}
-
-  start(): void {
-    void this.attempt();
-  }
-
-  private async attempt(): Promise<void> {
-    if (this.stopped) return;
-    try {
-      if (!this.client) {
-        const { default: pg } = await import('pg');
-        const client = new pg.Client({ connectionString: this.database.url, connectionTimeoutMillis: 5_000 });
-        client.on('error', () => this.lost(client));
-        client.on('end', () => this.lost(client));
-        await client.connect();
-        if (this.stopped) {
-          await client.end().catch(() => {});
-          return;
-        }
-        this.client = client;
-      }
-      const [row] = (await this.client.query<{ held: boolean }>('SELECT pg_try_advisory_lock($1) AS held', [LOCK_KEY])).rows;
-      if (row?.held && !this.held) this.log?.info({}, 'webhook delivery: this instance delivers (advisory lock taken)');
-      this.held = row?.held === true;
-    } catch {
-      this.held = false;
-    }
-    if (!this.held && !this.stopped) {
-      this.timer = setTimeout(() => void this.attempt(), LEADERSHIP_RETRY_MS);
-      this.timer.unref();
-    }
-  }
-
-  private lost(client: import('pg').Client): void {
-    if (this.client !== client) return;
-    this.client = undefined;
-    const was = this.held;
-    this.held = false;
-    void client.end().catch(() => {});
-    if (was) this.log?.warn({}, 'webhook delivery: lost the advisory lock connection; trying to take it again');
-    if (!this.stopped) {
-      clearTimeout(this.timer);
-      this.timer = setTimeout(() => void this.attempt(), 1_000);
-      this.timer.unref();
-    }
-  }
-
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    const client = this.client;
-    this.client = undefined;
-    this.held = false;
-    await client?.end().catch(() => {});
-  }
 }

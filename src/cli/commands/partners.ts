@@ -150,8 +150,8 @@ async function runShowPartner(session: Session, out: Output, partnerArgument: st
     session.db(),
   ]);
   const { partner, keyPairs, companies, companyCount } = await showPartner(db, reference);
-  const limits = await partnerLimits(db.sql, partner.id);
-  const network = await partnerNetwork(db.sql, partner.id);
+  const limits = await partnerLimits(db, partner.id);
+  const network = await partnerNetwork(db, partner.id);
   if (out.json) {
     out.emitJson({
       ...partnerJson(partner),

@@ -142,7 +142,7 @@ async function runApply(session: Session, out: Output, options: ApplyOptions): P
   // Disabling partners and unmapping companies cut traffic at once: confirmed, as disable-partner and
   // unmap-company are (--yes without a terminal). A dry run changes nothing and never asks.
   if (!options.dryRun) {
-    const preview = await planDesiredState((await session.db()).sql, state, planOptions);
+    const preview = await planDesiredState(await session.db(), state, planOptions);
     const cuts = [
       preview.partnersDisabled ? `disable ${plural(preview.partnersDisabled, 'partner')} (their tokens are refused at once)` : '',
       preview.companiesUnmapped
@@ -173,7 +173,7 @@ async function runApply(session: Session, out: Output, options: ApplyOptions): P
   let applied = false;
   let committedAt = 0;
   if (options.dryRun) {
-    plan = await planDesiredState(db.sql, state, planOptions);
+    plan = await planDesiredState(db, state, planOptions);
   } else {
     const size = state.partners.reduce((sum, partner) => sum + 1 + (partner.companies?.length ?? 0), 0);
     const bar = progressBar(session.terminal, 'applying', size);

@@ -157,7 +157,7 @@ async function runTest(session: Session, out: Output, id: string): Promise<numbe
     timestamp: new Date().toISOString(),
     data: { webhook_id: endpoint.id, actor: session.who.actor },
   });
-  const result = await sendWebhook(endpoint, { id: eventId, body });
+  const result = await sendWebhook(endpoint, { id: eventId, body }, db.clock);
   const ok = result.status !== null && result.status >= 200 && result.status < 300;
   if (out.json) {
     out.emitJson({ id: endpoint.id, event_id: eventId, ok, status: result.status, error: ok ? null : result.error, ms: Math.round(result.ms), body: result.body });

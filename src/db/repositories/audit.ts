@@ -1,24 +1,12 @@
 import { atTextSql, eventHash, GENESIS } from '../audit-hash.js';
+import type { Column, Columns } from '../models.js';
 import { toDate } from '../sql.js';
 import { valuesBatches, type Queryable, type SqlTx } from '../unit.js';
 
-export interface AuditRow {
-  id: number;
-  at: Date;
-  actor: string;
-  principal: string | null;
-  principalVerified: boolean;
-  action: string;
-  partnerId: string | null;
-  details: string;
-}
+export type AuditRow = Columns<'AuditEvent', 'id' | 'at' | 'actor' | 'principal' | 'principalVerified' | 'action' | 'partnerId' | 'details'>;
 
 /** An event about to be appended to the chain: its content, its position and both hashes. */
-export interface ChainedInsert extends Omit<AuditRow, 'id' | 'principalVerified'> {
-  seq: number;
-  prevHash: string;
-  hash: string;
-}
+export type ChainedInsert = Omit<AuditRow, 'id' | 'principalVerified'> & Column<'AuditEvent', 'seq', number> & Column<'AuditEvent', 'prevHash' | 'hash', string>;
 
 /**
  * The chain's last event (by position) and the principal this connection is vouched as (PostgreSQL's
@@ -62,12 +50,7 @@ export async function insertAuditEvents(tx: SqlTx, events: readonly ChainedInser
  * A stored event as the chain sees it: every hashed column, `at` as the database holds it; no position or
  * hashes for an event written before the chain existed.
  */
-export interface ChainRow extends Omit<AuditRow, 'at'> {
-  at: string;
-  seq: number | null;
-  prevHash: string | null;
-  hash: string | null;
-}
+export type ChainRow = Omit<AuditRow, 'at'> & Column<'AuditEvent', 'at', string> & Columns<'AuditEvent', 'seq' | 'prevHash' | 'hash'>;
 
 /** Events in id (commit) order after `afterId`, a page at a time. */
 export async function chainPage(q: Queryable, afterId: number, limit: number): Promise<ChainRow[]> {

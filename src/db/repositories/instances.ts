@@ -1,19 +1,11 @@
+import type { Columns } from '../models.js';
 import { toDate } from '../sql.js';
 import type { Queryable, SqlTx } from '../unit.js';
 
 /** The PostgreSQL channel a serve instance announces its applied revision on (receipts LISTEN to it). */
 export const INSTANCES_CHANNEL = 'partnerctl_instances';
 
-export interface InstanceRow {
-  instanceId: string;
-  host: string;
-  pid: number;
-  version: string;
-  address: string;
-  startedAt: Date;
-  lastSeenAt: Date;
-  appliedRevision: number | null;
-}
+export type InstanceRow = Columns<'ServeInstance'>;
 
 /**
  * An instance's heartbeat: its row, inserted when missing (the first beat, or after someone removed it), with

@@ -1,33 +1,14 @@
+import type { Columns } from '../models.js';
 import { toDate } from '../sql.js';
 import type { Queryable, SqlTx } from '../unit.js';
 
-export interface KeyPairRow {
-  id: string;
-  partnerId: string;
-  accessKey: string;
-  status: string;
-  createdAt: Date;
-  supersededAt: Date | null;
-  revokedAt: Date | null;
-  lastUsedAt: Date | null;
-  expiresAt: Date | null;
-  lastRefusedAt: Date | null;
-  /** A retiring pair's end (already moved to the switch + after-switch when the new pair has exchanged). */
-  retiresAt: Date | null;
-  /** When the new pair first exchanged, for a pair retired by `rotate-keys --overlap`. */
-  switchedAt: Date | null;
-  afterSwitchSeconds: number | null;
-  /** When GitHub secret scanning reported this pair's secret (or a token it minted) in public, and where. */
-  leakReportedAt: Date | null;
-  leakUrl: string | null;
+/** Every column but the secret's hash (the schema says what each holds). */
+export interface KeyPairRow extends Omit<Columns<'KeyPair'>, 'secretHash'> {
   /**
    * The status as stored. `status` is what the pair is now: a stored 'retiring' pair whose overlap has
    * ended reads as 'superseded' (superseded at its retires_at) before anything settles it.
    */
   storedStatus: string;
-  /** The last exchange with the genuine secret refused from outside the partner's network rules, and its address. */
-  unlistedRefusedAt: Date | null;
-  unlistedRefusedAddress: string | null;
 }
 
 type Raw = {
@@ -116,19 +97,10 @@ export async function keyPairById(q: Queryable, id: string): Promise<KeyPairRow 
 }
 
 /** What a token exchange needs about the pair of an access key, and its partner's status. */
-export interface ExchangeRow {
-  id: string;
-  secretHash: string;
-  status: string;
-  lastUsedAt: Date | null;
-  lastRefusedAt: Date | null;
-  expiresAt: Date | null;
-  partnerId: string;
+export interface ExchangeRow
+  extends Columns<'KeyPair', 'id' | 'secretHash' | 'status' | 'lastUsedAt' | 'lastRefusedAt' | 'expiresAt' | 'partnerId' | 'retiresAt'>,
+    Columns<'Partner', 'tokensRevokedBefore'> {
   partnerStatus: string;
-  /** The partner's brake (ms): tokens issued before it are refused. */
-  tokensRevokedBefore: number | null;
-  /** A retiring pair's end (the status is read as 'superseded' after it). */
-  retiresAt: Date | null;
   storedStatus: string;
   /** For an active pair: its partner's retiring pair that has not seen the switch yet, if any. */
   retiringUnswitched: { id: string; retiresAt: Date; afterSwitchSeconds: number } | null;

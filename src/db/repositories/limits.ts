@@ -1,14 +1,8 @@
+import type { Columns } from '../models.js';
 import { toDate } from '../sql.js';
 import type { Queryable, SqlTx } from '../unit.js';
 
-export interface LimitsRow {
-  partnerId: string;
-  rateCount: number | null;
-  ratePeriodSeconds: number | null;
-  burst: number | null;
-  dailyQuota: number | null;
-  updatedAt: Date;
-}
+export type LimitsRow = Columns<'PartnerLimit'>;
 
 type Raw = {
   partner_id: string;

@@ -1,13 +1,8 @@
+import type { Columns } from '../models.js';
 import { toDate } from '../sql.js';
 import type { Queryable, SqlTx } from '../unit.js';
 
-export interface PartnerRow {
-  id: string;
-  name: string;
-  status: string;
-  createdAt: Date;
-  updatedAt: Date;
-}
+export type PartnerRow = Columns<'Partner', 'id' | 'name' | 'status' | 'createdAt' | 'updatedAt'>;
 
 const COLUMNS = 'id, name, status, created_at, updated_at';
 

@@ -1,17 +1,9 @@
+import type { Columns } from '../models.js';
 import { toDate } from '../sql.js';
 import { valuesBatches, type Queryable, type SqlTx } from '../unit.js';
 
 /** One partner × company × hour's counts, as an instance adds them to the table. */
-export interface UsageDelta {
-  partnerId: string;
-  companyId: string;
-  periodStart: Date;
-  accepted: number;
-  clientErrors: number;
-  serverErrors: number;
-  rateLimited: number;
-  engineMsSum: number;
-}
+export type UsageDelta = Columns<'UsageHour'>;
 
 /**
  * Adds the counts to their rows (created when missing): one multi-row INSERT … ON CONFLICT, several only when
@@ -44,17 +36,10 @@ export interface UsageQuery {
   limit: number;
 }
 
-export interface UsageRow {
-  partnerId: string;
+export interface UsageRow extends Omit<UsageDelta, 'companyId'> {
   partnerName: string | null;
   /** With `by: 'company'` only. */
-  companyId?: string;
-  periodStart: Date;
-  accepted: number;
-  clientErrors: number;
-  serverErrors: number;
-  rateLimited: number;
-  engineMsSum: number;
+  companyId?: UsageDelta['companyId'];
 }
 
 type Raw = {

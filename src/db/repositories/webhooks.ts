@@ -1,21 +1,14 @@
+import type { Column, Columns } from '../models.js';
 import { toDate } from '../sql.js';
 import type { Queryable, SqlTx } from '../unit.js';
 
 /** An endpoint as listed: never its secret (support and on-call may read this much, not the secret). */
-export interface WebhookEndpoint {
-  id: string;
-  url: string;
-  /** Event types it receives; null: every one. */
-  events: string[] | null;
-  partnerId: string | null;
-  description: string | null;
-  createdAt: Date;
-}
+export type WebhookEndpoint = Columns<'WebhookEndpoint', 'id' | 'url' | 'partnerId' | 'description' | 'createdAt'> &
+  /** Event types it receives (stored comma-separated); null: every one. */
+  Column<'WebhookEndpoint', 'events', string[] | null>;
 
 /** With its signing secret (whsec_…): read only by the sender, `webhooks test`, and `webhooks add` once. */
-export interface WebhookEndpointRow extends WebhookEndpoint {
-  secret: string;
-}
+export type WebhookEndpointRow = WebhookEndpoint & Columns<'WebhookEndpoint', 'secret'>;
 
 type EndpointRaw = {
   id: string;
@@ -77,14 +70,8 @@ export async function deleteWebhookEndpoint(tx: SqlTx, id: string): Promise<numb
   return tx.run('DELETE FROM webhook_endpoints WHERE id = $1', [id]);
 }
 
-export interface OutboxEvent {
-  id: string;
-  type: string;
-  partnerId: string | null;
-  /** The JSON body sent: {type, timestamp, data}. */
-  data: string;
-  createdAt: Date;
-}
+/** `data` is the JSON body sent: {type, timestamp, data}. */
+export type OutboxEvent = Columns<'WebhookEvent'>;
 
 /** The event and one pending delivery per endpoint (due at once), in the caller's transaction. */
 export async function insertOutboxEvent(tx: SqlTx, event: OutboxEvent, endpointIds: readonly string[]): Promise<void> {
@@ -103,17 +90,10 @@ export async function insertOutboxEvent(tx: SqlTx, event: OutboxEvent, endpointI
   }
 }
 
-export interface DueDelivery {
-  eventId: string;
-  endpointId: string;
-  attempts: number;
-  nextAttemptAt: Date;
-  url: string;
-  secret: string;
-  type: string;
-  data: string;
-  createdAt: Date;
-}
+export type DueDelivery = Columns<'WebhookDelivery', 'eventId' | 'endpointId' | 'attempts'> &
+  Column<'WebhookDelivery', 'nextAttemptAt', Date> &
+  Columns<'WebhookEndpoint', 'url' | 'secret'> &
+  Columns<'WebhookEvent', 'type' | 'data' | 'createdAt'>;
 
 type DueRaw = {
   event_id: string;
@@ -193,19 +173,7 @@ export async function recordAttempt(tx: SqlTx, eventId: string, endpointId: stri
   );
 }
 
-export interface DeliveryRow {
-  eventId: string;
-  endpointId: string;
-  type: string;
-  status: string;
-  attempts: number;
-  lastStatus: number | null;
-  lastError: string | null;
-  lastAttemptAt: Date | null;
-  nextAttemptAt: Date | null;
-  deliveredAt: Date | null;
-  createdAt: Date;
-}
+export type DeliveryRow = Columns<'WebhookDelivery'> & Columns<'WebhookEvent', 'type'>;
 
 /** Newest first. */
 export async function deliveryPage(q: Queryable, options: { endpointId?: string; failed?: boolean; limit: number }): Promise<DeliveryRow[]> {
@@ -284,15 +252,7 @@ export async function quotaUse(q: Queryable, dayStart: Date): Promise<{ partnerI
   return rows.map((row) => ({ partnerId: row.partner_id, quota: Number(row.daily_quota), used: Number(row.used) }));
 }
 
-export interface LeakReportRow {
-  fingerprint: string;
-  label: string;
-  kind: string;
-  partnerId: string | null;
-  keyPairId: string | null;
-  action: string;
-  reportedAt: Date;
-}
+export type LeakReportRow = Columns<'LeakReport'>;
 
 export async function leakReports(q: Queryable, fingerprints: readonly string[]): Promise<Map<string, LeakReportRow>> {
   if (fingerprints.length === 0) return new Map();

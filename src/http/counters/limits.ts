@@ -226,7 +226,7 @@ export class DataLimits {
     const revision = this.access.revisionSeen;
     let limits;
     try {
-      limits = effectiveLimits(await partnerLimits(this.db.sql, partnerId), this.defaults);
+      limits = effectiveLimits(await partnerLimits(this.db, partnerId), this.defaults);
     } catch (error) {
       throw new AppError('database_unavailable', 'the service cannot check access right now', { cause: error });
     }

@@ -201,7 +201,7 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
     stoppers.push(() => keyWatch.stop());
     await exchange.warmUp();
     usage?.start();
-    webhooks?.start(config.database);
+    webhooks?.start();
   } catch (error) {
     await close();
     throw error;
