@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SignJWT } from 'jose';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { checksumOf, newKeyMaterial } from '../../src/domain/identifiers.js';
 import { SigningKeys } from '../../src/domain/signing-keys.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
@@ -311,9 +311,14 @@ describe.each(BACKENDS)('leaked credentials on %s: lookup and containment agains
       expect(listed.keys.find((key: { key_pair_id: string }) => key.key_pair_id === a.key_pair_id).last_refused_at).not.toBeNull();
 
       // The request log carries the key pair, the client and its user agent for exchanges; never a key or a token.
-      await sleep(400);
-      const lines = server.stdout().split('\n').filter((line) => line.includes(a.key_pair_id));
-      expect(lines.some((line) => /"status":401/.test(line) && /"client":"127\.0\.0\.1"/.test(line) && line.includes('leak-test/1.0'))).toBe(true);
+      // It is written in batches, off the answer's path: wait for the line.
+      await vi.waitFor(
+        () => {
+          const lines = server.stdout().split('\n').filter((line) => line.includes(a.key_pair_id));
+          expect(lines.some((line) => /"status":401/.test(line) && /"client":"127\.0\.0\.1"/.test(line) && line.includes('leak-test/1.0'))).toBe(true);
+        },
+        { timeout: 10_000, interval: 50 },
+      );
       expect(server.stdout()).not.toContain(a.secret_key.slice(8));
       expect(server.stdout()).not.toContain(tokenA.split('.')[2]);
     });

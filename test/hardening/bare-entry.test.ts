@@ -1,4 +1,4 @@
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import type { TestBackend } from '../support/backends.js';
 import { cliOk, gatewayUnderTest, provision, rawHttp, tokenFor, UUID, type recordingEngine, type Seen, type startServe } from './support.js';
 
@@ -52,13 +52,19 @@ describe('the data path entered from the bare listener, against the real server'
     expect(header(seen, 'x-partner-id')).toBe(partner.partnerId);
     expect(header(seen, 'x-company-id')).toBe('acme');
     expect(header(seen, 'authorization')).toBeUndefined();
-    // The request log is written in batches (at most 250 ms apart).
-    await new Promise((resolve) => setTimeout(resolve, 600));
-    const line = served
-      .stdout()
-      .split('\n')
-      .filter((text) => text.includes(response.headers['x-request-id']!))
-      .map((text) => JSON.parse(text) as Record<string, unknown>);
+    // The request log is written in batches (at most 250 ms apart): wait for the line.
+    const line = await vi.waitFor(
+      () => {
+        const found = served
+          .stdout()
+          .split('\n')
+          .filter((text) => text.includes(response.headers['x-request-id']!))
+          .map((text) => JSON.parse(text) as Record<string, unknown>);
+        expect(found.length).toBeGreaterThan(0);
+        return found;
+      },
+      { timeout: 10_000, interval: 50 },
+    );
     expect(line).toHaveLength(1);
     expect(line[0]).toMatchObject({ level: 30, partner_id: partner.partnerId, method: 'GET', path: '/public/v1/recommendations', status: 200 });
   });

@@ -2,7 +2,7 @@ import { createPrivateKey, generateKeyPairSync, randomUUID, sign as cryptoSign, 
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SignJWT } from 'jose';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { RETIRED_KEY_OVERLAP_SECONDS, rotateSigningKey } from '../../src/domain/signing-keys.js';
 import { TOKEN_AUDIENCE, TOKEN_ISSUER } from '../../src/domain/tokens.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
@@ -25,7 +25,6 @@ interface StoredKey {
 
 const b64 = (value: object | string) => Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64url');
 const nowSeconds = () => Math.floor(Date.now() / 1000);
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe.each(BACKENDS)('forged tokens against partnerctl serve (%s)', (provider) => {
   describe.skipIf(!backendAvailable(provider))('', () => {
@@ -218,9 +217,14 @@ describe.each(BACKENDS)('forged tokens against partnerctl serve (%s)', (provider
     });
 
     it('a retired signing key: its tokens pass within the overlap, and are refused once the file says it is past', async () => {
+      // The server looks at the key file once a second and says when it reloaded it: wait for that, not a
+      // fixed time (a loaded machine delays the look; a token minted before it is signed with the old key).
+      const reloads = () => server.stdout().split('\n').filter((line) => line.includes('signing-key file changed on disk')).length;
+      const reloaded = (before: number) => vi.waitFor(() => expect(reloads()).toBeGreaterThan(before), { timeout: 10_000, interval: 50 });
       const old = await tokenFor(server.url, alice.accessKey, alice.secretKey);
+      let before = reloads();
       const { retiredKid } = rotateSigningKey(keyFile, new Date());
-      await sleep(1_300); // the server re-reads the key file within 1 s of a change
+      await reloaded(before);
       await expectAccepted('old key, within its overlap', `Bearer ${old}`);
       const fresh = await tokenFor(server.url, alice.accessKey, alice.secretKey);
       expect(fresh).not.toBe(old);
@@ -230,9 +234,10 @@ describe.each(BACKENDS)('forged tokens against partnerctl serve (%s)', (provider
         key.kid === retiredKid ? { ...key, retired_at: new Date(Date.now() - (RETIRED_KEY_OVERLAP_SECONDS + 5) * 1000).toISOString() } : key,
       );
       const temporary = `${keyFile}.edit`;
+      before = reloads();
       writeFileSync(temporary, JSON.stringify({ keys }, null, 2), { mode: 0o600 });
       renameSync(temporary, keyFile);
-      await sleep(1_300);
+      await reloaded(before);
       await expectRefused('old key, past its overlap', `Bearer ${old}`);
       const retired = readKeys().find((key) => key.kid === retiredKid)!;
       await expectRefused('freshly signed with the retired key', `Bearer ${await sign({}, { kid: retired.kid }, privateKeyOf(retired))}`);

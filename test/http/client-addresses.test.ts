@@ -4,7 +4,7 @@
 import { createServer, request as httpRequest, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { backendAvailable, BACKENDS, createBackend, type TestBackend } from '../support/backends.js';
 import { runBinary } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
@@ -175,10 +175,17 @@ describe.each(BACKENDS)('behind a trusted balancer (%s)', (provider) => {
       // A direct (untrusted) client's X-Forwarded-For changes nothing: its bucket is its own address's.
       for (let i = 0; i < 3; i++) expect((await exchange(server.url, '127.0.0.23', second, { 'x-forwarded-for': `127.0.0.${30 + i}` })).status).toBe(200);
       expect((await exchange(server.url, '127.0.0.23', second, { 'x-forwarded-for': '127.0.0.40' })).status).toBe(429);
-      await sleep(400);
-      const clients = logLines()
-        .filter((line) => line.path === '/public/v1/auth/token')
-        .map((line) => line.client);
+      // The request log is written in batches, off the answer's path: wait for the lines of the four direct exchanges.
+      const clients = await vi.waitFor(
+        () => {
+          const found = logLines()
+            .filter((line) => line.path === '/public/v1/auth/token')
+            .map((line) => line.client);
+          expect(found.filter((client) => client === '127.0.0.23')).toHaveLength(4);
+          return found;
+        },
+        { timeout: 10_000, interval: 50 },
+      );
       expect(clients).toContain('127.0.0.21');
       expect(clients).toContain('127.0.0.22');
       expect(clients).toContain('127.0.0.23');
@@ -281,8 +288,14 @@ describe.each(BACKENDS)('behind a trusted balancer (%s)', (provider) => {
         expect(String(fresh.headers.traceresponse).split('-')[1]).toBe(newTrace);
         expect(engineHeaders.tracestate).toBeUndefined();
       }
-      await sleep(400);
-      const line = logLines().find((entry) => entry.trace_id === traceId);
+      const line = await vi.waitFor(
+        () => {
+          const found = logLines().find((entry) => entry.trace_id === traceId);
+          expect(found).toBeDefined();
+          return found;
+        },
+        { timeout: 10_000, interval: 50 },
+      );
       expect(line).toMatchObject({ status: 200, client: '127.0.0.81', path: '/public/v1/prices' });
 
       if (!exporting) return;

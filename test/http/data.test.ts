@@ -240,9 +240,11 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
       });
 
       it('answers 401 to an expired token', async () => {
-        const { accessToken } = await mintToken(t.keys, { partnerId: partner.partnerId, keyPairId: partner.keyPairId }, 1);
+        // exp is whole seconds from iat = floor(now): a lifetime of 2 s leaves at least 1 s for the first request
+        // (with 1 s, a token minted late in a second could expire before it).
+        const { accessToken, claims } = await mintToken(t.keys, { partnerId: partner.partnerId, keyPairId: partner.keyPairId }, 2);
         expect((await get(bearer(accessToken))).statusCode).toBe(200);
-        await new Promise((resolve) => setTimeout(resolve, 2_100));
+        await new Promise((resolve) => setTimeout(resolve, claims.exp * 1000 - Date.now() + 50));
         expectEnvelope(await get(bearer(accessToken)), 401, 'unauthorized');
       });
 

@@ -1,5 +1,5 @@
 import { connect } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { PartnerClient } from '@partnerctl/client';
 import { runBinary } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
@@ -159,8 +159,10 @@ describe.each(BACKENDS)('partnerctl serve end to end (%s)', (provider) => {
     it('on SIGTERM finishes the request in flight, then exits 0', async () => {
       const token = ((await (await exchange(keys.access_key, keys.secret_key)).json()) as { access_token: string }).access_token;
       upstream.respond = () => ({ delayMs: 800, body: '{"slow":true}' });
+      const before = upstream.received.length;
       const inFlight = data(token);
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      // In flight when the signal comes: the engine has it, and answers 800 ms later.
+      await vi.waitFor(() => expect(upstream.received.length).toBeGreaterThan(before), { timeout: 10_000, interval: 10 });
       server.child.kill('SIGTERM');
       const response = await inFlight;
       expect(response.status).toBe(200);

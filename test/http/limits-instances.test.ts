@@ -52,7 +52,8 @@ describe.each(BACKENDS)('limits shared through Redis by two serve instances on o
       backend = await createBackend(provider);
       await cliIn(backend.env, 'db', 'migrate');
       upstream = await startUpstream();
-      env = { ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url, REDIS_URL: REDIS_URL!, PUBLIC_API_DEFAULT_RATE_LIMIT: '4/s', PUBLIC_API_DEFAULT_BURST: '6' };
+      // Default rate 4/m: what the bucket refills while a loaded machine answers requests one by one stays out of the counts.
+      env = { ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url, REDIS_URL: REDIS_URL!, PUBLIC_API_DEFAULT_RATE_LIMIT: '4/m', PUBLIC_API_DEFAULT_BURST: '6' };
       instances = (await Promise.all([serve(env), serve(env)])) as [Served, Served];
     }, 60_000);
 
@@ -85,18 +86,27 @@ describe.each(BACKENDS)('limits shared through Redis by two serve instances on o
       const total = 3 * rate * seconds;
       const spacingMs = 1000 / (3 * rate);
       const started = performance.now();
+      let lastAnswered = started;
       const answers: Promise<number>[] = [];
       for (let i = 0; i < total; i++) {
         const due = started + i * spacingMs;
         const wait = due - performance.now();
         if (wait > 0) await sleep(wait);
-        answers.push(get(instances[i % 2]!, tokens[i % 2]!).then((response) => response.status));
+        answers.push(
+          get(instances[i % 2]!, tokens[i % 2]!).then((response) => {
+            lastAnswered = performance.now();
+            return response.status;
+          }),
+        );
       }
       const statuses = await Promise.all(answers);
       const accepted = statuses.filter((status) => status === 200).length;
       const refused = statuses.filter((status) => status === 429).length;
       expect(accepted + refused).toBe(total);
-      expect(accepted).toBeLessThanOrEqual((rate * seconds + burst) * 1.05);
+      // The limit is taken when a request reaches Redis, somewhere between its sending and its answer: a
+      // loaded machine stretches that span past the 10 s of sending, and the bucket refills for as long.
+      const spanSeconds = Math.max(seconds, (lastAnswered - started) / 1000);
+      expect(accepted, `${accepted} accepted over ${spanSeconds.toFixed(2)} s`).toBeLessThanOrEqual((rate * spanSeconds + burst) * 1.05);
       expect(accepted).toBeGreaterThanOrEqual(0.8 * rate * seconds);
     }, 60_000);
 
@@ -116,7 +126,8 @@ describe.each(BACKENDS)('limits shared through Redis by two serve instances on o
     });
 
     it("a partner's own limits override the defaults on both instances, and --clear brings the defaults back", async () => {
-      const { keys } = await partnerWith(env, `Own-${provider}`, ['--rate', '100/m', '--burst', '2']);
+      // 2/m: nothing refills while a loaded machine answers the four requests one by one.
+      const { keys } = await partnerWith(env, `Own-${provider}`, ['--rate', '2/m', '--burst', '2']);
       const tokens = [await tokenFrom(instances[0], keys), await tokenFrom(instances[1], keys)];
       await sleep(1_300);
       const statuses: number[] = [];

@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createBackend, type TestBackend } from '../support/backends.js';
 import { runBinary } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
@@ -87,8 +87,7 @@ describe('an engine trickling its body, a client trickling its request', () => {
     expect(elapsed).toBeGreaterThanOrEqual(950);
     expect(elapsed).toBeLessThan(2_500);
     // The engine's connection is closed (not kept for the next request while the engine still writes).
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    expect(engine.closedAt.length).toBeGreaterThan(closedBefore);
+    await vi.waitFor(() => expect(engine.closedAt.length).toBeGreaterThan(closedBefore), { timeout: 10_000, interval: 10 });
     expect(engine.closedAt.at(-1)! - started).toBeLessThan(2_500);
   }, 20_000);
 
@@ -96,7 +95,9 @@ describe('an engine trickling its body, a client trickling its request', () => {
     const served = await start();
     const { hostname, port } = new URL(served.url);
     // A client sending its body one byte every 200 ms (the request timeout, 30 s, would let it go on).
+    let connected = false;
     const slowClient = connect(Number(port), hostname, () => {
+      connected = true;
       slowClient.write(
         `POST /public/v1/prices HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{`,
       );
@@ -105,8 +106,10 @@ describe('an engine trickling its body, a client trickling its request', () => {
     const dribble = setInterval(() => slowClient.writable && slowClient.write(' '), 200);
     const slowClientClosed = new Promise<number>((resolve) => slowClient.on('close', () => resolve(Date.now())));
     // And a request at the engine.
+    const requestsBefore = engine.requests;
     const atEngine = fetch(`${served.url}/public/v1/prices?company_id=acme`, { headers: { authorization: `Bearer ${token}` } });
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // Both under way before the signal: the slow client connected, the engine sent the request.
+    await vi.waitFor(() => expect(connected && engine.requests > requestsBefore).toBe(true), { timeout: 10_000, interval: 10 });
     const signalled = Date.now();
     served.child.kill('SIGTERM');
     try {

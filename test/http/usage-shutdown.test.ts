@@ -3,6 +3,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { runBinary } from '../support/cli.js';
+import { clearOfHourBoundary } from '../support/hours.js';
 import { serve } from '../support/serve.js';
 import { startUpstream, type TestUpstream } from './support.js';
 
@@ -51,6 +52,8 @@ describe.each(BACKENDS)('usage counts at shutdown with the database busy (%s)', 
       await runBinary(['create-partner', '--name', 'Counted'], backend.env);
       await runBinary(['map-company', 'Counted', '--company', 'acme', '--yes'], backend.env);
       const token = (await runBinary(['mint-test-token', 'Counted', '--json'], backend.env)).json().access_token;
+      // All twenty counts in one hour's row.
+      await clearOfHourBoundary();
       const server = await serve({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url });
       for (let i = 0; i < 20; i++) {
         const response = await fetch(`${server.url}/public/v1/prices?company_id=acme`, { headers: { authorization: `Bearer ${token}` } });
@@ -101,6 +104,8 @@ describe.each(BACKENDS)('usage counts at shutdown with the database busy (%s)', 
       await runBinary(['create-partner', '--name', 'Twice'], backend.env);
       await runBinary(['map-company', 'Twice', '--company', 'acme', '--yes'], backend.env);
       const token = (await runBinary(['mint-test-token', 'Twice', '--json'], backend.env)).json().access_token;
+      // The three rounds add to one hour's row.
+      await clearOfHourBoundary();
       for (let round = 1; round <= 3; round++) {
         const servers = await Promise.all([1, 2].map(() => serve({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url })));
         for (const server of servers) {

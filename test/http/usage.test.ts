@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mintToken } from '../../src/domain/tokens.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
+import { clearOfHourBoundary } from '../support/hours.js';
 import { serve } from '../support/serve.js';
 import { bearer, buildTestApp, seedPartner, startUpstream, type TestUpstream } from './support.js';
 
@@ -41,6 +42,8 @@ describe.each(BACKENDS)('usage per partner, company and hour (%s)', (provider) =
       const otherKeys = await cli<{ access_key: string; secret_key: string }>('issue-keys', 'Usage B');
       await cli('map-company', 'Usage B', '--company', 'acme');
 
+      // The requests, and the hour computed below, in one hour.
+      await clearOfHourBoundary();
       const server = await serve({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url });
       try {
         const tokenOf = async (k: { access_key: string; secret_key: string }) => {
@@ -115,7 +118,10 @@ describe.each(BACKENDS)('usage per partner, company and hour (%s)', (provider) =
 
     it('a running server writes its counts every interval, adding to the rows (no close needed)', async () => {
       const db = await openMigrated({ ...backend });
-      const t = await buildTestApp(backend, db, { PUBLIC_API_UPSTREAM_URL: upstream.url }, { usageFlushMs: 100 });
+      // A clock a minute into this hour, running: every count falls in that one hour, whenever the test runs.
+      const offset = Math.floor(Date.now() / HOUR_MS) * HOUR_MS + 60_000 - Date.now();
+      const clock = { now: () => Date.now() + offset };
+      const t = await buildTestApp(backend, db, { PUBLIC_API_UPSTREAM_URL: upstream.url }, { usageFlushMs: 100, clock });
       try {
         const seeded = await seedPartner(db);
         const token = (await mintToken(t.keys, { partnerId: seeded.partnerId, keyPairId: seeded.keyPairId })).accessToken;

@@ -5,6 +5,7 @@ import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { runBinary, runCli, type CliResult } from '../support/cli.js';
+import { clearOfHourBoundary } from '../support/hours.js';
 import { serve, type Served } from '../support/serve.js';
 import { startUpstream } from './support.js';
 
@@ -324,6 +325,8 @@ describe.each(BACKENDS)('webhooks on %s: a real serve delivers to a local receiv
         }
       };
       const quotaEvents = () => receiver.to('/quota').filter((item) => item.verified?.data.partner_id === partner.partner_id);
+      // The quota is per UTC day: all the requests on one day.
+      await clearOfHourBoundary();
       try {
         await requests(3);
         await cli('webhooks', 'deliver');
