@@ -261,8 +261,9 @@ export interface KeyPairListRow extends KeyPairRow {
 
 /**
  * Key pairs across partners, oldest first (ids sort by creation); the cursor is the last id of the previous
- * page. `status` 'expired' means an active or superseded pair past its expiry; 'active' and 'superseded'
- * exclude those.
+ * page. `status` filters by the state at `now`, as domain/key-pair-state.ts derives it (a page is filtered
+ * where it is read, so the rule is written here as SQL too; test/domain/lookup.test.ts holds them together):
+ * 'expired' means a pair that is not revoked, past its expiry; 'active' and 'superseded' exclude those.
  */
 export async function keyPairPage(
   q: Queryable,
