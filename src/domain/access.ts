@@ -11,11 +11,6 @@ import { isValidCompanyId } from './validation.js';
 import type { TokenClaims } from './tokens.js';
 import { companyRefusal, refusalError, tokenRefusal, type PairSnapshot, type PartnerSnapshot } from './verdict.js';
 
-/** A partner with network rules, reached from elsewhere: the answer never names the rules. */
-export function addressNotAllowed(): AppError {
-  return refusalError('address_not_allowed', 'gate');
-}
-
 const DEFAULT_STALENESS_BOUND_MS = 1_000;
 const DEFAULT_POLL_INTERVAL_MS = 250;
 

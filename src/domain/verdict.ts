@@ -130,7 +130,8 @@ export function companyRefusal(validCompanyId: boolean, mapped: boolean): Refusa
 /**
  * The error a refusal is thrown as, with its reason code: the codes, statuses and messages the API has
  * always answered. At the token endpoint every refusal but the address looks the same (it tells nothing of
- * which part was wrong); on a data request an unmapped company is 404, as one that does not exist.
+ * which part was wrong); the address refusal never names the rules; on a data request an unmapped company
+ * is 404, as one that does not exist. The reason is for records and support, never for the answer's body.
  */
 export function refusalError(reason: RefusalReason, at: 'exchange' | 'gate'): AppError {
   if (reason === 'address_not_allowed') return new AppError('address_not_allowed', 'this client address is not allowed for the partner', { reason });
