@@ -40,7 +40,7 @@ export type Containment =
   | { action: 'revoke_tokens'; partnerId: string };
 
 /** Why a lookup found nothing or could not trace a value, for the front end's next step (`AppError.field`). */
-export const LOOKUP_FIELDS = {
+const LOOKUP_FIELDS = {
   /** The value is a partner id: the partner itself is shown elsewhere. */
   partnerId: 'partner_id',
   /** A secret of the old format: only its access key traces it. */

@@ -5,22 +5,8 @@
 import { AppError } from '../errors.js';
 import { keyPairState, type StoredPairState } from './key-pair-state.js';
 
-export type RefusalReason =
-  | 'partner_unknown'
-  | 'partner_disabled'
-  | 'pair_unknown'
-  | 'pair_revoked'
-  | 'pair_superseded'
-  | 'pair_expired'
-  | 'secret_mismatch'
-  | 'token_invalid'
-  | 'token_expired'
-  | 'tokens_revoked'
-  | 'address_not_allowed'
-  | 'company_not_mapped';
-
 /** Every reason code, in the order docs/reasons.md explains them. */
-export const REFUSAL_REASONS: readonly RefusalReason[] = [
+export const REFUSAL_REASONS = [
   'partner_unknown',
   'partner_disabled',
   'pair_unknown',
@@ -33,7 +19,9 @@ export const REFUSAL_REASONS: readonly RefusalReason[] = [
   'tokens_revoked',
   'address_not_allowed',
   'company_not_mapped',
-];
+] as const;
+
+export type RefusalReason = (typeof REFUSAL_REASONS)[number];
 
 /** What the rules need about a partner. */
 export interface PartnerSnapshot {
@@ -50,7 +38,7 @@ export interface PairSnapshot extends StoredPairState {
 }
 
 /** What the rules need about a verified token (TokenClaims has it all). */
-export interface TokenSnapshot {
+interface TokenSnapshot {
   partnerId: string;
   /** Null for an operator's test token. */
   keyPairId: string | null;
@@ -63,7 +51,7 @@ export interface TokenSnapshot {
  * The client's address; `null` when the caller has none (`lookup`): the network rules are then not
  * checked, and the caller says the answer depends on them.
  */
-export type ClientAddress = string | null;
+type ClientAddress = string | null;
 
 function addressRefused(partner: PartnerSnapshot, client: ClientAddress): boolean {
   return client !== null && partner.allows !== null && !partner.allows(client);

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { keyPairStanding, keyPairState, LAST_USED_MARGIN_MS, tokensLiveUntil } from '../../src/domain/key-pair-state.js';
+import { keyPairStanding, keyPairState, tokensLiveUntil } from '../../src/domain/key-pair-state.js';
 import { TOKEN_TTL_SECONDS } from '../../src/domain/tokens.js';
 import {
   companyRefusal,
@@ -13,6 +13,8 @@ import {
   type RefusalReason,
 } from '../../src/domain/verdict.js';
 
+/** last_used_at is noted at most once a minute: the one margin. */
+const LAST_USED_MARGIN_MS = 60_000;
 const NOW = Date.parse('2026-01-01T12:00:00.000Z');
 const at = (offsetMs: number) => new Date(NOW + offsetMs);
 const PARTNER_ID = 'ptn_01JD0000000000000000000001';
