@@ -8,7 +8,7 @@ import { overlapEnded } from './key-pair-state.js';
 import { matcherOf } from './networks.js';
 import { hashSecret, verifySecret } from './secrets.js';
 import type { SigningKeys } from './signing-keys.js';
-import { mintToken, type MintedToken } from './tokens.js';
+import { mintToken, TOKEN_TTL_SECONDS, type MintedToken } from './tokens.js';
 import { exchangeRefusal, refusalError, type PairSnapshot } from './verdict.js';
 
 const LAST_USED_WRITE_INTERVAL_MS = 60_000;
@@ -96,12 +96,12 @@ export class CredentialExchange {
       // `revoke-tokens` re-run tells whether a token may be live since its previous cut-off from last_used_at:
       // the first token after a brake is on record before it is handed out (its iat taken before the write),
       // so a re-run either sees it (and its cut-off, taken under the write lock, is later) or ran before it.
-      const minted = await mintToken(this.keys, { partnerId: pair.partnerId, keyPairId: pair.id }, undefined, this.db.clock);
+      const minted = await mintToken(this.keys, { partnerId: pair.partnerId, keyPairId: pair.id }, TOKEN_TTL_SECONDS, this.db.clock);
       await this.noteFirstAfterBrake(pair.id, new Date(minted.claims.issuedAtMs));
       return { ...minted, keyPairId: pair.id };
     }
     this.recordUse(pair.id, pair.lastUsedAt, now);
-    const minted = await mintToken(this.keys, { partnerId: pair.partnerId, keyPairId: pair.id }, undefined, this.db.clock);
+    const minted = await mintToken(this.keys, { partnerId: pair.partnerId, keyPairId: pair.id }, TOKEN_TTL_SECONDS, this.db.clock);
     if (pair.status === 'active' && pair.retiringUnswitched) this.noteSwitch(pair.retiringUnswitched, now);
     return { ...minted, keyPairId: pair.id };
   }
