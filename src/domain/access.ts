@@ -1,3 +1,4 @@
+import type { Clock } from '../clock.js';
 import type { Database } from '../db/client.js';
 import { listenForChanges, type ChangeListener } from '../db/listen.js';
 import { isMapped } from '../db/repositories/companies.js';
@@ -5,21 +6,10 @@ import { keyPairById } from '../db/repositories/key-pairs.js';
 import { partnerGateRow } from '../db/repositories/partners.js';
 import { currentRevision } from '../db/repositories/revision.js';
 import { AppError } from '../errors.js';
-import { matcherOf, type AddressMatcher } from './networks.js';
+import { matcherOf } from './networks.js';
 import { isValidCompanyId } from './validation.js';
 import type { TokenClaims } from './tokens.js';
-
-interface PartnerVerdict {
-  active: boolean;
-  tokensRevokedBefore: number | null;
-  /** The partner's network rules (set-network); null: any address. */
-  allows: AddressMatcher | null;
-}
-
-/** A partner with network rules, reached from elsewhere: the answer never names the rules. */
-export function addressNotAllowed(): AppError {
-  return new AppError('address_not_allowed', 'this client address is not allowed for the partner');
-}
+import { companyRefusal, refusalError, tokenRefusal, type PairSnapshot, type PartnerSnapshot } from './verdict.js';
 
 const DEFAULT_STALENESS_BOUND_MS = 1_000;
 const DEFAULT_POLL_INTERVAL_MS = 250;
@@ -47,9 +37,11 @@ export class AccessState {
   cacheMisses = 0;
   private timer: NodeJS.Timeout | undefined;
   private inflight: Promise<void> | undefined;
-  private readonly partners = new Map<string, PartnerVerdict>();
-  private readonly keyPairs = new Map<string, boolean>();
+  /** What the verdict needs, as read: null for a partner or pair that does not exist. */
+  private readonly partners = new Map<string, PartnerSnapshot | null>();
+  private readonly keyPairs = new Map<string, PairSnapshot | null>();
   private readonly mappings = new Map<string, boolean>();
+  private readonly clock: Clock;
   /** Database reads of verdicts under way, by the epoch they began in (cache misses only). */
   private readonly loadsByEpoch = new Map<number, number>();
   private applied: number | null = null;
@@ -67,8 +59,12 @@ export class AccessState {
       onListenerLost?: (error: unknown) => void;
       /** Called when `appliedRevision` moves (never on a data request's own path: see settle). */
       onApplied?: (revision: number) => void;
+      /** Where the verdicts and the staleness bound read time (default: the database handle's clock). */
+      clock?: Clock;
     } = {},
-  ) {}
+  ) {
+    this.clock = options.clock ?? db.clock;
+  }
 
   /** When the revision was last confirmed (epoch ms; 0 before the first). */
   get confirmedAtMs(): number {
@@ -132,13 +128,18 @@ export class AccessState {
    * way may have begun before the change committed, so the confirming read starts after it.
    */
   dropCaches(): void {
+    this.forget();
+    const under = this.inflight;
+    if (under !== undefined) void under.catch(() => {}).then(() => this.refresh()).catch(() => {});
+    else void this.refresh().catch(() => {});
+  }
+
+  /** Every cached verdict dropped, under a new epoch (a read begun before is not filed after). */
+  private forget(): void {
     this.epoch++;
     this.partners.clear();
     this.keyPairs.clear();
     this.mappings.clear();
-    const under = this.inflight;
-    if (under !== undefined) void under.catch(() => {}).then(() => this.refresh()).catch(() => {});
-    else void this.refresh().catch(() => {});
   }
 
   /**
@@ -156,14 +157,11 @@ export class AccessState {
   refresh(): Promise<void> {
     this.inflight ??= (async () => {
       try {
-        const startedAt = Date.now();
+        const startedAt = this.clock.now();
         const value = (await currentRevision(this.db.sql)) ?? 0;
         if (value !== this.revision || this.db.sql.epoch !== this.connectionEpoch) {
           this.connectionEpoch = this.db.sql.epoch;
-          this.epoch++;
-          this.partners.clear();
-          this.keyPairs.clear();
-          this.mappings.clear();
+          this.forget();
           this.revision = value;
         }
         this.confirmedAt = startedAt;
@@ -177,7 +175,7 @@ export class AccessState {
   }
 
   private async fresh(): Promise<void> {
-    if (Date.now() - this.confirmedAt <= this.stalenessBoundMs) return;
+    if (this.clock.now() - this.confirmedAt <= this.stalenessBoundMs) return;
     try {
       await this.refresh();
     } catch (error) {
@@ -214,26 +212,32 @@ export class AccessState {
     return value;
   }
 
-  private partner(partnerId: string): Promise<PartnerVerdict> {
+  private partner(partnerId: string): Promise<PartnerSnapshot | null> {
     return this.cached(this.partners, partnerId, async () => {
       const row = await partnerGateRow(this.db.sql, partnerId);
-      return { active: row?.status === 'active', tokensRevokedBefore: row?.tokensRevokedBefore ?? null, allows: matcherOf(row?.allowFrom ?? null) };
+      return row && { status: row.status, tokensRevokedBefore: row.tokensRevokedBefore, allows: matcherOf(row.allowFrom) };
+    });
+  }
+
+  /** The pair as the verdict needs it (its partner is in it: a pair of another partner is refused). */
+  private keyPair(keyPairId: string): Promise<PairSnapshot | null> {
+    return this.cached(this.keyPairs, keyPairId, async () => {
+      const row = await keyPairById(this.db.sql, keyPairId);
+      return (
+        row && {
+          partnerId: row.partnerId,
+          status: row.status,
+          expiresAt: row.expiresAt,
+          retiresAt: row.retiresAt,
+          supersededAt: row.supersededAt,
+          revokedAt: row.revokedAt,
+        }
+      );
     });
   }
 
   async partnerActive(partnerId: string): Promise<boolean> {
-    return (await this.partner(partnerId)).active;
-  }
-
-  /**
-   * Active and superseded pairs' tokens live out their lifetime; revoked pairs' tokens are refused. The
-   * verdict depends on the partner too (a pair of another partner is refused), so both are the cache key.
-   */
-  keyPairAccepted(keyPairId: string, partnerId: string): Promise<boolean> {
-    return this.cached(this.keyPairs, `${partnerId}\u0000${keyPairId}`, async () => {
-      const pair = await keyPairById(this.db.sql, keyPairId);
-      return pair !== null && pair.partnerId === partnerId && pair.status !== 'revoked';
-    });
+    return (await this.partner(partnerId))?.status === 'active';
   }
 
   isMapped(partnerId: string, companyId: string): Promise<boolean> {
@@ -241,45 +245,47 @@ export class AccessState {
   }
 
   /**
-   * A verified token is still accepted: its partner is active, it was issued at or after the partner's
-   * `tokens_revoked_before` (milliseconds: a token re-exchanged right after `revoke-tokens` is accepted at
-   * once), and the pair that minted it is not revoked. Then the partner's network rules, if any, must allow
-   * the client's address (403 `address_not_allowed`; an empty address matches no rule).
+   * A verified token is still accepted (the verdict, verdict.ts `tokenRefusal`, from a snapshot read through
+   * the caches): its partner is active, it was issued at or after the partner's `tokens_revoked_before`
+   * (milliseconds: a token re-exchanged right after `revoke-tokens` is accepted at once), the pair that
+   * minted it is not revoked, and the partner's network rules, if any, allow the client's address (403
+   * `address_not_allowed`; an empty address matches no rule). A refusal carries its reason code.
    */
   async authenticate(claims: TokenClaims, client = ''): Promise<void> {
     const partner = await this.partner(claims.partnerId);
-    if (!partner.active || (partner.tokensRevokedBefore !== null && claims.issuedAtMs < partner.tokensRevokedBefore)) {
-      throw new AppError('unauthorized', 'the token is no longer accepted');
-    }
-    if (claims.keyPairId !== null && !(await this.keyPairAccepted(claims.keyPairId, claims.partnerId))) {
-      throw new AppError('unauthorized', 'the token is no longer accepted');
-    }
-    if (partner.allows !== null && !partner.allows(client)) throw addressNotAllowed();
+    const pair = claims.keyPairId === null ? null : await this.keyPair(claims.keyPairId);
+    const reason = tokenRefusal(claims, partner, pair, client, this.clock.now());
+    if (reason !== null) throw refusalError(reason, 'gate');
   }
 
   /**
    * The company part of the gate, for claims already through `authenticate`: the company must be mapped to
    * the token's partner. An unmapped company and one that does not exist are the same lookup and the same
-   * answer.
+   * answer (404, reason `company_not_mapped`).
    */
   async authorizeCompany(claims: TokenClaims, companyId: unknown): Promise<void> {
-    if (!isValidCompanyId(companyId) || !(await this.isMapped(claims.partnerId, companyId))) {
-      throw new AppError('not_found', 'no such company');
-    }
+    const valid = isValidCompanyId(companyId);
+    const reason = companyRefusal(valid, valid && (await this.isMapped(claims.partnerId, companyId)));
+    if (reason !== null) throw refusalError(reason, 'gate');
   }
 
   /**
    * `authenticate`'s verdict from the caches alone, without waiting: true when the last confirmed revision is
-   * within the staleness bound and the partner and the pair are cached and accept; false when anything would
-   * need the database or would be refused (call authenticate, which gives the refusal). The same rules.
+   * within the staleness bound, the partner and the pair are cached, and the same verdict accepts; false
+   * when anything would need the database or is refused (call authenticate, which gives the refusal).
    */
   authenticatesNow(claims: TokenClaims, client = ''): boolean {
-    if (Date.now() - this.confirmedAt > this.stalenessBoundMs) return false;
+    const now = this.clock.now();
+    if (now - this.confirmedAt > this.stalenessBoundMs) return false;
     const partner = this.partners.get(claims.partnerId);
-    if (partner === undefined || !partner.active) return false;
-    if (partner.allows !== null && !partner.allows(client)) return false;
-    if (partner.tokensRevokedBefore !== null && claims.issuedAtMs < partner.tokensRevokedBefore) return false;
-    if (claims.keyPairId !== null && this.keyPairs.get(`${claims.partnerId}\u0000${claims.keyPairId}`) !== true) return false;
+    if (partner === undefined) return false;
+    let pair: PairSnapshot | null = null;
+    if (claims.keyPairId !== null) {
+      const known = this.keyPairs.get(claims.keyPairId);
+      if (known === undefined) return false;
+      pair = known;
+    }
+    if (tokenRefusal(claims, partner, pair, client, now) !== null) return false;
     // One hit per cached verdict consulted, as authenticate counts them.
     this.cacheHits += claims.keyPairId !== null ? 2 : 1;
     return true;
@@ -287,8 +293,9 @@ export class AccessState {
 
   /** `authorizeCompany`'s verdict from the caches alone, as authenticatesNow: false when it cannot say (or refuses). */
   authorizesCompanyNow(claims: TokenClaims, companyId: string): boolean {
-    if (Date.now() - this.confirmedAt > this.stalenessBoundMs) return false;
-    if (!isValidCompanyId(companyId) || this.mappings.get(`${claims.partnerId}\u0000${companyId}`) !== true) return false;
+    if (this.clock.now() - this.confirmedAt > this.stalenessBoundMs) return false;
+    const valid = isValidCompanyId(companyId);
+    if (companyRefusal(valid, valid && this.mappings.get(`${claims.partnerId}\u0000${companyId}`) === true) !== null) return false;
     this.cacheHits++;
     return true;
   }

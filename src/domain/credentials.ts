@@ -2,13 +2,14 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Database } from '../db/client.js';
 import { keyPairForExchange, touchLastUsed } from '../db/repositories/key-pairs.js';
 import { AppError, isAppError } from '../errors.js';
-import { addressNotAllowed } from './access.js';
 import { Bookkeeping } from './bookkeeping.js';
 import { ACCESS_KEY_PATTERN, newKeyMaterial } from './identifiers.js';
+import { overlapEnded } from './key-pair-state.js';
 import { matcherOf } from './networks.js';
 import { hashSecret, verifySecret } from './secrets.js';
 import type { SigningKeys } from './signing-keys.js';
-import { mintToken, type MintedToken } from './tokens.js';
+import { mintToken, TOKEN_TTL_SECONDS, type MintedToken } from './tokens.js';
+import { exchangeRefusal, refusalError, type PairSnapshot } from './verdict.js';
 
 const LAST_USED_WRITE_INTERVAL_MS = 60_000;
 const MAX_KEY_LENGTH = 256;
@@ -17,10 +18,6 @@ const MAX_KEY_LENGTH = 256;
  * answered 503: the write never waits on another process's lock, it is tried again with a growing pause.
  */
 const BRAKE_NOTE_WAIT_MS = 2_000;
-
-function invalidCredentials(): AppError {
-  return new AppError('invalid_credentials', 'the access key and secret key are not valid');
-}
 
 /**
  * Exchanges a key pair for a token. Every refusal looks the same and costs the same: an unknown access key
@@ -80,45 +77,39 @@ export class CredentialExchange {
     const pair = wellFormed ? await this.pairOf(accessKey) : null;
     if (!pair) {
       await verifySecret(await this.warmUp(), secretKey.slice(0, MAX_KEY_LENGTH));
-      throw invalidCredentials();
+      throw refusalError('pair_unknown', 'exchange');
     }
     onPair?.(pair.id);
     const genuine = await this.secretMatches(pair.id, accessKey, pair.secretHash, secretKey);
-    const now = Date.now();
-    const allows = matcherOf(pair.allowFrom);
-    if (allows !== null && !allows(client)) {
-      if (genuine) this.recordUnlisted(pair.id, client);
-      else this.recordRefusal(pair.id, pair.lastRefusedAt);
-      throw addressNotAllowed();
-    }
-    const expired = pair.expiresAt !== null && pair.expiresAt.getTime() <= now;
-    const status = this.statusNow(pair.id, pair.status, now);
-    // A retiring pair exchanges until its overlap ends; then it is refused like any superseded pair.
-    if (!genuine || (status !== 'active' && status !== 'retiring') || expired) {
-      if (genuine && pair.storedStatus === 'retiring' && status === 'superseded') this.bookkeeping.overlapEnded(pair.id);
+    const now = this.db.clock.now();
+    const snapshot: PairSnapshot = { ...pair, retiresAt: this.retiresAtNow(pair.id, pair.retiresAt) };
+    const partner = { status: pair.partnerStatus, tokensRevokedBefore: pair.tokensRevokedBefore, allows: matcherOf(pair.allowFrom) };
+    const reason = exchangeRefusal(snapshot, partner, genuine, client, now);
+    if (reason === 'address_not_allowed' && genuine) this.recordUnlisted(pair.id, client);
+    else if (reason !== null && reason !== 'partner_disabled') {
+      // A retiring pair exchanges until its overlap ends; then it is refused like any superseded pair.
+      if (genuine && overlapEnded(snapshot, now)) this.bookkeeping.overlapEnded(pair.id);
       this.recordRefusal(pair.id, pair.lastRefusedAt);
-      throw invalidCredentials();
     }
-    if (pair.partnerStatus !== 'active') throw invalidCredentials();
+    if (reason !== null) throw refusalError(reason, 'exchange');
     if (this.firstAfterBrake(pair.id, pair.lastUsedAt, pair.tokensRevokedBefore)) {
       // `revoke-tokens` re-run tells whether a token may be live since its previous cut-off from last_used_at:
       // the first token after a brake is on record before it is handed out (its iat taken before the write),
       // so a re-run either sees it (and its cut-off, taken under the write lock, is later) or ran before it.
-      const minted = await mintToken(this.keys, { partnerId: pair.partnerId, keyPairId: pair.id });
+      const minted = await mintToken(this.keys, { partnerId: pair.partnerId, keyPairId: pair.id }, TOKEN_TTL_SECONDS, this.db.clock);
       await this.noteFirstAfterBrake(pair.id, new Date(minted.claims.issuedAtMs));
       return { ...minted, keyPairId: pair.id };
     }
-    this.recordUse(pair.id, pair.lastUsedAt);
-    const minted = await mintToken(this.keys, { partnerId: pair.partnerId, keyPairId: pair.id });
-    if (status === 'active' && pair.retiringUnswitched) this.noteSwitch(pair.retiringUnswitched, now);
+    this.recordUse(pair.id, pair.lastUsedAt, now);
+    const minted = await mintToken(this.keys, { partnerId: pair.partnerId, keyPairId: pair.id }, TOKEN_TTL_SECONDS, this.db.clock);
+    if (pair.status === 'active' && pair.retiringUnswitched) this.noteSwitch(pair.retiringUnswitched, now);
     return { ...minted, keyPairId: pair.id };
   }
 
-  /** The pair's status now: a retiring pair whose overlap a switch seen here has already ended is superseded. */
-  private statusNow(pairId: string, status: string, now: number): string {
-    if (status !== 'retiring') return status;
+  /** A retiring pair's end as this process knows it: a switch seen here may have moved it sooner. */
+  private retiresAtNow(pairId: string, stored: Date | null): Date | null {
     const end = this.switchedEnds.get(pairId);
-    return end !== undefined && end <= now ? 'superseded' : status;
+    return end !== undefined && (stored === null || end < stored.getTime()) ? new Date(end) : stored;
   }
 
   /**
@@ -182,7 +173,7 @@ export class CredentialExchange {
    * answer's path), later ones at most once a minute per pair.
    */
   private recordRefusal(pairId: string, stored: Date | null): void {
-    const now = Date.now();
+    const now = this.db.clock.now();
     const last = Math.max(this.lastRefusedWrites.get(pairId) ?? 0, stored?.getTime() ?? 0);
     if (now - last < LAST_USED_WRITE_INTERVAL_MS) return;
     this.lastRefusedWrites.set(pairId, now);
@@ -201,7 +192,7 @@ export class CredentialExchange {
    * at once (off the answer's path); repeats from the same address at most once a minute.
    */
   private recordUnlisted(pairId: string, address: string): void {
-    const now = Date.now();
+    const now = this.db.clock.now();
     const last = this.unlistedWrites.get(pairId);
     if (last !== undefined && last.address === address && now - last.at < LAST_USED_WRITE_INTERVAL_MS) return;
     if (this.unlistedWrites.size > this.maxCached) this.unlistedWrites.clear();
@@ -214,7 +205,8 @@ export class CredentialExchange {
    * another process's lock, tried again for up to BRAKE_NOTE_WAIT_MS, then 503 (the token is not handed out).
    */
   private async noteFirstAfterBrake(pairId: string, at: Date): Promise<void> {
-    const deadline = Date.now() + BRAKE_NOTE_WAIT_MS;
+    // Real time waited, not the domain's clock: a monotonic reading.
+    const deadline = performance.now() + BRAKE_NOTE_WAIT_MS;
     for (let pause = 25; ; pause = Math.min(pause * 2, 400)) {
       try {
         await this.db.sql.transaction((tx) => touchLastUsed(tx, pairId, at), { timeoutMs: BRAKE_NOTE_WAIT_MS, lockWaitMs: 0 });
@@ -222,7 +214,7 @@ export class CredentialExchange {
         if (this.lastUsedWrites.size > this.maxCached) this.lastUsedWrites.clear();
         return;
       } catch (error) {
-        if (Date.now() + pause > deadline) {
+        if (performance.now() + pause > deadline) {
           throw new AppError('database_unavailable', 'the service cannot issue a token right now', { cause: error });
         }
         await new Promise((resolve) => setTimeout(resolve, pause));
@@ -234,8 +226,7 @@ export class CredentialExchange {
    * last_used_at is noted at most once a minute per pair, so a busy partner does not queue writers, and
    * written later by the bookkeeping (never waiting on a lock another process holds).
    */
-  private recordUse(pairId: string, stored: Date | null): void {
-    const now = Date.now();
+  private recordUse(pairId: string, stored: Date | null, now: number): void {
     const last = Math.max(this.lastUsedWrites.get(pairId) ?? 0, stored?.getTime() ?? 0);
     if (now - last < LAST_USED_WRITE_INTERVAL_MS) return;
     this.lastUsedWrites.set(pairId, now);

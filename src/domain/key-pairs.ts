@@ -19,6 +19,7 @@ import { partnerGateRow, setTokensRevokedBefore } from '../db/repositories/partn
 import type { Queryable, SqlTx } from '../db/unit.js';
 import { AppError } from '../errors.js';
 import { KEY_PAIR_ID_PATTERN, newId, newKeyMaterial } from './identifiers.js';
+import { keyPairStanding, keyPairState, overlapEnded, tokensLiveUntil, type KeyPairState } from './key-pair-state.js';
 import { findPartner, type PartnerRecord } from './partners.js';
 import { hashSecret } from './secrets.js';
 import { TOKEN_TTL_SECONDS } from './tokens.js';
@@ -59,7 +60,7 @@ export async function issueKeyPairIn(unit: Unit, reference: string, pair: NewKey
   if (active) {
     throw new AppError('active_key_pair_exists', `partner '${partner.name}' already has an active key pair (${active.accessKey})`);
   }
-  const now = new Date();
+  const now = new Date(unit.clock.now());
   const expiresAt = expiryOf(now, options);
   await insertKeyPair(unit.tx, { ...pair, partnerId: partner.id, expiresAt }, now);
   unit.audit({
@@ -79,23 +80,14 @@ function expiryOf(now: Date, options: KeyPairOptions): Date | null {
   return options.expiresInMs === undefined ? null : new Date(now.getTime() + options.expiresInMs);
 }
 
-/** What a pair is now: its stored status, or `expired` for a live pair past its expiry. */
-export function effectiveStatus(pair: Pick<KeyPairRow, 'status' | 'expiresAt'>, now = Date.now()): string {
-  if (pair.status !== 'revoked' && pair.expiresAt !== null && pair.expiresAt.getTime() <= now) return 'expired';
-  return pair.status;
-}
-
 /**
- * Whether a token the partner holds may still be live if issued at or after `sinceMs` (the previous brake):
- * a pair that minted one since (the exchange always notes the first token after a brake in last_used_at)
- * or a test token minted since. Without a previous brake, any token of the last 15 minutes (last_used_at is
- * noted at most once a minute, hence the minute's margin).
+ * Whether a token the partner holds may still be live and issued at or after `brake` (the previous brake;
+ * null: none): one a pair minted (the one liveness rule, key-pair-state.ts) or a test token minted since.
  */
-async function tokensMayBeLiveSince(q: Queryable, partnerId: string, pairs: KeyPairRow[], sinceMs: number, now: number): Promise<boolean> {
-  const from = Math.max(sinceMs, now - TOKEN_TTL_SECONDS * 1000);
-  const margin = sinceMs > 0 ? 0 : 60_000;
-  const minted = pairs.some((pair) => pair.status !== 'revoked' && pair.lastUsedAt !== null && pair.lastUsedAt.getTime() + margin >= from);
+async function tokensMayBeLiveSince(q: Queryable, partnerId: string, pairs: KeyPairRow[], brake: number | null, now: number): Promise<boolean> {
+  const minted = pairs.some((pair) => tokensLiveUntil({ ...pair, ...keyPairStanding(pair, now) }, brake, now) !== null);
   if (minted) return true;
+  const from = Math.max(brake ?? 0, now - TOKEN_TTL_SECONDS * 1000);
   const testMinted = await lastEventAt(q, partnerId, 'token.test_minted');
   return testMinted !== null && testMinted.getTime() >= from;
 }
@@ -137,8 +129,8 @@ function retiredEvent(pair: KeyPairRow, how: OverlapEnd, at: Date): AuditEntry {
  * to audit is returned, naming how it ended. Null when the pair is not such a pair or another writer was
  * first. Used by the commands that change a partner's keys and by the server's bookkeeping.
  */
-export async function settleOverlap(tx: SqlTx, pair: KeyPairRow | null): Promise<AuditEntry | null> {
-  if (pair?.storedStatus !== 'retiring' || pair.status !== 'superseded' || !pair.retiresAt) return null;
+export async function settleOverlap(tx: SqlTx, pair: KeyPairRow | null, now: number): Promise<AuditEntry | null> {
+  if (pair === null || !overlapEnded(pair, now) || !pair.retiresAt) return null;
   if ((await endOverlap(tx, pair.id, pair.retiresAt)) === 0) return null;
   return retiredEvent(pair, endedBy(pair), pair.retiresAt);
 }
@@ -146,9 +138,10 @@ export async function settleOverlap(tx: SqlTx, pair: KeyPairRow | null): Promise
 /** The partner's retiring pair whose overlap is still on (an ended one is settled first), or null. */
 async function liveRetiringIn(unit: Unit, partnerId: string): Promise<KeyPairRow | null> {
   const pair = await retiringKeyPair(unit.tx, partnerId);
-  const event = await settleOverlap(unit.tx, pair);
+  const now = unit.clock.now();
+  const event = await settleOverlap(unit.tx, pair, now);
   if (event) unit.audit(event);
-  return pair && !event && pair.status === 'retiring' ? pair : null;
+  return pair && !event && !overlapEnded(pair, now) ? pair : null;
 }
 
 export interface RotatedKeyPair extends IssuedKeyPair {
@@ -209,7 +202,7 @@ async function rotateKeyPairIn(unit: Unit, reference: string, pair: NewKeyPair, 
   if (!active) {
     throw new AppError('no_active_key_pair', `partner '${partner.name}' has no active key pair to rotate`);
   }
-  const now = new Date();
+  const now = new Date(unit.clock.now());
   const retiring = await liveRetiringIn(unit, partner.id);
   let revokedKeyPairIds: string[] = [];
   let tokensRevokedBefore: number | null = null;
@@ -220,7 +213,7 @@ async function rotateKeyPairIn(unit: Unit, reference: string, pair: NewKeyPair, 
     // A leak: the active pair and every retiring and superseded one (their tokens may still be live) are
     // revoked, and every token of the partner issued before now is refused, test tokens included.
     const others = (await keyPairsOf(unit.tx, partner.id))
-      .filter((other) => other.id !== active.id && (other.storedStatus === 'superseded' || other.storedStatus === 'retiring'))
+      .filter((other) => other.id !== active.id && (other.status === 'superseded' || other.status === 'retiring'))
       .map((other) => other.id);
     revokedKeyPairIds = [active.id, ...others];
     await revokeKeyPairs(unit.tx, [active.id], now, { superseding: active.id });
@@ -303,7 +296,7 @@ async function finishOverlapIn(unit: Unit, reference: string): Promise<FinishedO
   const partner = await findPartner(unit.tx, reference);
   const retiring = await liveRetiringIn(unit, partner.id);
   if (!retiring) return { partner, retiredKeyPairId: null, endedAt: null, changed: false };
-  const now = new Date();
+  const now = new Date(unit.clock.now());
   await endOverlap(unit.tx, retiring.id, now);
   unit.audit(retiredEvent(retiring, 'finish', now));
   return { partner, retiredKeyPairId: retiring.id, endedAt: now, changed: true };
@@ -328,7 +321,7 @@ export interface RevokedKeys {
  */
 export async function revokeKeyPairIn(unit: Unit, reference: string, options: { keyPairId?: string } = {}): Promise<RevokedKeys> {
   const partner = await findPartner(unit.tx, reference);
-  const now = new Date();
+  const now = new Date(unit.clock.now());
   if (options.keyPairId !== undefined) {
     const pair = await keyPairById(unit.tx, options.keyPairId);
     if (!pair || pair.partnerId !== partner.id) {
@@ -342,7 +335,7 @@ export async function revokeKeyPairIn(unit: Unit, reference: string, options: { 
   const pairs = await keyPairsOf(unit.tx, partner.id);
   const live = pairs.filter((pair) => pair.status === 'active' || pair.status === 'retiring' || pair.status === 'superseded');
   const brake = (await partnerGateRow(unit.tx, partner.id))?.tokensRevokedBefore ?? null;
-  const testTokensLive = await tokensMayBeLiveSince(unit.tx, partner.id, [], brake ?? 0, now.getTime());
+  const testTokensLive = await tokensMayBeLiveSince(unit.tx, partner.id, [], brake, now.getTime());
   if (live.length === 0 && !testTokensLive) return { partner, revokedKeyPairIds: [], tokensRevokedBefore: null, changed: false };
   const revokedKeyPairIds = live.map((pair) => pair.id);
   await revokeKeyPairs(unit.tx, revokedKeyPairIds, now);
@@ -375,7 +368,7 @@ export async function revokeTokensIn(unit: Unit, reference: string): Promise<Rev
   const partner = await findPartner(unit.tx, reference);
   // The cut-off is taken here, with the write lock held (runUnit's first statement takes it): every first
   // token after the previous brake that is handed out before is on record by now (CredentialExchange).
-  const now = Date.now();
+  const now = unit.clock.now();
   const previous = (await partnerGateRow(unit.tx, partner.id))?.tokensRevokedBefore ?? null;
   if (previous !== null) {
     const pairs = await keyPairsOf(unit.tx, partner.id);
@@ -395,7 +388,7 @@ export function revokeTokens(db: Database, who: Actor, reference: string): Promi
 export type KeyPairStatusFilter = 'active' | 'retiring' | 'superseded' | 'revoked' | 'expired';
 
 export interface KeyPairListing {
-  keys: (KeyPairListRow & { effectiveStatus: string })[];
+  keys: (KeyPairListRow & { state: KeyPairState })[];
   nextCursor: string | null;
 }
 
@@ -420,7 +413,7 @@ export async function listKeyPairs(
     throw new AppError('invalid_argument', `--cursor '${options.cursor.slice(0, 40)}' is not a cursor from a previous page`);
   }
   const partnerId = options.partner === undefined ? undefined : (await findPartner(db.sql, options.partner)).id;
-  const now = new Date();
+  const now = new Date(db.clock.now());
   const rows = await keyPairPage(db.sql, {
     ...(partnerId ? { partnerId } : {}),
     ...(options.status ? { status: options.status } : {}),
@@ -431,6 +424,6 @@ export async function listKeyPairs(
     now,
     limit: options.limit + 1,
   });
-  const page = rows.slice(0, options.limit).map((row) => ({ ...row, effectiveStatus: effectiveStatus(row, now.getTime()) }));
+  const page = rows.slice(0, options.limit).map((row) => ({ ...row, state: keyPairState(row, now.getTime()) }));
   return { keys: page, nextCursor: rows.length > options.limit ? (page.at(-1)?.id ?? null) : null };
 }

@@ -6,7 +6,7 @@ import type { Database } from '../db/client.js';
 import { insertLeakReport, leakReports, markPairLeaked } from '../db/repositories/webhooks.js';
 import { isAppError } from '../errors.js';
 import { revokeKeyPairIn, revokeTokensIn } from './key-pairs.js';
-import { lookup, type LookupResult } from './lookup.js';
+import { lookup, type Containment, type LookupResult } from './lookup.js';
 import type { SigningKeys } from './signing-keys.js';
 import { runUnit } from './transactions.js';
 
@@ -44,20 +44,31 @@ function genuineCredential(result: LookupResult): boolean {
   return false;
 }
 
+/** What the receiver does, typed: the pair's brake, or the partner's tokens refused. */
+export type LeakAction = { kind: 'revoke_key_pair'; partnerId: string; keyPairId: string } | { kind: 'revoke_tokens'; partnerId: string };
+
 /**
- * What `contain` runs for a genuine credential, from what `lookup` says: a secret, the brake for its pair
- * (revoke-keys --key-pair: it mints nothing more and its tokens are refused at once; for the active pair
- * lookup's own advice rotates too, but a secret minted here would be seen by no one, so the operator issues
- * the new pair); a token, revoke-tokens; an access key alone (public by design) or a pair with nothing live,
- * nothing.
+ * What `contain` does for a genuine credential, from `lookup`'s typed containment: for a secret (lookup
+ * rotates an active pair, revokes any other live one), the brake for its pair (revoke-keys --key-pair: it
+ * mints nothing more and its tokens are refused at once; a new pair minted here would be seen by no one, so
+ * the operator issues it); for a token, revoke-tokens; nothing when lookup contains nothing (an access key
+ * alone, public by design, or a pair with nothing live).
  */
-function containment(result: LookupResult): { kind: 'revoke_key_pair' | 'revoke_tokens'; command: string } | null {
-  if (result.contain === null || result.partner === null) return null;
-  if (result.kind === 'secret_key' && result.pair) {
-    return { kind: 'revoke_key_pair', command: `partnerctl revoke-keys ${result.partner.id} --key-pair ${result.pair.id} --yes` };
-  }
-  if (result.kind === 'token' && result.accepted) return { kind: 'revoke_tokens', command: `partnerctl revoke-tokens ${result.partner.id} --yes` };
+export function leakAction(kind: LookupResult['kind'], contain: Containment | null): LeakAction | null {
+  if (contain === null) return null;
+  if (kind === 'secret_key' && contain.action !== 'revoke_tokens') return { kind: 'revoke_key_pair', partnerId: contain.partnerId, keyPairId: contain.keyPairId };
+  if (kind === 'token' && contain.action === 'revoke_tokens') return { kind: 'revoke_tokens', partnerId: contain.partnerId };
   return null;
+}
+
+/** A containment as the audit trail records it (data, not a command line). */
+function containmentDetails(contain: Containment): Record<string, unknown> {
+  return {
+    action: contain.action,
+    partner_id: contain.partnerId,
+    ...(contain.action === 'revoke_tokens' ? {} : { key_pair_id: contain.keyPairId }),
+    ...(contain.action === 'rotate_keys' ? { revoke_issued_tokens: contain.revokeIssuedTokens } : {}),
+  };
 }
 
 /**
@@ -128,11 +139,11 @@ async function handleOne(
     throw error;
   }
   if (!genuineCredential(result)) return 'false_positive';
-  const contain = policy === 'contain' ? containment(result) : null;
+  const contain = policy === 'contain' ? leakAction(result.kind, result.contain) : null;
   const partnerId = result.partner?.id ?? null;
   const pairId = result.pair?.id ?? null;
   await runUnit(db, { actor: SECRET_SCANNING_ACTOR }, async (unit) => {
-    const now = new Date();
+    const now = new Date(unit.clock.now());
     const fresh = await insertLeakReport(unit.tx, {
       fingerprint,
       label: 'true_positive',
@@ -145,11 +156,8 @@ async function handleOne(
     // The same alert handled meanwhile (GitHub's duplicates can arrive together): nothing audited, rolled back.
     if (!fresh) return;
     let changed = false;
-    if (contain?.kind === 'revoke_key_pair' && partnerId && pairId) {
-      changed = (await revokeKeyPairIn(unit, partnerId, { keyPairId: pairId })).changed;
-    } else if (contain?.kind === 'revoke_tokens' && partnerId) {
-      changed = (await revokeTokensIn(unit, partnerId)).changed;
-    }
+    if (contain?.kind === 'revoke_key_pair') changed = (await revokeKeyPairIn(unit, contain.partnerId, { keyPairId: contain.keyPairId })).changed;
+    else if (contain?.kind === 'revoke_tokens') changed = (await revokeTokensIn(unit, contain.partnerId)).changed;
     if (pairId) await markPairLeaked(unit.tx, pairId, now, alert.url);
     unit.audit({
       action: 'leak.reported',
@@ -163,7 +171,7 @@ async function handleOne(
         status: result.status,
         policy,
         action: contain ? contain.kind : 'none',
-        ...(contain ? { command: contain.command, changed } : { advice: result.contain }),
+        ...(contain ? { changed } : { advice: result.contain && containmentDetails(result.contain) }),
       },
     });
   });

@@ -6,11 +6,13 @@ import { partnerById, partnerGateRow, type PartnerRow } from '../db/repositories
 import { AppError } from '../errors.js';
 import { masked } from '../text.js';
 import { ACCESS_KEY_PREFIX, KEY_PAIR_ID_PATTERN, parseKey, PARTNER_ID_PATTERN, SECRET_KEY_PREFIX, unwrapPasted } from './identifiers.js';
-import { effectiveStatus } from './key-pairs.js';
+import { keyPairStanding, tokensLiveUntil, type KeyPairState } from './key-pair-state.js';
+import { rulesFromColumn } from './networks.js';
 import { printable } from './partners.js';
 import { verifySecret } from './secrets.js';
 import { SIGNING_ALGORITHM, type SigningKeys } from './signing-keys.js';
 import { issuedAtMsOf, parseTokenId, TOKEN_AUDIENCE, TOKEN_ISSUER, TOKEN_TTL_SECONDS } from './tokens.js';
+import { exchangeRefusal, tokenRefusal, type RefusalReason } from './verdict.js';
 
 export type LookupKind = 'access_key' | 'secret_key' | 'key_pair_id' | 'token' | 'token_id';
 
@@ -26,26 +28,57 @@ export interface TokenFacts {
   traceable: boolean;
 }
 
+/**
+ * What contains a leak, as a typed action on its target (each front end says it its own way: the CLI as a
+ * command line, the secret-scanning receiver by doing it): `rotate_keys` a new pair now, and with
+ * `revokeIssuedTokens` every token of the partner refused; `revoke_keys` exactly that pair (it mints
+ * nothing more and its tokens are refused); `revoke_tokens` every token of the partner issued before now.
+ */
+export type Containment =
+  | { action: 'rotate_keys'; partnerId: string; keyPairId: string; revokeIssuedTokens: boolean }
+  | { action: 'revoke_keys'; partnerId: string; keyPairId: string }
+  | { action: 'revoke_tokens'; partnerId: string };
+
+/** Why a lookup found nothing or could not trace a value, for the front end's next step (`AppError.field`). */
+const LOOKUP_FIELDS = {
+  /** The value is a partner id: the partner itself is shown elsewhere. */
+  partnerId: 'partner_id',
+  /** A secret of the old format: only its access key traces it. */
+  accessKey: 'access_key',
+  /** A token id of the old format: only the token itself, or containment by partner. */
+  token: 'token',
+} as const;
+
 export interface LookupResult {
   kind: LookupKind;
   partner: PartnerRow | null;
+  /** The pair's stored columns (its state now is `pairState`). */
   pair: KeyPairRow | null;
-  /** The pair's status (active, superseded, revoked, expired) or the token's (active, expired, revoked, forged). */
+  /** The pair's state now (active, retiring, superseded, revoked, expired); null without a pair. */
+  pairState: KeyPairState | null;
+  /** The pair's state (for a key, a pair id) or the token's (active, expired, revoked, forged). */
   status: string;
   /** A secret matches its stored hash / a token's signature verifies; null when it cannot be told (key ids, token ids). */
   genuine: boolean | null;
-  /** Would be accepted now: the pair mints (with its secret) / the server accepts the token. */
+  /** Would be accepted now (the verdict, verdict.ts): the pair mints (with its secret) / the server accepts the token. */
   accepted: boolean;
+  /** The reason code of a refusal (docs/reasons.md); null when accepted. */
+  reason: RefusalReason | null;
+  /**
+   * The partner's network rules when it has some: `accepted` then holds only from an address they allow
+   * (lookup has no client address to check). Null: any address.
+   */
+  network: string[] | null;
   /** Until when it stays accepted unless contained (a token's expiry, a pair's expiry), null for no end or not accepted. */
   acceptedUntil: Date | null;
   token: TokenFacts | null;
   /** What it means, in one sentence. */
   note: string;
   /**
-   * The one command that contains the leak; null when there is nothing of ours to contain (a forged token, a
-   * wrong secret, a pair already revoked, a token already refused or expired).
+   * What contains the leak; null when there is nothing of ours to contain (a forged token, a wrong secret, a
+   * pair already revoked, a token already refused or expired).
    */
-  contain: string | null;
+  contain: Containment | null;
 }
 
 const JWT_SHAPE = /^[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*$/;
@@ -67,7 +100,7 @@ export async function lookup(db: Database, value: string, openKeys: () => Promis
     return pairResult(db, 'key_pair_id', pair, null);
   }
   if (PARTNER_ID_PATTERN.test(text)) {
-    throw new AppError('invalid_argument', `'${text}' is a partner id, not a key or a token: see 'partnerctl show-partner ${text}'`);
+    throw new AppError('invalid_argument', `'${text}' is a partner id, not a key or a token`, { field: LOOKUP_FIELDS.partnerId });
   }
   if (JWT_SHAPE.test(text)) return lookupToken(db, text, await openKeys());
   const parsed = parseTokenId(text);
@@ -80,8 +113,8 @@ export async function lookup(db: Database, value: string, openKeys: () => Promis
   );
 }
 
-function notFound(message: string, hint?: string): AppError {
-  return new AppError('not_found', message, hint ? { hint } : {});
+function notFound(message: string, field?: string): AppError {
+  return new AppError('not_found', message, field ? { field } : {});
 }
 
 async function lookupKey(db: Database, text: string): Promise<LookupResult> {
@@ -94,7 +127,7 @@ async function lookupKey(db: Database, text: string): Promise<LookupResult> {
   if (parsed.legacy) {
     throw notFound(
       'this secret key has the format issued before secrets named their key pair: it cannot be traced from the secret alone (only its hash is stored)',
-      "run 'partnerctl lookup <access key>' with the access key it was used with",
+      LOOKUP_FIELDS.accessKey,
     );
   }
   const pair = await keyPairById(db.sql, parsed.keyPairId);
@@ -104,36 +137,25 @@ async function lookupKey(db: Database, text: string): Promise<LookupResult> {
   return pairResult(db, 'secret_key', pair, genuine);
 }
 
-/**
- * When a token the pair minted may still be live until (ms), or null when none can be: a pair that stopped
- * minting (superseded, retired, expired) more than 15 minutes ago, never minted, or whose tokens are all
- * refused (revoked, or the partner's brake came after its last token). last_used_at is noted at most once a
- * minute, hence the minute's margin.
- */
-function tokensLiveUntil(pair: KeyPairRow, brake: number | null, status: string): number | null {
-  if (status === 'revoked' || pair.lastUsedAt === null) return null;
-  const stoppedAt = status === 'expired' ? pair.expiresAt?.getTime() : pair.supersededAt?.getTime();
-  const lastMint = Math.min(pair.lastUsedAt.getTime() + 60_000, stoppedAt ?? Number.POSITIVE_INFINITY);
-  if (brake !== null && brake > lastMint) return null;
-  const until = lastMint + TOKEN_TTL_SECONDS * 1000;
-  return until > Date.now() ? until : null;
-}
-
 async function pairResult(db: Database, kind: LookupKind, pair: KeyPairRow, genuine: boolean | null): Promise<LookupResult> {
-  const partner = await partnerById(db.sql, pair.partnerId);
-  const status = effectiveStatus(pair);
-  const mints = (status === 'active' || status === 'retiring') && partner?.status === 'active';
-  const accepted = genuine !== false && mints;
-  const brake = (await partnerGateRow(db.sql, pair.partnerId))?.tokensRevokedBefore ?? null;
-  const liveUntil = status === 'active' || status === 'retiring' ? null : tokensLiveUntil(pair, brake, status);
+  const now = db.clock.now();
+  const [partner, gate] = await Promise.all([partnerById(db.sql, pair.partnerId), partnerGateRow(db.sql, pair.partnerId)]);
+  const standing = keyPairStanding(pair, now);
+  const status = standing.state;
+  // No client address here: the network rules are named, not checked.
+  const reason = exchangeRefusal(pair, gate && { ...gate, allows: null }, genuine, null, now);
+  const accepted = reason === null;
+  const network = networkOf(gate);
+  const liveUntil = status === 'active' || status === 'retiring' ? null : tokensLiveUntil({ ...pair, ...standing }, gate?.tokensRevokedBefore ?? null, now);
   const retiring =
     status === 'retiring'
-      ? `retiring: it still exchanges until ${pair.retiresAt?.toISOString()} (or --finish); ${
+      ? `retiring: it still exchanges until ${pair.retiresAt?.toISOString()} (or the overlap is finished); ${
           pair.switchedAt ? `the partner switched to the new pair at ${pair.switchedAt.toISOString()}` : 'the partner has not switched to the new pair yet'
         }`
       : null;
+  const revokePair: Containment = { action: 'revoke_keys', partnerId: pair.partnerId, keyPairId: pair.id };
   let note: string;
-  let contain: string | null;
+  let contain: Containment | null;
   if (genuine === false) {
     note = `this is not the secret of ${pair.id}: it matches no stored hash, so nothing of ours leaked`;
     contain = null;
@@ -144,10 +166,10 @@ async function pairResult(db: Database, kind: LookupKind, pair: KeyPairRow, genu
     contain = null;
   } else if (status === 'active') {
     note = 'the active pair: rotate it now and refuse every token the partner holds';
-    contain = `partnerctl rotate-keys ${pair.partnerId} --revoke-issued-tokens --yes`;
+    contain = { action: 'rotate_keys', partnerId: pair.partnerId, keyPairId: pair.id, revokeIssuedTokens: true };
   } else if (status === 'retiring') {
     note = `${retiring}; revoke it now: its tokens are refused at once and the new pair is untouched`;
-    contain = `partnerctl revoke-keys ${pair.partnerId} --key-pair ${pair.id} --yes`;
+    contain = revokePair;
   } else if (status === 'revoked') {
     note = 'already revoked: it mints nothing and its tokens are refused; nothing to contain';
     contain = null;
@@ -156,20 +178,33 @@ async function pairResult(db: Database, kind: LookupKind, pair: KeyPairRow, genu
     contain = null;
   } else {
     note = `${status}: it mints nothing, but tokens it minted may be live until ${new Date(liveUntil).toISOString()}; revoke it to refuse them`;
-    contain = `partnerctl revoke-keys ${pair.partnerId} --key-pair ${pair.id} --yes`;
+    contain = revokePair;
   }
   return {
     kind,
     partner,
     pair,
+    pairState: status,
     status,
     genuine,
     accepted,
+    reason,
+    network: accepted ? network : null,
     acceptedUntil: accepted ? (status === 'retiring' ? pair.retiresAt : pair.expiresAt) : null,
     token: null,
-    note,
+    note: accepted && network ? `${note}; ${onlyFrom(network)}` : note,
     contain,
   };
+}
+
+/** The partner's network rules, or null when it has none. */
+function networkOf(gate: { allowFrom: string | null } | null): string[] | null {
+  const rules = rulesFromColumn(gate?.allowFrom ?? null);
+  return rules.length > 0 ? rules : null;
+}
+
+function onlyFrom(network: string[]): string {
+  return `accepted only from the partner's network rules (${network.join(', ')}): lookup has no client address to check`;
 }
 
 function decode(text: string): { header: Record<string, unknown>; claims: Record<string, unknown> } {
@@ -185,11 +220,12 @@ async function signatureGenuine(
   header: Record<string, unknown>,
   claims: Record<string, unknown>,
   keys: SigningKeys | null,
+  now: number,
 ): Promise<boolean | null> {
   if (!keys) return null;
   if (header.alg !== SIGNING_ALGORITHM || typeof header.kid !== 'string') return false;
   const iat = timeClaim(claims.iat);
-  const issuedMs = iat !== null ? iat * 1000 : Date.now();
+  const issuedMs = iat !== null ? iat * 1000 : now;
   const key = keys.verificationKey(header.kid, issuedMs) ?? keys.verificationKey(header.kid);
   if (!key) return false;
   try {
@@ -218,7 +254,7 @@ async function lookupToken(db: Database, text: string, keys: SigningKeys | null)
   const sub = typeof claims.sub === 'string' ? claims.sub : null;
   const partner = sub ? await partnerById(db.sql, sub) : null;
   if (!partner) throw notFound(sub ? `the token names partner '${printable(sub)}', which does not exist here` : 'the token names no partner (no sub claim)');
-  const genuine = await signatureGenuine(text, header, claims, keys);
+  const genuine = await signatureGenuine(text, header, claims, keys, db.clock.now());
   const test = claims.test === true && claims.kp === undefined;
   const keyPairId = typeof claims.kp === 'string' ? claims.kp : null;
   const pair = keyPairId ? await keyPairById(db.sql, keyPairId) : null;
@@ -240,7 +276,7 @@ async function lookupToken(db: Database, text: string, keys: SigningKeys | null)
   const absurd = (claims.iat !== undefined && iat === null) || (claims.exp !== undefined && exp === null);
   const validShape = !absurd && iat !== null && exp !== null && iat >= 0 && exp - iat <= TOKEN_TTL_SECONDS && (test || pair !== null);
   const verdict = genuine === null ? null : genuine && validShape && signedWhileCurrent;
-  return tokenResult(db, 'token', partner, pair, facts, verdict, issuedAtMs);
+  return tokenResult(db, 'token', partner, keyPairId, pair, facts, verdict, issuedAtMs);
 }
 
 async function lookupTokenId(db: Database, jti: string, parsed: NonNullable<ReturnType<typeof parseTokenId>>): Promise<LookupResult> {
@@ -264,7 +300,7 @@ async function lookupTokenId(db: Database, jti: string, parsed: NonNullable<Retu
     claims: {},
     traceable: true,
   };
-  return tokenResult(db, 'token_id', partner, pair, facts, null, parsed.issuedAtMs);
+  return tokenResult(db, 'token_id', partner, parsed.keyPairId, pair, facts, null, parsed.issuedAtMs);
 }
 
 /** Token ids from before they named their partner: only test tokens can be traced, through the audit trail. */
@@ -275,7 +311,7 @@ async function lookupOldTokenId(db: Database, jti: string): Promise<LookupResult
   if (!event || !partner || !details) {
     throw notFound(
       'this token id was issued before token ids named their partner and key pair: it cannot be traced',
-      "look up the token itself ('partnerctl lookup <jwt>'), or contain by partner with 'partnerctl revoke-tokens <partner>'",
+      LOOKUP_FIELDS.token,
     );
   }
   const ttl = typeof details.ttl === 'number' ? details.ttl : TOKEN_TTL_SECONDS;
@@ -289,54 +325,70 @@ async function lookupOldTokenId(db: Database, jti: string): Promise<LookupResult
     claims: {},
     traceable: false,
   };
-  return tokenResult(db, 'token_id', partner, null, facts, null, event.at.getTime());
+  return tokenResult(db, 'token_id', partner, null, null, facts, null, event.at.getTime());
 }
+
+const TOKEN_NOTES: Partial<Record<RefusalReason, string>> = {
+  partner_unknown: 'refused: its partner does not exist here',
+  partner_disabled: 'refused: the partner is disabled',
+  tokens_revoked: "refused: the partner's tokens issued before it were revoked",
+  pair_unknown: 'refused: the key pair it names is not one of its partner\'s',
+  pair_revoked: 'refused: the key pair that minted it is revoked',
+};
 
 async function tokenResult(
   db: Database,
   kind: LookupKind,
   partner: PartnerRow,
+  keyPairId: string | null,
   pair: KeyPairRow | null,
   facts: TokenFacts,
   genuine: boolean | null,
   issuedAtMs: number | null,
 ): Promise<LookupResult> {
-  const brake = (await partnerGateRow(db.sql, partner.id))?.tokensRevokedBefore ?? null;
-  const now = Date.now();
-  const expired = facts.expiresAt === null || facts.expiresAt.getTime() <= now;
-  const braked = brake !== null && (issuedAtMs === null || issuedAtMs < brake);
-  const pairRefused = !facts.test && (pair === null || pair.partnerId !== partner.id || pair.status === 'revoked');
+  const gate = await partnerGateRow(db.sql, partner.id);
+  const now = db.clock.now();
+  const snapshot = {
+    partnerId: partner.id,
+    // A token that is not a test token and names no pair is refused as one whose pair is unknown.
+    keyPairId: facts.test ? null : (keyPairId ?? ''),
+    // No expiry claim, or an absurd one: refused as expired. No issue time: before any brake.
+    exp: facts.expiresAt === null ? 0 : facts.expiresAt.getTime() / 1000,
+    issuedAtMs: issuedAtMs ?? Number.NEGATIVE_INFINITY,
+  };
+  const verdict = tokenRefusal(snapshot, gate && { ...gate, allows: null }, pair, null, now);
+  const reason: RefusalReason | null = genuine === false ? 'token_invalid' : verdict;
+  const network = networkOf(gate);
   let status: string;
   let note: string;
-  if (genuine === false) {
+  if (reason === 'token_invalid') {
     status = 'forged';
     note = 'its signature does not verify with any of our signing keys (or its claims are not ours): the server refuses it';
-  } else if (expired) {
+  } else if (reason === 'token_expired') {
     status = 'expired';
     note = 'it has expired: the server refuses it';
-  } else if (braked || pairRefused || partner.status !== 'active') {
+  } else if (reason !== null) {
     status = 'revoked';
-    note = braked
-      ? "refused: the partner's tokens issued before it were revoked"
-      : pairRefused
-        ? 'refused: the key pair that minted it is revoked'
-        : 'refused: the partner is disabled';
+    note = TOKEN_NOTES[reason] ?? `refused: ${reason}`;
   } else {
     status = 'active';
-    note = `accepted until it expires; contain it with the command below (the partner's client re-exchanges its keys once)`;
+    note = `accepted until it expires; contain it as below (the partner's client re-exchanges its keys once)`;
   }
-  const accepted = status === 'active';
+  const accepted = reason === null;
   return {
     kind,
     partner,
     pair,
+    pairState: pair ? keyPairStanding(pair, now).state : null,
     status,
     genuine,
     accepted,
+    reason,
+    network: accepted ? network : null,
     acceptedUntil: accepted ? facts.expiresAt : null,
     token: facts,
-    note,
+    note: accepted && network ? `${note}; ${onlyFrom(network)}` : note,
     // An expired or refused token has nothing left to contain.
-    contain: genuine === false || !accepted ? null : `partnerctl revoke-tokens ${partner.id} --yes`,
+    contain: accepted ? { action: 'revoke_tokens', partnerId: partner.id } : null,
   };
 }

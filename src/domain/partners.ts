@@ -1,6 +1,5 @@
 import type { Database } from '../db/client.js';
-import { mappingCount, mappingPage } from '../db/repositories/companies.js';
-import { keyPairByAccessKey, keyPairById, keyPairsOf, type KeyPairRow } from '../db/repositories/key-pairs.js';
+import { keyPairByAccessKey, keyPairById } from '../db/repositories/key-pairs.js';
 import {
   insertPartner,
   partnerById,
@@ -92,7 +91,7 @@ export async function createPartnerIn(
     throw new AppError('partner_exists', `a partner named '${printable(name)}' already exists (${existing.id})`);
   }
   await refuseSimilarName(unit.tx, name);
-  const partner = (await insertPartner(unit.tx, { id: newId('ptn'), name, nameKey: nameKey(name) }, new Date())) as PartnerRecord;
+  const partner = (await insertPartner(unit.tx, { id: newId('ptn'), name, nameKey: nameKey(name) }, new Date(unit.clock.now()))) as PartnerRecord;
   unit.audit({ action: 'partner.created', partnerId: partner.id, details: { name } });
   return { partner, created: true };
 }
@@ -112,7 +111,7 @@ export async function setPartnerStatusIn(
 ): Promise<{ partner: PartnerRecord; changed: boolean }> {
   const partner = await findPartner(unit.tx, reference);
   if (partner.status === status) return { partner, changed: false };
-  const now = new Date();
+  const now = new Date(unit.clock.now());
   await updatePartnerStatus(unit.tx, partner.id, status, now);
   unit.audit({ action: status === 'disabled' ? 'partner.disabled' : 'partner.enabled', partnerId: partner.id });
   return { partner: { ...partner, status, updatedAt: now }, changed: true };
@@ -148,29 +147,9 @@ export async function listPartners(
   return { partners: page, nextCursor: rows.length > options.limit ? (page.at(-1)?.id ?? null) : null };
 }
 
-export interface PartnerDetails {
-  partner: PartnerRecord;
-  keyPairs: Omit<KeyPairRow, 'partnerId'>[];
-  /** The first SHOWN_COMPANIES, by id (list-companies pages through the rest). */
-  companies: { companyId: string; createdAt: Date }[];
-  companyCount: number;
-}
-
 /** Partners whose name contains `term` (any case), by name: for pickers and shell completion. */
 export function searchPartners(db: Database, term: string, limit: number): Promise<{ id: string; name: string; status: string }[]> {
   return partnersMatching(db.sql, term, limit);
-}
-
-const SHOWN_COMPANIES = 20;
-
-export async function showPartner(db: Database, reference: string): Promise<PartnerDetails> {
-  const partner = await findPartner(db.sql, reference);
-  const [keyPairs, companies, companyCount] = await Promise.all([
-    keyPairsOf(db.sql, partner.id),
-    mappingPage(db.sql, partner.id, { limit: SHOWN_COMPANIES }),
-    mappingCount(db.sql, partner.id),
-  ]);
-  return { partner, keyPairs, companies, companyCount };
 }
 
 /** For messages: a user-supplied string with its control characters made visible and its length capped. */

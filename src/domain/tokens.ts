@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { errors, jwtVerify, SignJWT } from 'jose';
+import { systemClock, type Clock } from '../clock.js';
 import { AppError } from '../errors.js';
 import { SIGNING_ALGORITHM, type SigningKeys } from './signing-keys.js';
 
@@ -48,9 +49,10 @@ export async function mintToken(
   keys: SigningKeys,
   subject: { partnerId: string; keyPairId: string | null },
   ttlSeconds = TOKEN_TTL_SECONDS,
+  clock: Clock = systemClock,
 ): Promise<MintedToken> {
   const { kid, key } = keys.current();
-  const issuedAtMs = Date.now();
+  const issuedAtMs = clock.now();
   const iat = Math.floor(issuedAtMs / 1000);
   const test = subject.keyPairId === null;
   const jti = `${subject.partnerId}.${subject.keyPairId ?? 'test'}.${issuedAtMs}.${randomBytes(8).toString('hex')}`;
@@ -71,8 +73,8 @@ export async function mintToken(
   };
 }
 
-function refused(reason: string): AppError {
-  return new AppError('unauthorized', reason);
+function refused(message: string, reason: 'token_invalid' | 'token_expired' = 'token_invalid'): AppError {
+  return new AppError('unauthorized', message, { reason });
 }
 
 /**
@@ -88,6 +90,8 @@ export class TokenVerifier {
   constructor(
     private readonly keys: SigningKeys,
     private readonly maxCached = 100_000,
+    /** The server's clock: expiry is read from it. */
+    private readonly clock: Clock = systemClock,
   ) {}
 
   /** Call when the key file may have changed: cached verdicts are dropped. */
@@ -98,7 +102,7 @@ export class TokenVerifier {
   /** The claims of a token verified before and not yet expired, without waiting; undefined otherwise (call verify). */
   verifiedNow(token: string): TokenClaims | undefined {
     const cached = this.verified.get(token);
-    if (cached === undefined || cached.exp <= Date.now() / 1000) return undefined;
+    if (cached === undefined || cached.exp <= this.clock.now() / 1000) return undefined;
     this.cacheHits++;
     return cached;
   }
@@ -106,7 +110,7 @@ export class TokenVerifier {
   async verify(token: string): Promise<TokenClaims> {
     const known = this.verifiedNow(token);
     if (known !== undefined) return known;
-    const nowSeconds = Date.now() / 1000;
+    const nowSeconds = this.clock.now() / 1000;
     this.verified.delete(token);
     this.cacheMisses++;
     const claims = await this.verifyUncached(token, nowSeconds);
@@ -132,11 +136,12 @@ export class TokenVerifier {
           audience: TOKEN_AUDIENCE,
           requiredClaims: ['sub', 'jti', 'iat', 'exp'],
           typ: 'JWT',
+          currentDate: new Date(nowSeconds * 1000),
         },
       ));
     } catch (error) {
       if (error instanceof AppError) throw error;
-      if (error instanceof errors.JWTExpired) throw refused('the token has expired');
+      if (error instanceof errors.JWTExpired) throw refused('the token has expired', 'token_expired');
       throw refused('the token is not valid');
     }
     const { sub, jti, iat, exp, kp, test } = payload as Record<string, unknown>;

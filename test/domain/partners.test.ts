@@ -4,9 +4,9 @@ import {
   findPartner,
   listPartners,
   setPartnerStatus,
-  showPartner,
   type PartnerRecord,
 } from '../../src/domain/partners.js';
+import { showPartner } from '../../src/domain/partner-details.js';
 import { issueKeyPair } from '../../src/domain/key-pairs.js';
 import { mapCompany } from '../../src/domain/companies.js';
 import { PARTNER_ID_PATTERN } from '../../src/domain/identifiers.js';
@@ -206,7 +206,9 @@ describe.each(BACKENDS)('partners on %s', (provider) => {
         await mapCompany(ctx.db, ALICE, partner.id, 'alpha');
         const details = await showPartner(ctx.db, partner.name);
         expect(details.partner.id).toBe(partner.id);
-        expect(details.keyPairs).toEqual([expect.objectContaining({ id: issued.keyPairId, accessKey: issued.accessKey, status: 'active' })]);
+        expect(details.keyPairs).toEqual([expect.objectContaining({ id: issued.keyPairId, accessKey: issued.accessKey, status: 'active', state: 'active' })]);
+        expect(details.network).toEqual([]);
+        expect(details.limits).toEqual({ rate: null, burst: null, dailyQuota: null });
         expect(details.companies.map((company) => company.companyId)).toEqual(['alpha', 'zeta']);
         const text = JSON.stringify(details);
         expect(text).not.toContain(issued.secretKey);

@@ -304,7 +304,11 @@ describe('secret scanning off (the default) and report-only', () => {
       expect(await response.json()).toEqual([{ token_raw: keys.secret_key, token_type: 'partnerctl_secret_key', label: 'true_positive' }]);
       const events = (await runCli(['--json', 'audit', '--action', 'leak.reported'], backend.env)).json().events;
       expect(events).toHaveLength(1);
-      expect(events[0].details).toMatchObject({ action: 'none', policy: 'report', advice: `partnerctl rotate-keys ${keys.partner_id} --revoke-issued-tokens --yes` });
+      expect(events[0].details).toMatchObject({
+        action: 'none',
+        policy: 'report',
+        advice: { action: 'rotate_keys', partner_id: keys.partner_id, key_pair_id: keys.key_pair_id, revoke_issued_tokens: true },
+      });
       const exchanged = await fetch(`${server.url}/public/v1/auth/token`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },

@@ -1,13 +1,28 @@
 import type { KeyPairStatusFilter } from '../../domain/key-pairs.js';
-import type { LookupResult } from '../../domain/lookup.js';
+import type { Containment, LookupResult } from '../../domain/lookup.js';
 import { parseDuration } from '../../domain/validation.js';
-import { EXIT, isAppError } from '../../errors.js';
+import { AppError, EXIT, isAppError } from '../../errors.js';
 import { defineCommand } from '../definition.js';
 import { iso, type Output } from '../output.js';
 import { askSecret, confirmDestructive, requireValue } from '../prompts.js';
 import { parseWaitOption, receiptJson, reportReceipt, WAIT_OPTIONS, withReceipt, type WaitOptions } from '../receipt.js';
 import type { Session } from '../session.js';
 import { DURATION_HELP, parseLimit, PARTNER_ARGUMENT, resolvePartnerArgument } from './common.js';
+
+/** The command line that contains a leak, for runbooks and the operator. */
+export function containCommand(contain: Containment): string {
+  if (contain.action === 'rotate_keys') return `partnerctl rotate-keys ${contain.partnerId}${contain.revokeIssuedTokens ? ' --revoke-issued-tokens' : ''} --yes`;
+  if (contain.action === 'revoke_keys') return `partnerctl revoke-keys ${contain.partnerId} --key-pair ${contain.keyPairId} --yes`;
+  return `partnerctl revoke-tokens ${contain.partnerId} --yes`;
+}
+
+/** What to run next when a value could not be looked up (the domain names the field; the words are here). */
+function lookupHint(error: AppError, value: string): string | undefined {
+  if (error.field === 'partner_id') return `see 'partnerctl show-partner ${value}'`;
+  if (error.field === 'access_key') return "run 'partnerctl lookup <access key>' with the access key it was used with";
+  if (error.field === 'token') return "look up the token itself ('partnerctl lookup <jwt>'), or contain by partner with 'partnerctl revoke-tokens <partner>'";
+  return undefined;
+}
 
 function lookupJson(result: LookupResult) {
   const { partner, pair, token } = result;
@@ -19,7 +34,7 @@ function lookupJson(result: LookupResult) {
     key_pair_id: pair?.id ?? null,
     status: result.status,
     access_key: pair?.accessKey ?? null,
-    key_pair_status: pair ? (result.kind === 'token' || result.kind === 'token_id' ? pair.status : result.status) : null,
+    key_pair_status: result.pairState,
     created_at: iso(pair?.createdAt),
     superseded_at: iso(pair?.supersededAt),
     revoked_at: iso(pair?.revokedAt),
@@ -35,6 +50,9 @@ function lookupJson(result: LookupResult) {
     leak_url: pair?.leakUrl ?? null,
     genuine: result.genuine,
     accepted: result.accepted,
+    reason: result.reason,
+    // accepted holds only from these addresses (lookup has none to check); null: any address.
+    network_allow: result.network,
     accepted_until: iso(result.acceptedUntil),
     token: token
       ? {
@@ -48,7 +66,7 @@ function lookupJson(result: LookupResult) {
         }
       : null,
     note: result.note,
-    contain: result.contain,
+    contain: result.contain ? containCommand(result.contain) : null,
   };
 }
 
@@ -90,7 +108,15 @@ async function runLookup(session: Session, out: Output, value: string | undefine
       throw error;
     }
   };
-  const result = await lookup(db, looked, openKeys);
+  let result: LookupResult;
+  try {
+    result = await lookup(db, looked, openKeys);
+  } catch (error) {
+    const hint = isAppError(error) ? lookupHint(error, looked) : undefined;
+    if (hint === undefined) throw error;
+    const { code, message, field, reason } = error as AppError;
+    throw new AppError(code, message, { hint, cause: error, ...(field ? { field } : {}), ...(reason ? { reason } : {}) });
+  }
   if (out.json) {
     out.emitJson(lookupJson(result));
     return;
@@ -107,17 +133,22 @@ async function runLookup(session: Session, out: Output, value: string | undefine
     ...(partner ? ([['partner status', partner.status]] as [string, string][]) : []),
     [own, result.status],
     ['genuine', result.genuine === null ? 'cannot tell from this value' : result.genuine ? 'yes' : 'NO'],
-    ['accepted now', result.accepted ? `yes${result.acceptedUntil ? `, until ${iso(result.acceptedUntil)}` : ''}` : 'no'],
+    [
+      'accepted now',
+      result.accepted
+        ? `yes${result.acceptedUntil ? `, until ${iso(result.acceptedUntil)}` : ''}${result.network ? ` (only from ${result.network.join(', ')})` : ''}`
+        : `no (${result.reason})`,
+    ],
   ];
   if (pair) {
     rows.push(
-      ['key pair', `${pair.id} (${pair.status})`],
+      ['key pair', `${pair.id} (${result.pairState})`],
       ['access key', pair.accessKey],
       ['created', iso(pair.createdAt)],
       ['superseded', iso(pair.supersededAt)],
       ['revoked', iso(pair.revokedAt)],
       ['expires', iso(pair.expiresAt)],
-      ...(pair.status === 'retiring'
+      ...(result.pairState === 'retiring'
         ? ([
             ['retires', iso(pair.retiresAt)],
             ['switched', pair.switchedAt ? iso(pair.switchedAt) : 'not yet (the new pair has not exchanged)'],
@@ -145,7 +176,7 @@ async function runLookup(session: Session, out: Output, value: string | undefine
   out.line(await out.fields(rows));
   out.line();
   out.line(result.note);
-  out.line(result.contain ? `Contain: ${chalk.bold(result.contain)}` : 'Nothing to contain.');
+  out.line(result.contain ? `Contain: ${chalk.bold(containCommand(result.contain))}` : 'Nothing to contain.');
 }
 
 export const revokeTokensCommand = defineCommand<WaitOptions>({
@@ -233,7 +264,7 @@ async function runListKeys(session: Session, out: Output, options: ListKeysOptio
         partner_id: pair.partnerId,
         partner_name: pair.partnerName,
         access_key: pair.accessKey,
-        status: pair.effectiveStatus,
+        status: pair.state,
         created_at: iso(pair.createdAt),
         superseded_at: iso(pair.supersededAt),
         revoked_at: iso(pair.revokedAt),
@@ -271,7 +302,7 @@ async function runListKeys(session: Session, out: Output, options: ListKeysOptio
         page.keys.map((pair) => [
           pair.id,
           `${pair.partnerName} (${pair.partnerId})`,
-          pair.effectiveStatus,
+          pair.state,
           out.tableTime(pair.createdAt, options.wide),
           out.tableTime(pair.lastUsedAt, options.wide),
           out.tableTime(pair.expiresAt, options.wide),

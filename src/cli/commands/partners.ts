@@ -142,16 +142,13 @@ export const showPartnerCommand = defineCommand({
 
 async function runShowPartner(session: Session, out: Output, partnerArgument: string | undefined): Promise<void> {
   const reference = await resolvePartnerArgument(session, partnerArgument);
-  const [{ showPartner }, { limitsJson, partnerLimits }, { describeLimits }, { partnerNetwork }, db] = await Promise.all([
-    import('../../domain/partners.js'),
+  const [{ showPartner }, { limitsJson }, { describeLimits }, db] = await Promise.all([
+    import('../../domain/partner-details.js'),
     import('../../domain/limits.js'),
     import('./describe-limits.js'),
-    import('../../domain/networks.js'),
     session.db(),
   ]);
-  const { partner, keyPairs, companies, companyCount } = await showPartner(db, reference);
-  const limits = await partnerLimits(db, partner.id);
-  const network = await partnerNetwork(db, partner.id);
+  const { partner, limits, network, keyPairs, companies, companyCount } = await showPartner(db, reference);
   if (out.json) {
     out.emitJson({
       ...partnerJson(partner),
@@ -159,7 +156,7 @@ async function runShowPartner(session: Session, out: Output, partnerArgument: st
       key_pairs: keyPairs.map((pair) => ({
         key_pair_id: pair.id,
         access_key: pair.accessKey,
-        status: pair.status,
+        status: pair.state,
         created_at: iso(pair.createdAt),
         superseded_at: iso(pair.supersededAt),
         revoked_at: iso(pair.revokedAt),
@@ -202,10 +199,10 @@ async function runShowPartner(session: Session, out: Output, partnerArgument: st
           { title: 'CREATED', min: 10 },
           { title: 'LAST USED', min: 10, optional: true },
         ],
-        keyPairs.map((pair) => [pair.id, pair.accessKey, statusText(chalk, pair.status), iso(pair.createdAt), iso(pair.lastUsedAt)]),
+        keyPairs.map((pair) => [pair.id, pair.accessKey, statusText(chalk, pair.state), iso(pair.createdAt), iso(pair.lastUsedAt)]),
       ),
     );
-    for (const pair of keyPairs.filter((each) => each.status === 'retiring')) {
+    for (const pair of keyPairs.filter((each) => each.state === 'retiring')) {
       const switched = pair.switchedAt ? `the partner switched at ${iso(pair.switchedAt)}` : 'the partner has not switched yet (the new pair has not exchanged)';
       out.line(`${pair.id} is retiring: it still exchanges until ${iso(pair.retiresAt)}; ${switched}.`);
     }

@@ -2,14 +2,11 @@ import type { Columns } from '../models.js';
 import { toDate } from '../sql.js';
 import type { Queryable, SqlTx } from '../unit.js';
 
-/** Every column but the secret's hash (the schema says what each holds). */
-export interface KeyPairRow extends Omit<Columns<'KeyPair'>, 'secretHash'> {
-  /**
-   * The status as stored. `status` is what the pair is now: a stored 'retiring' pair whose overlap has
-   * ended reads as 'superseded' (superseded at its retires_at) before anything settles it.
-   */
-  storedStatus: string;
-}
+/**
+ * A key pair's columns as stored, every one but the secret's hash. `status` is the stored column: what the pair
+ * is at an instant (expired, an overlap that has ended) is derived in the domain (domain/key-pair-state.ts), never here.
+ */
+export type KeyPairRow = Omit<Columns<'KeyPair'>, 'secretHash'>;
 
 type Raw = {
   id: string;
@@ -34,31 +31,23 @@ type Raw = {
 const COLUMNS =
   'id, partner_id, access_key, status, created_at, superseded_at, revoked_at, last_used_at, expires_at, last_refused_at, retires_at, switched_at, after_switch_seconds, unlisted_refused_at, unlisted_refused_address, leak_reported_at, leak_url';
 
-/** A stored 'retiring' status read at `now`: 'superseded' once retires_at has passed (no timer settles it). */
-export function overlapStatus(stored: string, retiresAt: Date | null, now = Date.now()): string {
-  return stored === 'retiring' && (retiresAt === null || retiresAt.getTime() <= now) ? 'superseded' : stored;
-}
-
 function fromRaw(row: Raw): KeyPairRow {
-  const retiresAt = toDate(row.retires_at);
-  const status = overlapStatus(row.status, retiresAt);
   return {
     id: row.id,
     partnerId: row.partner_id,
     accessKey: row.access_key,
-    status,
+    status: row.status,
     createdAt: toDate(row.created_at)!,
-    supersededAt: status === 'superseded' && row.status === 'retiring' ? retiresAt : toDate(row.superseded_at),
+    supersededAt: toDate(row.superseded_at),
     revokedAt: toDate(row.revoked_at),
     lastUsedAt: toDate(row.last_used_at),
     expiresAt: toDate(row.expires_at),
     lastRefusedAt: toDate(row.last_refused_at),
-    retiresAt,
+    retiresAt: toDate(row.retires_at),
     switchedAt: toDate(row.switched_at),
     afterSwitchSeconds: row.after_switch_seconds == null ? null : Number(row.after_switch_seconds),
     leakReportedAt: toDate(row.leak_reported_at),
     leakUrl: row.leak_url ?? null,
-    storedStatus: row.status,
     unlistedRefusedAt: toDate(row.unlisted_refused_at),
     unlistedRefusedAddress: row.unlisted_refused_address ?? null,
   };
@@ -98,10 +87,10 @@ export async function keyPairById(q: Queryable, id: string): Promise<KeyPairRow 
 
 /** What a token exchange needs about the pair of an access key, and its partner's status. */
 export interface ExchangeRow
-  extends Columns<'KeyPair', 'id' | 'secretHash' | 'status' | 'lastUsedAt' | 'lastRefusedAt' | 'expiresAt' | 'partnerId' | 'retiresAt'>,
+  extends Columns<'KeyPair', 'id' | 'secretHash' | 'status' | 'supersededAt' | 'revokedAt' | 'lastUsedAt' | 'lastRefusedAt' | 'expiresAt' | 'partnerId' | 'retiresAt'>,
     Columns<'Partner', 'tokensRevokedBefore'> {
+  /** `status` is as stored (the domain derives the state); the partner's brake (ms) refuses tokens issued before it. */
   partnerStatus: string;
-  storedStatus: string;
   /** For an active pair: its partner's retiring pair that has not seen the switch yet, if any. */
   retiringUnswitched: { id: string; retiresAt: Date; afterSwitchSeconds: number } | null;
   /** The partner's network rules (partner_networks.allow_from); null: none. */
@@ -113,6 +102,8 @@ export async function keyPairForExchange(q: Queryable, accessKey: string): Promi
     id: string;
     secret_hash: string;
     status: string;
+    superseded_at: unknown;
+    revoked_at: unknown;
     last_used_at: unknown;
     last_refused_at: unknown;
     expires_at: unknown;
@@ -125,7 +116,7 @@ export async function keyPairForExchange(q: Queryable, accessKey: string): Promi
     r_after_switch_seconds: unknown;
     allow_from: string | null;
   }>(
-    `SELECT k.id, k.secret_hash, k.status, k.last_used_at, k.last_refused_at, k.expires_at, p.id AS partner_id, p.status AS partner_status,
+    `SELECT k.id, k.secret_hash, k.status, k.superseded_at, k.revoked_at, k.last_used_at, k.last_refused_at, k.expires_at, p.id AS partner_id, p.status AS partner_status,
        p.tokens_revoked_before, k.retires_at, r.id AS r_id, r.retires_at AS r_retires_at, r.after_switch_seconds AS r_after_switch_seconds,
        n.allow_from
      FROM key_pairs k JOIN partners p ON p.id = k.partner_id
@@ -134,15 +125,15 @@ export async function keyPairForExchange(q: Queryable, accessKey: string): Promi
      WHERE k.access_key = $1`,
     [accessKey],
   );
-  const retiresAt = row ? toDate(row.retires_at) : null;
   const retiringRetiresAt = row ? toDate(row.r_retires_at) : null;
   return row
     ? {
         id: row.id,
         secretHash: row.secret_hash,
-        status: overlapStatus(row.status, retiresAt),
-        storedStatus: row.status,
-        retiresAt,
+        status: row.status,
+        supersededAt: toDate(row.superseded_at),
+        revokedAt: toDate(row.revoked_at),
+        retiresAt: toDate(row.retires_at),
         retiringUnswitched:
           row.r_id && retiringRetiresAt
             ? { id: row.r_id, retiresAt: retiringRetiresAt, afterSwitchSeconds: Number(row.r_after_switch_seconds ?? 0) }
@@ -186,7 +177,7 @@ export function endOverlap(tx: SqlTx, id: string, at: Date): Promise<number> {
   ]);
 }
 
-/** A stored 'retiring' pair of the partner (its overlap may have ended: see `status`). */
+/** A stored 'retiring' pair of the partner (its overlap may have ended: see domain/key-pair-state.ts). */
 export async function retiringKeyPair(q: Queryable, partnerId: string): Promise<KeyPairRow | null> {
   const [row] = await q.query<Raw>(`SELECT ${COLUMNS} FROM key_pairs WHERE partner_id = $1 AND status = 'retiring'`, [partnerId]);
   return row ? fromRaw(row) : null;
@@ -238,8 +229,9 @@ export interface KeyPairListRow extends KeyPairRow {
 
 /**
  * Key pairs across partners, oldest first (ids sort by creation); the cursor is the last id of the previous
- * page. `status` 'expired' means an active or superseded pair past its expiry; 'active' and 'superseded'
- * exclude those.
+ * page. `status` filters by the state at `now`, as domain/key-pair-state.ts derives it (a page is filtered
+ * where it is read, so the rule is written here as SQL too; test/domain/lookup.test.ts holds them together):
+ * 'expired' means a pair that is not revoked, past its expiry; 'active' and 'superseded' exclude those.
  */
 export async function keyPairPage(
   q: Queryable,
