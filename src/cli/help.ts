@@ -7,9 +7,9 @@ import type { CommandDefinition, Example } from './definition.js';
 export const HELP_WIDTH = 80;
 
 /** Each command's definition, for the text after its options and for the reference. */
-const definitions = new WeakMap<Command, CommandDefinition<never>>();
+const definitions = new WeakMap<Command, CommandDefinition>();
 
-export function definitionOf(command: Command): CommandDefinition<never> | undefined {
+export function definitionOf(command: Command): CommandDefinition | undefined {
   return definitions.get(command);
 }
 
@@ -44,7 +44,7 @@ export function exampleHeading(example: Example): string {
 }
 
 /** What follows a command's options in its help: its notes, then its examples. Empty when it has neither. */
-export function afterOptions(definition: CommandDefinition<never> | undefined): string {
+export function afterOptions(definition: CommandDefinition | undefined): string {
   if (!definition) return '';
   const blocks: string[] = [];
   if (definition.notes) blocks.push(wrap(definition.notes));
@@ -109,7 +109,7 @@ export function commandTree(command: Command): CommandJson {
  * options, and the command tree as JSON when --json is among the options given (`help X --json`,
  * `X --help --json`).
  */
-export function configureHelp(command: Command, definition: CommandDefinition<never>): void {
+export function configureHelp(command: Command, definition: CommandDefinition): void {
   definitions.set(command, definition);
   command.configureHelp({
     helpWidth: HELP_WIDTH,
