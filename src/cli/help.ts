@@ -2,6 +2,8 @@
 // options, and with --json the command tree as one JSON object instead of text.
 import { Help, type Command } from 'commander';
 import type { CommandDefinition, Example } from './definition.js';
+import type { GLOBAL_OPTIONS } from './global-options.js';
+import { parsedOptions } from './options.js';
 
 /** No help line is wider, whatever the terminal (commander wraps its own columns to this). */
 export const HELP_WIDTH = 80;
@@ -114,7 +116,7 @@ export function configureHelp(command: Command, definition: CommandDefinition): 
   command.configureHelp({
     helpWidth: HELP_WIDTH,
     formatHelp: (cmd: Command, helper: Help) => {
-      if (cmd.optsWithGlobals<{ json?: boolean }>().json === true) return `${JSON.stringify(commandTree(cmd), null, 2)}\n`;
+      if (parsedOptions<typeof GLOBAL_OPTIONS>(cmd.optsWithGlobals()).json === true) return `${JSON.stringify(commandTree(cmd), null, 2)}\n`;
       return Help.prototype.formatHelp.call(helper, cmd, helper) + afterOptions(definitions.get(cmd));
     },
   });

@@ -56,11 +56,14 @@ type ValueOf<D extends OptionDefinition, All extends readonly OptionDefinition[]
  * '--limit <n>' `limit?: string`, a repeatable option a list, choices their union, a default (or a lone
  * '--no-x') a key always present, '--wait <d>' with '--no-wait' `wait: string | false`.
  */
-export type OptionsOf<All extends readonly OptionDefinition[]> = {
-  [D in All[number] as KeyOf<D> extends PresentKeys<All> ? KeyOf<D> : never]: ValueOf<D, All>;
-} & {
-  [D in All[number] as KeyOf<D> extends PresentKeys<All> ? never : KeyOf<D>]?: ValueOf<D, All>;
-};
+export type OptionsOf<All extends readonly OptionDefinition[]> = OneObject<
+  { [D in All[number] as KeyOf<D> extends PresentKeys<All> ? KeyOf<D> : never]: ValueOf<D, All> } & {
+    [D in All[number] as KeyOf<D> extends PresentKeys<All> ? never : KeyOf<D>]?: ValueOf<D, All>;
+  }
+>;
+
+/** The two halves as one object type (what an editor shows, and what a type error names). */
+type OneObject<T> = { [K in keyof T]: T[K] };
 
 /**
  * Commander's record of parsed options as the type their definitions derive: the one place where the untyped
