@@ -433,7 +433,7 @@ function dataDirectory(env: DatabaseEnvironment): string {
   return join(base, 'partnerctl');
 }
 
-export const DEFAULT_DATABASE_FILE = 'partnerctl.db';
+const DEFAULT_DATABASE_FILE = 'partnerctl.db';
 
 export function resolveDatabase(urlOption: string | undefined, env: DatabaseEnvironment, defaultPoolSize = 10): DatabaseConfig {
   const raw = (urlOption ?? env.DATABASE_URL ?? '').trim();
