@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { createRequire } from 'node:module';
+import type { z } from 'zod';
 import { parseRate, type Rate } from './rates.js';
 import { AppError, isAppError } from './errors.js';
 import { DEFAULT_RETRY_DELAYS, parseRetryDelays } from './webhook-delays.js';
@@ -51,7 +52,7 @@ const LABELS: Record<string, string> = {
   PUBLIC_API_METRICS_HOST: '--metrics-host / PUBLIC_API_METRICS_HOST',
 };
 
-type Zod = typeof import('zod').z;
+type Zod = typeof z;
 
 /**
  * Every variable partnerctl reads, the CLI's and the server's: one zod schema. `cli` holds what every command
@@ -183,6 +184,8 @@ function environmentSchema(z: Zod) {
     unset,
     z
       .string()
+      // Unset: the default list, parsed like a value given.
+      .prefault(DEFAULT_RETRY_DELAYS)
       .transform((raw, ctx) => {
         const parsed = parseRetryDelays(raw);
         if (typeof parsed === 'string') {
@@ -190,8 +193,7 @@ function environmentSchema(z: Zod) {
           return z.NEVER;
         }
         return parsed;
-      })
-      .optional(),
+      }),
   );
   const choice = <T extends string>(values: readonly [T, ...T[]]) =>
     z.preprocess(
@@ -210,7 +212,6 @@ function environmentSchema(z: Zod) {
     XDG_DATA_HOME: z.string().optional(),
     NO_COLOR: z.string().optional(),
     TERM: z.string().optional(),
-    PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS: whole(0, 3_600_000),
     PARTNERCTL_WEBHOOK_RETRY_DELAYS: delays,
   };
   const server = {
@@ -243,8 +244,14 @@ function environmentSchema(z: Zod) {
   return { cli: z.object(cli), all: z.object({ ...cli, ...server }) };
 }
 
-/** The CLI's variables that are plain strings: when only these are set, no schema (and no zod) is needed. */
-const PLAIN = ['DATABASE_URL', 'PARTNERCTL_ACTOR', 'PARTNERCTL_SIGNING_KEY_FILE', 'XDG_DATA_HOME', 'NO_COLOR', 'TERM'] as const;
+type Schemas = ReturnType<typeof environmentSchema>;
+/** The CLI's variables as the schema gives them: trimmed, blank as unset, numbers and lists parsed. */
+type CliVariables = z.output<Schemas['cli']>;
+/** Every variable, the server's too (`partnerctl serve`). */
+type ServerVariables = z.output<Schemas['all']>;
+
+/** What the database and signing-key resolvers read. */
+export type DatabaseEnvironment = Readonly<Partial<Pick<CliVariables, 'DATABASE_URL' | 'PARTNERCTL_SIGNING_KEY_FILE' | 'PARTNERCTL_DB_POOL_SIZE' | 'XDG_DATA_HOME'>>>;
 
 /** What `partnerctl serve` reads on top of the CLI's configuration. */
 export interface ServerConfig {
@@ -309,30 +316,19 @@ export interface ServerFlags {
 export interface Config {
   readonly version: string;
   /** The variables the database and key-file resolvers read (DATABASE_URL, XDG_DATA_HOME…). */
-  readonly env: Environment;
+  readonly env: DatabaseEnvironment;
   readonly defaultActor: string | undefined;
   /** NO_COLOR unset and TERM not 'dumb'. */
   readonly colourAllowed: boolean;
   /** Delays before each webhook retry (PARTNERCTL_WEBHOOK_RETRY_DELAYS); after the last, a delivery is given up. */
   readonly webhookRetryDelaysMs: readonly number[];
-  /** Test hook: how long rotate-keys holds its transaction open (0 in production). */
-  readonly testPauseInRotationMs: number;
   /** The server's settings, when loaded for `serve` (loadConfig's `serve`); null otherwise. */
   readonly server: ServerConfig | null;
 }
 
-type Parsed = { [name: string]: unknown };
-
-function parse(env: Environment, withServer: boolean): Parsed {
-  // zod (about a hundred modules, ~40 ms) is loaded only when a variable needs more checking than 'a string'.
-  if (!withServer && blank(env.PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS) && blank(env.PARTNERCTL_DB_POOL_SIZE) && blank(env.PARTNERCTL_WEBHOOK_RETRY_DELAYS)) {
-    const values: Parsed = {};
-    for (const name of PLAIN) values[name] = name === 'XDG_DATA_HOME' || name === 'NO_COLOR' || name === 'TERM' ? env[name] : blank(env[name]) ? undefined : env[name]!.trim();
-    return values;
-  }
-  const { z } = createRequire(import.meta.url)('zod') as typeof import('zod');
-  const schemas = environmentSchema(z);
-  const parsed = (withServer ? schemas.all : schemas.cli).safeParse(env);
+/** Parses with one schema; every problem, each naming its variable (and flag), in one invalid_argument. */
+function parse<Schema extends z.ZodType>(schema: Schema, input: Environment): z.output<Schema> {
+  const parsed = schema.safeParse(input);
   if (!parsed.success) {
     const problems = parsed.error.issues.map((issue) => {
       const name = String(issue.path[0] ?? '');
@@ -340,48 +336,44 @@ function parse(env: Environment, withServer: boolean): Parsed {
     });
     throw new AppError('invalid_argument', problems.join('; '));
   }
-  return parsed.data as Parsed;
+  return parsed.data;
 }
 
-function blank(value: string | undefined): boolean {
-  return value === undefined || value.trim() === '';
-}
-
-function serverConfig(values: Parsed, problems: string[]): ServerConfig {
-  const host = (values.HOST as string | undefined) ?? SERVER_DEFAULTS.host;
-  const port = (values.PORT as number | undefined) ?? SERVER_DEFAULTS.port;
-  const metricsHost = (values.PUBLIC_API_METRICS_HOST as string | undefined) ?? SERVER_DEFAULTS.metricsHost;
-  const metricsPort = (values.PUBLIC_API_METRICS_PORT as number | undefined) ?? null;
+function serverConfig(values: ServerVariables): ServerConfig {
+  const host = values.HOST ?? SERVER_DEFAULTS.host;
+  const port = values.PORT ?? SERVER_DEFAULTS.port;
+  const metricsHost = values.PUBLIC_API_METRICS_HOST ?? SERVER_DEFAULTS.metricsHost;
+  const metricsPort = values.PUBLIC_API_METRICS_PORT ?? null;
   if (metricsPort !== null && metricsPort !== 0 && metricsPort === port && metricsHost === host) {
-    problems.push(`${LABELS.PUBLIC_API_METRICS_PORT} must differ from ${LABELS.PORT}: metrics are never served on the public port`);
+    throw new AppError('invalid_argument', `${LABELS.PUBLIC_API_METRICS_PORT} must differ from ${LABELS.PORT}: metrics are never served on the public port`);
   }
   return Object.freeze({
     host,
     port,
-    upstream: (values.PUBLIC_API_UPSTREAM_URL as URL | undefined) ?? null,
-    upstreamTimeoutMs: (values.PUBLIC_API_UPSTREAM_TIMEOUT_MS as number | undefined) ?? SERVER_DEFAULTS.upstreamTimeoutMs,
-    requestTimeoutMs: (values.PUBLIC_API_REQUEST_TIMEOUT_MS as number | undefined) ?? SERVER_DEFAULTS.requestTimeoutMs,
-    corsOrigins: Object.freeze((values.PUBLIC_API_CORS_ORIGINS as string[] | undefined) ?? []),
-    tokenRateLimitPerKey: (values.PUBLIC_API_TOKEN_RATE_LIMIT_PER_KEY as number | undefined) ?? SERVER_DEFAULTS.tokenRateLimitPerKey,
-    tokenRateLimitPerIp: (values.PUBLIC_API_TOKEN_RATE_LIMIT_PER_IP as number | undefined) ?? SERVER_DEFAULTS.tokenRateLimitPerIp,
-    rateLimitWindowMs: (values.PUBLIC_API_RATE_LIMIT_WINDOW_MS as number | undefined) ?? SERVER_DEFAULTS.rateLimitWindowMs,
-    bodyLimitBytes: (values.PUBLIC_API_BODY_LIMIT_BYTES as number | undefined) ?? SERVER_DEFAULTS.bodyLimitBytes,
-    logLevel: (values.LOG_LEVEL as string | undefined) ?? SERVER_DEFAULTS.logLevel,
-    defaultRate: (values.PUBLIC_API_DEFAULT_RATE_LIMIT as Rate | undefined) ?? null,
-    defaultBurst: (values.PUBLIC_API_DEFAULT_BURST as number | undefined) ?? null,
-    redisUrl: (values.REDIS_URL as string | undefined) ?? null,
-    usage: (values.PUBLIC_API_USAGE as boolean | undefined) ?? true,
+    upstream: values.PUBLIC_API_UPSTREAM_URL ?? null,
+    upstreamTimeoutMs: values.PUBLIC_API_UPSTREAM_TIMEOUT_MS ?? SERVER_DEFAULTS.upstreamTimeoutMs,
+    requestTimeoutMs: values.PUBLIC_API_REQUEST_TIMEOUT_MS ?? SERVER_DEFAULTS.requestTimeoutMs,
+    corsOrigins: Object.freeze(values.PUBLIC_API_CORS_ORIGINS ?? []),
+    tokenRateLimitPerKey: values.PUBLIC_API_TOKEN_RATE_LIMIT_PER_KEY ?? SERVER_DEFAULTS.tokenRateLimitPerKey,
+    tokenRateLimitPerIp: values.PUBLIC_API_TOKEN_RATE_LIMIT_PER_IP ?? SERVER_DEFAULTS.tokenRateLimitPerIp,
+    rateLimitWindowMs: values.PUBLIC_API_RATE_LIMIT_WINDOW_MS ?? SERVER_DEFAULTS.rateLimitWindowMs,
+    bodyLimitBytes: values.PUBLIC_API_BODY_LIMIT_BYTES ?? SERVER_DEFAULTS.bodyLimitBytes,
+    logLevel: values.LOG_LEVEL ?? SERVER_DEFAULTS.logLevel,
+    defaultRate: values.PUBLIC_API_DEFAULT_RATE_LIMIT ?? null,
+    defaultBurst: values.PUBLIC_API_DEFAULT_BURST ?? null,
+    redisUrl: values.REDIS_URL ?? null,
+    usage: values.PUBLIC_API_USAGE ?? true,
     metricsPort,
     metricsHost,
-    metricsPerPartner: (values.PUBLIC_API_METRICS_PER_PARTNER as boolean | undefined) ?? false,
-    trustedProxies: Object.freeze((values.PUBLIC_API_TRUSTED_PROXIES as string[] | undefined) ?? []),
-    otlpEndpoint: (values.OTEL_EXPORTER_OTLP_ENDPOINT as URL | undefined) ?? null,
+    metricsPerPartner: values.PUBLIC_API_METRICS_PER_PARTNER ?? false,
+    trustedProxies: Object.freeze(values.PUBLIC_API_TRUSTED_PROXIES ?? []),
+    otlpEndpoint: values.OTEL_EXPORTER_OTLP_ENDPOINT ?? null,
     secretScanning:
       values.PUBLIC_API_SECRET_SCANNING === 'github'
         ? Object.freeze({
-            keysUrl: (values.PUBLIC_API_SECRET_SCANNING_KEYS_URL as URL | undefined) ?? new URL(SERVER_DEFAULTS.secretScanningKeysUrl),
-            action: (values.PUBLIC_API_SECRET_SCANNING_ACTION as 'contain' | 'report' | undefined) ?? 'contain',
-            rateLimitPerIp: (values.PUBLIC_API_SECRET_SCANNING_RATE_LIMIT as number | undefined) ?? SERVER_DEFAULTS.secretScanningRateLimit,
+            keysUrl: values.PUBLIC_API_SECRET_SCANNING_KEYS_URL ?? new URL(SERVER_DEFAULTS.secretScanningKeysUrl),
+            action: values.PUBLIC_API_SECRET_SCANNING_ACTION ?? 'contain',
+            rateLimitPerIp: values.PUBLIC_API_SECRET_SCANNING_RATE_LIMIT ?? SERVER_DEFAULTS.secretScanningRateLimit,
           })
         : null,
   });
@@ -393,33 +385,35 @@ function serverConfig(values: Parsed, problems: string[]): ServerConfig {
  * (no other command reads them).
  */
 export function loadConfig(env: Environment, serve?: ServerFlags): Config {
+  // zod (about a hundred modules, ~40 ms) is loaded when a configuration is, never by --help or bad usage.
+  const { z } = createRequire(import.meta.url)('zod') as typeof import('zod');
+  const schemas = environmentSchema(z);
+  if (serve === undefined) return cliConfig(parse(schemas.cli, env), null);
   const input: Record<string, string | undefined> = { ...env };
-  if (serve !== undefined) {
-    const flags: Array<[keyof ServerFlags, string]> = [
-      ['host', 'HOST'],
-      ['port', 'PORT'],
-      ['upstream', 'PUBLIC_API_UPSTREAM_URL'],
-      ['metricsPort', 'PUBLIC_API_METRICS_PORT'],
-      ['metricsHost', 'PUBLIC_API_METRICS_HOST'],
-    ];
-    for (const [flag, name] of flags) if (serve[flag] !== undefined) input[name] = String(serve[flag]);
-  }
-  const values = parse(input, serve !== undefined);
-  const problems: string[] = [];
-  const server = serve === undefined ? null : serverConfig(values, problems);
-  if (problems.length > 0) throw new AppError('invalid_argument', problems.join('; '));
+  const flags: Array<[keyof ServerFlags, string]> = [
+    ['host', 'HOST'],
+    ['port', 'PORT'],
+    ['upstream', 'PUBLIC_API_UPSTREAM_URL'],
+    ['metricsPort', 'PUBLIC_API_METRICS_PORT'],
+    ['metricsHost', 'PUBLIC_API_METRICS_HOST'],
+  ];
+  for (const [flag, name] of flags) if (serve[flag] !== undefined) input[name] = String(serve[flag]);
+  const values = parse(schemas.all, input);
+  return cliConfig(values, serverConfig(values));
+}
+
+function cliConfig(values: CliVariables, server: ServerConfig | null): Config {
   return Object.freeze({
     version: VERSION,
     env: Object.freeze({
-      DATABASE_URL: values.DATABASE_URL as string | undefined,
-      PARTNERCTL_SIGNING_KEY_FILE: values.PARTNERCTL_SIGNING_KEY_FILE as string | undefined,
-      PARTNERCTL_DB_POOL_SIZE: env.PARTNERCTL_DB_POOL_SIZE,
-      XDG_DATA_HOME: values.XDG_DATA_HOME as string | undefined,
+      DATABASE_URL: values.DATABASE_URL,
+      PARTNERCTL_SIGNING_KEY_FILE: values.PARTNERCTL_SIGNING_KEY_FILE,
+      PARTNERCTL_DB_POOL_SIZE: values.PARTNERCTL_DB_POOL_SIZE,
+      XDG_DATA_HOME: values.XDG_DATA_HOME,
     }),
-    defaultActor: values.PARTNERCTL_ACTOR as string | undefined,
+    defaultActor: values.PARTNERCTL_ACTOR,
     colourAllowed: values.NO_COLOR === undefined && values.TERM !== 'dumb',
-    testPauseInRotationMs: (values.PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS as number | undefined) ?? 0,
-    webhookRetryDelaysMs: Object.freeze((values.PARTNERCTL_WEBHOOK_RETRY_DELAYS as number[] | undefined) ?? (parseRetryDelays(DEFAULT_RETRY_DELAYS) as number[])),
+    webhookRetryDelaysMs: Object.freeze(values.PARTNERCTL_WEBHOOK_RETRY_DELAYS),
     server,
   });
 }
@@ -434,20 +428,16 @@ export interface DatabaseConfig {
   poolSize: number;
 }
 
-export function dataDirectory(env: Environment): string {
+function dataDirectory(env: DatabaseEnvironment): string {
   const base = env.XDG_DATA_HOME && isAbsolute(env.XDG_DATA_HOME) ? env.XDG_DATA_HOME : join(homedir(), '.local', 'share');
   return join(base, 'partnerctl');
 }
 
-export const DEFAULT_DATABASE_FILE = 'partnerctl.db';
+const DEFAULT_DATABASE_FILE = 'partnerctl.db';
 
-export function resolveDatabase(
-  urlOption: string | undefined,
-  env: Environment,
-  defaultPoolSize = 10,
-): DatabaseConfig {
+export function resolveDatabase(urlOption: string | undefined, env: DatabaseEnvironment, defaultPoolSize = 10): DatabaseConfig {
   const raw = (urlOption ?? env.DATABASE_URL ?? '').trim();
-  const poolSize = parsePoolSize(env.PARTNERCTL_DB_POOL_SIZE, defaultPoolSize);
+  const poolSize = env.PARTNERCTL_DB_POOL_SIZE ?? defaultPoolSize;
   if (raw === '') {
     return { provider: 'sqlite', url: join(dataDirectory(env), DEFAULT_DATABASE_FILE), poolSize };
   }
@@ -463,21 +453,12 @@ export function resolveDatabase(
   return { provider: 'sqlite', url: resolve(path), poolSize };
 }
 
-function parsePoolSize(value: string | undefined, fallback: number): number {
-  if (value === undefined || value === '') return fallback;
-  const size = Number(value);
-  if (!Number.isInteger(size) || size < 1 || size > 1000) {
-    throw new AppError('invalid_argument', `PARTNERCTL_DB_POOL_SIZE must be a whole number from 1 to 1000, got '${value}'`);
-  }
-  return size;
-}
-
 /**
  * The signing-key file: PARTNERCTL_SIGNING_KEY_FILE, else beside the SQLite file. On PostgreSQL it must be
  * named: several servers and the operators' CLI on different hosts must share one file, and a key file
  * made up silently on each host would give tokens that the other hosts refuse.
  */
-export function resolveSigningKeyFile(database: DatabaseConfig, env: Environment): string {
+export function resolveSigningKeyFile(database: DatabaseConfig, env: DatabaseEnvironment): string {
   if (env.PARTNERCTL_SIGNING_KEY_FILE) return resolve(env.PARTNERCTL_SIGNING_KEY_FILE);
   if (database.provider === 'postgresql') {
     throw new AppError('signing_key_unavailable', 'PARTNERCTL_SIGNING_KEY_FILE is not set', {

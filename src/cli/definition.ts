@@ -3,26 +3,16 @@
 //
 // A module defining commands imports only commander's types and light helpers at its top: everything heavy
 // (domain code, the database) is imported inside `run`, so --help and bad usage load nothing of it.
-import type { Command } from 'commander';
+import type { Command, OptionValues } from 'commander';
+import type { ServerFlags } from '../config.js';
 import type { Output } from './output.js';
+import { parsedOptions, type OptionDefinition, type OptionsOf } from './options.js';
 import type { Session } from './session.js';
 
 export interface ArgumentDefinition {
   /** As commander spells it: '[partner]' (optional) or '<file>' (required). */
   name: string;
   description?: string;
-}
-
-export interface OptionDefinition {
-  /** As commander spells it: '-f, --file <file|->', '--dry-run'. */
-  flags: string;
-  description: string;
-  /** The value when the option is not given (shown in the help as "(default: …)"). */
-  default?: string;
-  /** The only values accepted. */
-  choices?: readonly string[];
-  /** May be given more than once: the values are collected, in order, into a list. */
-  repeatable?: boolean;
 }
 
 export interface Example {
@@ -42,15 +32,16 @@ export interface Invocation<Options> {
   command: Command;
 }
 
-export type Run<Options> = (session: Session, out: Output, invocation: Invocation<Options>) => Promise<number | undefined> | Promise<void>;
+type Run<Options> = (session: Session, out: Output, invocation: Invocation<Options>) => Promise<number | undefined> | Promise<void>;
 
-export interface CommandDefinition<Options = Record<string, never>> {
+/** A command as the program holds it (program.ts, help, the reference): its options as commander parsed them. */
+export interface CommandDefinition {
   name: string;
   description: string;
   /** Left out of help, completion and the command reference (for the completion scripts' own use). */
   hidden?: boolean;
   arguments?: ArgumentDefinition[];
-  options?: OptionDefinition[];
+  options?: readonly OptionDefinition[];
   /**
    * Text after the options: prose lines longer than the help width are wrapped; lines that start with a
    * space (tables, documents, commands) are printed as they are.
@@ -58,18 +49,32 @@ export interface CommandDefinition<Options = Record<string, never>> {
   notes?: string;
   examples?: Example[];
   /** The command only reads: it must never create a database someone named by mistake. */
-  readOnly?: boolean | ((options: Options) => boolean);
-  /** The command reads the server's variables too (serve): its options win over the ones they name. */
-  readsServerConfig?: boolean;
+  readOnly?: boolean | ((options: OptionValues) => boolean);
+  /** The command reads the server's variables too (serve): these of its options win over the ones they name. */
+  serverFlags?: (options: OptionValues) => ServerFlags;
   /** The exit code, or undefined for 0. A command with subcommands has no run of its own. */
-  run?: Run<Options>;
-  subcommands?: CommandDefinition<never>[];
+  run?: Run<OptionValues>;
+  subcommands?: CommandDefinition[];
 }
 
-/**
- * Checks a definition against its own option types (and nothing else: it returns it as it is). Options appear
- * only as what run and readOnly take, so CommandDefinition<never> is a definition whatever its options.
- */
-export function defineCommand<Options = Record<string, never>>(definition: CommandDefinition<Options>): CommandDefinition<never> {
-  return definition;
+/** A command as its module writes it: what takes its options takes the type its option definitions derive. */
+export interface TypedCommandDefinition<Definitions extends readonly OptionDefinition[]>
+  extends Omit<CommandDefinition, 'options' | 'readOnly' | 'serverFlags' | 'run'> {
+  options?: Definitions;
+  readOnly?: boolean | ((options: OptionsOf<Definitions>) => boolean);
+  serverFlags?: (options: OptionsOf<Definitions>) => ServerFlags;
+  run?: Run<OptionsOf<Definitions>>;
+}
+
+/** A command whose run, readOnly and serverFlags receive the options its definitions derive (OptionsOf). */
+export function defineCommand<const Definitions extends readonly OptionDefinition[] = readonly []>(
+  definition: TypedCommandDefinition<Definitions>,
+): CommandDefinition {
+  const { readOnly, serverFlags, run } = definition;
+  return {
+    ...definition,
+    readOnly: typeof readOnly === 'function' ? (options) => readOnly(parsedOptions<Definitions>(options)) : readOnly,
+    serverFlags: serverFlags && ((options) => serverFlags(parsedOptions<Definitions>(options))),
+    run: run && ((session, out, invocation) => run(session, out, { ...invocation, options: parsedOptions<Definitions>(invocation.options) })),
+  };
 }

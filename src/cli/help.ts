@@ -2,14 +2,16 @@
 // options, and with --json the command tree as one JSON object instead of text.
 import { Help, type Command } from 'commander';
 import type { CommandDefinition, Example } from './definition.js';
+import type { GLOBAL_OPTIONS } from './global-options.js';
+import { parsedOptions } from './options.js';
 
 /** No help line is wider, whatever the terminal (commander wraps its own columns to this). */
 export const HELP_WIDTH = 80;
 
 /** Each command's definition, for the text after its options and for the reference. */
-const definitions = new WeakMap<Command, CommandDefinition<never>>();
+const definitions = new WeakMap<Command, CommandDefinition>();
 
-export function definitionOf(command: Command): CommandDefinition<never> | undefined {
+export function definitionOf(command: Command): CommandDefinition | undefined {
   return definitions.get(command);
 }
 
@@ -44,7 +46,7 @@ export function exampleHeading(example: Example): string {
 }
 
 /** What follows a command's options in its help: its notes, then its examples. Empty when it has neither. */
-export function afterOptions(definition: CommandDefinition<never> | undefined): string {
+export function afterOptions(definition: CommandDefinition | undefined): string {
   if (!definition) return '';
   const blocks: string[] = [];
   if (definition.notes) blocks.push(wrap(definition.notes));
@@ -109,12 +111,12 @@ export function commandTree(command: Command): CommandJson {
  * options, and the command tree as JSON when --json is among the options given (`help X --json`,
  * `X --help --json`).
  */
-export function configureHelp(command: Command, definition: CommandDefinition<never>): void {
+export function configureHelp(command: Command, definition: CommandDefinition): void {
   definitions.set(command, definition);
   command.configureHelp({
     helpWidth: HELP_WIDTH,
     formatHelp: (cmd: Command, helper: Help) => {
-      if (cmd.optsWithGlobals<{ json?: boolean }>().json === true) return `${JSON.stringify(commandTree(cmd), null, 2)}\n`;
+      if (parsedOptions<typeof GLOBAL_OPTIONS>(cmd.optsWithGlobals()).json === true) return `${JSON.stringify(commandTree(cmd), null, 2)}\n`;
       return Help.prototype.formatHelp.call(helper, cmd, helper) + afterOptions(definitions.get(cmd));
     },
   });

@@ -1,6 +1,6 @@
 // The command tree: the global options, and the commands in the order the help lists them. Each command's
 // flags, help and run function live in its own module under commands/; this file only lists them.
-import { Command, CommanderError, Option } from 'commander';
+import { Command, CommanderError, Option, type OptionValues } from 'commander';
 import { VERSION } from '../config.js';
 import { applyCommand, exportCommand } from './commands/runbooks.js';
 import { auditCommand } from './commands/audit.js';
@@ -22,27 +22,19 @@ import { instancesCommand } from './commands/instances.js';
 import { serveCommand } from './commands/serve.js';
 import { usageCommand } from './commands/usage.js';
 import { webhooksCommand } from './commands/webhooks.js';
-import { defineCommand, type CommandDefinition, type OptionDefinition } from './definition.js';
+import { defineCommand, type CommandDefinition } from './definition.js';
+import { GLOBAL_OPTIONS } from './global-options.js';
 import { configureHelp } from './help.js';
-import type { GlobalOptions } from './session.js';
+import type { OptionDefinition } from './options.js';
 
 /** Runs a command's definition once commander has parsed its command line. */
-export type Runner = (command: Command, definition: CommandDefinition<never>) => Promise<void>;
+export type Runner = (command: Command, definition: CommandDefinition) => Promise<void>;
 
 /** The program itself: the options every command accepts, and what its help says after the commands. */
 export const PROGRAM = defineCommand({
   name: 'partnerctl',
   description: 'Provision partners of the price-recommendation API, manage their keys, and serve the public API.',
-  options: [
-    { flags: '-V, --version', description: 'output the version number' },
-    { flags: '--database-url <url>', description: 'database URL (default: SQLite file in the per-user data folder; see below)' },
-    { flags: '--json', description: 'print exactly one JSON object on stdout (snake_case keys)' },
-    { flags: '--no-color', description: 'no colour in the output' },
-    { flags: '--no-input', description: 'never prompt; fail naming the missing flag instead' },
-    { flags: '-y, --yes', description: 'confirm destructive actions without asking' },
-    { flags: '--actor <name>', description: 'who is acting, for the audit trail (default: $PARTNERCTL_ACTOR or the OS user)' },
-    { flags: '--debug', description: 'show stack traces of errors' },
-  ],
+  options: GLOBAL_OPTIONS,
   notes: `Database:
   DATABASE_URL or --database-url selects it. Default: an SQLite file in the
   per-user data folder, $XDG_DATA_HOME/partnerctl/partnerctl.db (or
@@ -118,7 +110,7 @@ export function buildProgram(run: Runner, argv: readonly string[] = []): Command
   return program;
 }
 
-function addCommand(parent: Command, definition: CommandDefinition<never>, run: Runner): void {
+function addCommand(parent: Command, definition: CommandDefinition, run: Runner): void {
   const command = parent.command(definition.name, { hidden: definition.hidden === true }).description(definition.description);
   configureHelp(command, definition);
   for (const argument of definition.arguments ?? []) command.argument(argument.name, argument.description);
@@ -141,9 +133,7 @@ function collect(value: string, previous: string[] | undefined): string[] {
 }
 
 /** Whether the command only reads (by its definition), given its own parsed options. */
-export function isReadOnly(definition: CommandDefinition<never>, options: Record<string, unknown>): boolean {
+export function isReadOnly(definition: CommandDefinition, options: OptionValues): boolean {
   const readOnly = definition.readOnly;
-  return typeof readOnly === 'function' ? readOnly(options as never) : readOnly === true;
+  return typeof readOnly === 'function' ? readOnly(options) : readOnly === true;
 }
-
-export type { GlobalOptions };

@@ -3,22 +3,20 @@
 import type { Database } from '../db/client.js';
 import type { ConfirmationWatch, Receipt } from '../domain/receipts.js';
 import { EXIT } from '../errors.js';
-import type { OptionDefinition } from './definition.js';
+import { defineOptions, type OptionsOf } from './options.js';
 import type { Output } from './output.js';
 
-export const WAIT_OPTIONS: OptionDefinition[] = [
+export const WAIT_OPTIONS = defineOptions([
   {
     flags: '--wait <duration>',
     description: 'after committing, wait this long for every live serve instance to confirm (500ms, 3s, 1m); exit 6 when one does not',
     default: '3s',
   },
   { flags: '--no-wait', description: 'commit and exit without waiting for the serve instances (no receipt)' },
-];
+]);
 
-export interface WaitOptions {
-  /** The --wait duration, or false with --no-wait. */
-  wait?: string | false;
-}
+/** The --wait duration, or false with --no-wait. */
+export type WaitOptions = OptionsOf<typeof WAIT_OPTIONS>;
 
 export interface Waiting {
   /** Waits for the instances (the change committed at `committedAt`, epoch ms). */
@@ -31,7 +29,7 @@ export interface Waiting {
 export async function parseWaitOption(options: WaitOptions): Promise<number | null> {
   if (options.wait === false) return null;
   const { parseWait } = await import('../domain/receipts.js');
-  return parseWait(options.wait ?? '3s');
+  return parseWait(options.wait);
 }
 
 /** Opens the watch before the change (PostgreSQL: the LISTEN is in force before any instance confirms). */

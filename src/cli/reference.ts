@@ -1,7 +1,8 @@
 // docs/cli.md, written from the command definitions (scripts/cli-docs.mjs; a test compares it with the file).
 import type { Command } from 'commander';
-import type { CommandDefinition, OptionDefinition } from './definition.js';
+import type { CommandDefinition } from './definition.js';
 import { exampleHeading } from './help.js';
+import type { OptionDefinition } from './options.js';
 import { buildProgram, PROGRAM } from './program.js';
 
 const cell = (text: string) => text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
@@ -21,7 +22,7 @@ function optionsTable(options: readonly OptionDefinition[]): string[] {
   ];
 }
 
-function section(command: Command, definition: CommandDefinition<never>, path: string): string[] {
+function section(command: Command, definition: CommandDefinition, path: string): string[] {
   const usage = command.createHelp().commandUsage(command);
   const lines = [`## ${path}`, '', definition.description, '', '```text', usage, '```', ''];
   const args = definition.arguments ?? [];
@@ -49,8 +50,8 @@ function slug(heading: string): string {
 /** The whole command reference, as Markdown. */
 export function cliReference(): string {
   const program = buildProgram(async () => {});
-  const entries: { command: Command; definition: CommandDefinition<never>; path: string }[] = [];
-  const visit = (command: Command, definitions: readonly CommandDefinition<never>[], prefix: string) => {
+  const entries: { command: Command; definition: CommandDefinition; path: string }[] = [];
+  const visit = (command: Command, definitions: readonly CommandDefinition[], prefix: string) => {
     for (const definition of definitions) {
       if (definition.hidden) continue;
       const child = command.commands.find((candidate) => candidate.name() === definition.name)!;

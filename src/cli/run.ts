@@ -1,11 +1,13 @@
 import { CommanderError, type Command } from 'commander';
-import { loadConfig, type ServerFlags } from '../config.js';
+import { loadConfig } from '../config.js';
 import { AppError, EXIT, firstLine } from '../errors.js';
 import { closest, jsonSafe, terminalSafe, withoutSecrets } from '../text.js';
 import { hintFor } from './hints.js';
 import { Output } from './output.js';
+import type { GLOBAL_OPTIONS } from './global-options.js';
+import { parsedOptions } from './options.js';
 import { buildProgram, isReadOnly } from './program.js';
-import { Session, type GlobalOptions } from './session.js';
+import { Session } from './session.js';
 import type { Terminal } from './terminal.js';
 
 /** The only place that turns errors into messages and exit codes. */
@@ -98,14 +100,13 @@ export async function runCli(argv: readonly string[], terminal: Terminal): Promi
     try {
       const options = command.opts();
       session = new Session(
-        command.optsWithGlobals<GlobalOptions>(),
+        parsedOptions<typeof GLOBAL_OPTIONS>(command.optsWithGlobals()),
         // The server's variables are read by serve alone, with its flags winning over them.
-        loadConfig(terminal.env, definition.readsServerConfig ? (options as ServerFlags) : undefined),
+        loadConfig(terminal.env, definition.serverFlags?.(options)),
         terminal,
         isReadOnly(definition, options),
       );
-      // The definition's own option types were checked where it was defined (defineCommand); here, commander's.
-      const invocation = { args: command.processedArgs as (string | undefined)[], options: options as never, command };
+      const invocation = { args: command.processedArgs as (string | undefined)[], options, command };
       exitCode = (await definition.run!(session, new Output(session), invocation)) ?? EXIT.ok;
     } catch (error) {
       exitCode = await report(error, session, argv, terminal);

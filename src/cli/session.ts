@@ -4,18 +4,8 @@ import { resolveDatabase, resolveSigningKeyFile, type Config, type DatabaseConfi
 import type { Database } from '../db/client.js';
 import { AppError } from '../errors.js';
 import type { Actor } from '../domain/transactions.js';
+import type { GlobalOptions } from './global-options.js';
 import type { Terminal } from './terminal.js';
-
-/** The options every command accepts (declared once on the program). */
-export interface GlobalOptions {
-  databaseUrl?: string;
-  json?: boolean;
-  color?: boolean;
-  input?: boolean;
-  yes?: boolean;
-  actor?: string;
-  debug?: boolean;
-}
 
 /**
  * What a command runs with: parsed global options, whether a person is at the terminal, and the database

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { loadConfig, VERSION } from '../../src/config.js';
+import { loadConfig, resolveDatabase, VERSION } from '../../src/config.js';
 import { AppError } from '../../src/errors.js';
 
 describe('the CLI configuration', () => {
@@ -16,7 +16,7 @@ describe('the CLI configuration', () => {
     expect(Object.isFrozen(config.env)).toBe(true);
     expect(config.defaultActor).toBe('ops-bot');
     expect(config.colourAllowed).toBe(true);
-    expect(config.testPauseInRotationMs).toBe(0);
+    expect(config.env.PARTNERCTL_DB_POOL_SIZE).toBeUndefined();
     expect(config.env).not.toHaveProperty('UNRELATED');
   });
 
@@ -26,24 +26,49 @@ describe('the CLI configuration', () => {
   });
 
   it('treats blank variables as unset', () => {
-    const config = loadConfig({ DATABASE_URL: '  ', PARTNERCTL_ACTOR: '', PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS: '' });
+    const config = loadConfig({ DATABASE_URL: '  ', PARTNERCTL_ACTOR: '', PARTNERCTL_DB_POOL_SIZE: ' ' });
     expect(config.env.DATABASE_URL).toBeUndefined();
     expect(config.defaultActor).toBeUndefined();
-    expect(config.testPauseInRotationMs).toBe(0);
+    expect(config.env.PARTNERCTL_DB_POOL_SIZE).toBeUndefined();
   });
 
   it('refuses a bad value with invalid_argument naming the variable', () => {
-    for (const bad of ['abc', '-1', '1.5', '3600001']) {
+    for (const bad of ['abc', '-1', '0', '1.5', '1001']) {
       let caught: unknown;
       try {
-        loadConfig({ PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS: bad });
+        loadConfig({ PARTNERCTL_DB_POOL_SIZE: bad });
       } catch (error) {
         caught = error;
       }
       expect(caught, bad).toBeInstanceOf(AppError);
       expect((caught as AppError).code).toBe('invalid_argument');
-      expect((caught as AppError).message).toContain('PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS');
+      expect((caught as AppError).message).toContain('PARTNERCTL_DB_POOL_SIZE must be a whole number from 1 to 1000');
     }
+  });
+
+  it('parses the pool size once, as a number the database resolver takes', () => {
+    const config = loadConfig({ PARTNERCTL_DB_POOL_SIZE: ' 7 ' });
+    expect(config.env.PARTNERCTL_DB_POOL_SIZE).toBe(7);
+    expect(resolveDatabase('postgresql://ops@db/partners', config.env, 2).poolSize).toBe(7);
+    expect(resolveDatabase('postgresql://ops@db/partners', loadConfig({}).env, 2).poolSize).toBe(2);
+  });
+
+  it('reports every bad variable together, the server\'s too for serve', () => {
+    let caught: unknown;
+    try {
+      loadConfig({ PARTNERCTL_DB_POOL_SIZE: 'many', PORT: 'http', PUBLIC_API_USAGE: 'maybe' }, { host: 'bad host' });
+    } catch (error) {
+      caught = error;
+    }
+    expect((caught as AppError).code).toBe('invalid_argument');
+    const problems = (caught as AppError).message.split('; ');
+    expect(problems).toHaveLength(4);
+    expect(problems[0]).toMatch(/^PARTNERCTL_DB_POOL_SIZE must be a whole number/);
+    expect(problems.slice(1).join('\n')).toMatch(/--host \/ HOST is not a host name/);
+    expect(problems.slice(1).join('\n')).toMatch(/--port \/ PORT must be a whole number from 0 to 65535, got 'http'/);
+    expect(problems.slice(1).join('\n')).toMatch(/PUBLIC_API_USAGE must be 1 or 0/);
+    // Without serve, the server's variables are not looked at.
+    expect(() => loadConfig({ PORT: 'http', PUBLIC_API_USAGE: 'maybe' })).not.toThrow();
   });
 
   it('reads the webhook retry delays and the secret-scanning settings, refusing bad ones in one line', () => {

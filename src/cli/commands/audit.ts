@@ -1,27 +1,30 @@
 import { parseTimeOrDuration } from '../../domain/validation.js';
 import { EXIT } from '../../errors.js';
 import { defineCommand } from '../definition.js';
+import { defineOptions, type OptionsOf } from '../options.js';
 import { iso, type Output } from '../output.js';
 import type { Session } from '../session.js';
 import { parseLimit } from './common.js';
 
-export const auditCommand = defineCommand<AuditOptions>({
+const AUDIT_OPTIONS = defineOptions([
+  { flags: '--limit <n>', description: 'how many events, 1-1000', default: '50' },
+  { flags: '--since <time|duration>', description: 'only events at or after this ISO time, or this long ago (2h, 7d)' },
+  { flags: '--action <name>', description: 'only this action (keys.revoked, tokens.revoked, company.mapped…; the README lists them)' },
+  { flags: '--principal <name>', description: 'only events of this database login (or user@host on SQLite)' },
+  { flags: '--company <company_id>', description: 'only events whose details name this company' },
+  { flags: '--cursor <cursor>', description: 'continue after this cursor (next_cursor in JSON)' },
+  { flags: '--wide', description: 'every column, every value and time whole, however wide the terminal' },
+]);
+
+export const auditCommand = defineCommand({
   name: 'audit',
   description: 'show the audit trail, newest first',
   arguments: [{ name: '[partner]', description: 'only events of this partner' }],
-  options: [
-    { flags: '--limit <n>', description: 'how many events, 1-1000', default: '50' },
-    { flags: '--since <time|duration>', description: 'only events at or after this ISO time, or this long ago (2h, 7d)' },
-    { flags: '--action <name>', description: 'only this action (keys.revoked, tokens.revoked, company.mapped…; the README lists them)' },
-    { flags: '--principal <name>', description: 'only events of this database login (or user@host on SQLite)' },
-    { flags: '--company <company_id>', description: 'only events whose details name this company' },
-    { flags: '--cursor <cursor>', description: 'continue after this cursor (next_cursor in JSON)' },
-    { flags: '--wide', description: 'every column, every value and time whole, however wide the terminal' },
-  ],
+  options: AUDIT_OPTIONS,
   readOnly: true,
   run: (session, out, { args, options }) => runAudit(session, out, args[0], options),
   subcommands: [
-    defineCommand<{ head?: string }>({
+    defineCommand({
       name: 'verify',
       description: 'check the audit chain: exit 0 when intact, 1 naming the first event altered, removed or inserted',
       options: [{ flags: '--head <hash>', description: "also prove nothing was cut from the end: a hash 'audit head' printed earlier" }],
@@ -37,17 +40,7 @@ export const auditCommand = defineCommand<AuditOptions>({
   ],
 });
 
-interface AuditOptions {
-  limit?: string;
-  since?: string;
-  action?: string;
-  principal?: string;
-  company?: string;
-  cursor?: string;
-  wide?: boolean;
-}
-
-async function runAudit(session: Session, out: Output, partner: string | undefined, options: AuditOptions): Promise<void> {
+async function runAudit(session: Session, out: Output, partner: string | undefined, options: OptionsOf<typeof AUDIT_OPTIONS>): Promise<void> {
   const limit = parseLimit(options.limit, 50);
   const since = options.since === undefined ? undefined : parseTimeOrDuration(options.since, '--since');
   const [{ auditEventsPage }, db] = await Promise.all([import('../../domain/audit.js'), session.db()]);

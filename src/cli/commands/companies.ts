@@ -1,29 +1,26 @@
 import { defineCommand, type CommandDefinition } from '../definition.js';
+import { defineOptions, type OptionsOf } from '../options.js';
 import { iso, type Output } from '../output.js';
 import { progressBar } from '../progress.js';
 import { askText, confirmDestructive, requireValue } from '../prompts.js';
 import type { Session } from '../session.js';
 import { parseLimit, PARTNER_ARGUMENT, resolvePartnerArgument } from './common.js';
 
-interface MappingOptions {
-  company?: string[];
-  fromFile?: string;
-}
+const MAPPING_OPTIONS = defineOptions([
+  { flags: '--company <company_id>', description: 'a company id (visible ASCII, 1-128 characters); repeat for more', repeatable: true },
+  {
+    flags: '--from-file <path|->',
+    description: "company ids, one per line ('#' comments and blank lines ignored; a .csv gives its first column, header skipped); '-' reads stdin",
+  },
+]);
 
 /** map-company and unmap-company: the same flags, the opposite change. */
-function mappingCommand(name: string, action: 'map' | 'unmap', description: string): CommandDefinition<never> {
-  return defineCommand<MappingOptions>({
+function mappingCommand(name: string, action: 'map' | 'unmap', description: string): CommandDefinition {
+  return defineCommand({
     name,
     description,
     arguments: [PARTNER_ARGUMENT],
-    options: [
-      { flags: '--company <company_id>', description: 'a company id (visible ASCII, 1-128 characters); repeat for more', repeatable: true },
-      {
-        flags: '--from-file <path|->',
-        description:
-          "company ids, one per line ('#' comments and blank lines ignored; a .csv gives its first column, header skipped); '-' reads stdin",
-      },
-    ],
+    options: MAPPING_OPTIONS,
     notes:
       'All ids are checked first: one bad line fails the command (exit 2) naming every bad line, and nothing changes.\n' +
       `Every id is ${action === 'map' ? 'mapped' : 'unmapped'} in one transaction.`,
@@ -48,7 +45,7 @@ async function runMapping(
   session: Session,
   out: Output,
   partnerArgument: string | undefined,
-  options: MappingOptions,
+  options: OptionsOf<typeof MAPPING_OPTIONS>,
   action: 'map' | 'unmap',
 ): Promise<void> {
   const reference = await resolvePartnerArgument(session, partnerArgument);
@@ -108,14 +105,16 @@ async function runMapping(
   );
 }
 
-export const listCompaniesCommand = defineCommand<{ limit?: string; cursor?: string }>({
+const LIST_COMPANIES_OPTIONS = defineOptions([
+  { flags: '--limit <n>', description: 'page size, 1-1000', default: '100' },
+  { flags: '--cursor <cursor>', description: 'continue after this cursor (printed at the end of a page; next_cursor in JSON)' },
+]);
+
+export const listCompaniesCommand = defineCommand({
   name: 'list-companies',
   description: "list a partner's companies by id, a page at a time",
   arguments: [PARTNER_ARGUMENT],
-  options: [
-    { flags: '--limit <n>', description: 'page size, 1-1000', default: '100' },
-    { flags: '--cursor <cursor>', description: 'continue after this cursor (printed at the end of a page; next_cursor in JSON)' },
-  ],
+  options: LIST_COMPANIES_OPTIONS,
   readOnly: true,
   run: (session, out, { args, options }) => runListCompanies(session, out, args[0], options),
 });
@@ -124,7 +123,7 @@ async function runListCompanies(
   session: Session,
   out: Output,
   partnerArgument: string | undefined,
-  options: { limit?: string; cursor?: string },
+  options: OptionsOf<typeof LIST_COMPANIES_OPTIONS>,
 ): Promise<void> {
   const reference = await resolvePartnerArgument(session, partnerArgument);
   const limit = parseLimit(options.limit, 100);

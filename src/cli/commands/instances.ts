@@ -1,12 +1,17 @@
 import { EXIT } from '../../errors.js';
 import { defineCommand } from '../definition.js';
+import { defineOptions, type OptionsOf } from '../options.js';
 import { iso, type Output } from '../output.js';
 import type { Session } from '../session.js';
 
-export const instancesCommand = defineCommand<{ failIfBehind?: boolean }>({
+const INSTANCES_OPTIONS = defineOptions([
+  { flags: '--fail-if-behind', description: 'exit 1 when any live instance is behind the current revision (a monitor check)' },
+]);
+
+export const instancesCommand = defineCommand({
   name: 'instances',
   description: 'list the running serve instances: heartbeat, the revision each applied, stale or behind',
-  options: [{ flags: '--fail-if-behind', description: 'exit 1 when any live instance is behind the current revision (a monitor check)' }],
+  options: INSTANCES_OPTIONS,
   notes: `An instance heartbeats every second; one silent for over 10 s is stale:
 listed, never awaited by a receipt. Behind: live and not yet at the
 database's current revision.`,
@@ -14,7 +19,7 @@ database's current revision.`,
   run: (session, out, { options }) => runInstances(session, out, options),
 });
 
-async function runInstances(session: Session, out: Output, options: { failIfBehind?: boolean }): Promise<number | undefined> {
+async function runInstances(session: Session, out: Output, options: OptionsOf<typeof INSTANCES_OPTIONS>): Promise<number | undefined> {
   const [{ instanceReport }, db] = await Promise.all([import('../../domain/instances.js'), session.db()]);
   const { revision, instances } = await instanceReport(db);
   if (out.json) {

@@ -2,9 +2,10 @@ import type { IssuedKeyPair } from '../../domain/key-pairs.js';
 import { formatDuration, parseDuration } from '../../domain/validation.js';
 import { AppError } from '../../errors.js';
 import { defineCommand } from '../definition.js';
+import { defineOptions, type OptionsOf } from '../options.js';
 import { iso, type Output } from '../output.js';
 import { confirmDestructive } from '../prompts.js';
-import { parseWaitOption, receiptJson, reportReceipt, WAIT_OPTIONS, withReceipt, type WaitOptions } from '../receipt.js';
+import { parseWaitOption, receiptJson, reportReceipt, WAIT_OPTIONS, withReceipt } from '../receipt.js';
 import type { Session } from '../session.js';
 import { DURATION_HELP, PARTNER_ARGUMENT, resolvePartnerArgument } from './common.js';
 
@@ -38,11 +39,13 @@ function expiryOption(value: string | undefined): { expiresInMs?: number } {
   return value === undefined ? {} : { expiresInMs: parseDuration(value, '--expires-in') };
 }
 
-export const issueKeysCommand = defineCommand<{ expiresIn?: string }>({
+const ISSUE_KEYS_OPTIONS = defineOptions([{ flags: '--expires-in <duration>', description: `the pair mints nothing after this long (${DURATION_HELP})` }]);
+
+export const issueKeysCommand = defineCommand({
   name: 'issue-keys',
   description: 'issue the first key pair of a partner; the secret is shown once (refused when one is active: use rotate-keys)',
   arguments: [PARTNER_ARGUMENT],
-  options: [{ flags: '--expires-in <duration>', description: `the pair mints nothing after this long (${DURATION_HELP})` }],
+  options: ISSUE_KEYS_OPTIONS,
   run: (session, out, { args, options }) => runIssueKeys(session, out, args[0], options),
 });
 
@@ -50,7 +53,7 @@ async function runIssueKeys(
   session: Session,
   out: Output,
   partnerArgument: string | undefined,
-  options: { expiresIn?: string },
+  options: OptionsOf<typeof ISSUE_KEYS_OPTIONS>,
 ): Promise<void> {
   const expiry = expiryOption(options.expiresIn);
   const reference = await resolvePartnerArgument(session, partnerArgument);
@@ -63,30 +66,34 @@ async function runIssueKeys(
   await showNewSecret(out, 'Issued a new key pair.', issued, issued.expiresAt ? [['expires', iso(issued.expiresAt)!]] : []);
 }
 
-export const rotateKeysCommand = defineCommand<RotateKeysOptions>({
+const ROTATE_KEYS_OPTIONS = defineOptions([
+  {
+    flags: '--revoke-issued-tokens',
+    description:
+      'leaked key: also revoke the old and every retiring or superseded pair and refuse every token the partner holds (test tokens too), at once (asks to confirm)',
+  },
+  {
+    flags: '--overlap <duration>',
+    description:
+      'planned rotation: the old pair is retiring and still exchanges until this long from now (at most 30d), or --after-switch after the new pair first exchanges, or --finish',
+  },
+  {
+    flags: '--after-switch <duration>',
+    description: 'with --overlap: the old pair retires this long after the new pair first exchanges (default 15m, or the overlap if shorter; 0s allowed)',
+  },
+  { flags: '--finish', description: 'end the overlap now: the retiring pair is superseded (nothing retiring: changed: false)' },
+  { flags: '--expires-in <duration>', description: `the new pair mints nothing after this long (${DURATION_HELP})` },
+  ...WAIT_OPTIONS.map((option) => ({ ...option, description: `with --revoke-issued-tokens: ${option.description}` })),
+]);
+
+type RotateKeysOptions = OptionsOf<typeof ROTATE_KEYS_OPTIONS>;
+
+export const rotateKeysCommand = defineCommand({
   name: 'rotate-keys',
   description:
     'replace the active key pair in one transaction: the old pair mints nothing more (or, with --overlap, until its overlap ends), its tokens live out their 15 minutes',
   arguments: [PARTNER_ARGUMENT],
-  options: [
-    {
-      flags: '--revoke-issued-tokens',
-      description:
-        'leaked key: also revoke the old and every retiring or superseded pair and refuse every token the partner holds (test tokens too), at once (asks to confirm)',
-    },
-    {
-      flags: '--overlap <duration>',
-      description:
-        'planned rotation: the old pair is retiring and still exchanges until this long from now (at most 30d), or --after-switch after the new pair first exchanges, or --finish',
-    },
-    {
-      flags: '--after-switch <duration>',
-      description: 'with --overlap: the old pair retires this long after the new pair first exchanges (default 15m, or the overlap if shorter; 0s allowed)',
-    },
-    { flags: '--finish', description: 'end the overlap now: the retiring pair is superseded (nothing retiring: changed: false)' },
-    { flags: '--expires-in <duration>', description: `the new pair mints nothing after this long (${DURATION_HELP})` },
-    ...WAIT_OPTIONS.map((option) => ({ ...option, description: `with --revoke-issued-tokens: ${option.description}` })),
-  ],
+  options: ROTATE_KEYS_OPTIONS,
   examples: [
     {
       caption: "leaked secret, at 3 a.m.; 'partnerctl lookup <secret>' prints this line",
@@ -99,14 +106,6 @@ export const rotateKeysCommand = defineCommand<RotateKeysOptions>({
   ],
   run: (session, out, { args, options }) => runRotateKeys(session, out, args[0], options),
 });
-
-interface RotateKeysOptions extends WaitOptions {
-  revokeIssuedTokens?: boolean;
-  expiresIn?: string;
-  overlap?: string;
-  afterSwitch?: string;
-  finish?: boolean;
-}
 
 async function runRotateKeys(session: Session, out: Output, partnerArgument: string | undefined, options: RotateKeysOptions): Promise<number | undefined> {
   if (options.finish) {
@@ -132,10 +131,7 @@ async function runRotateKeys(session: Session, out: Output, partnerArgument: str
     );
   }
   const db = await session.db();
-  const pauseInsideMs = session.config.testPauseInRotationMs;
-  const onPaused = () => out.note('partnerctl: test hook: paused inside the rotation transaction');
-  const change = () =>
-    rotateKeyPair(db, session.who, reference, { revokeIssuedTokens: options.revokeIssuedTokens === true, ...expiry, ...overlap, pauseInsideMs, onPaused });
+  const change = () => rotateKeyPair(db, session.who, reference, { revokeIssuedTokens: options.revokeIssuedTokens === true, ...expiry, ...overlap });
   const { result: rotated, receipt } = await withReceipt(db, waitMs, change, out, session.options.debug);
   if (out.json) {
     out.emitJson({
@@ -192,15 +188,17 @@ async function runFinishOverlap(session: Session, out: Output, partnerArgument: 
   out.line(`Ended the overlap of ${partner.name} (${partner.id}): ${finished.retiredKeyPairId} is superseded now and mints nothing; its tokens live out their 15 minutes.`);
 }
 
-export const revokeKeysCommand = defineCommand<{ keyPair?: string } & WaitOptions>({
+const REVOKE_KEYS_OPTIONS = defineOptions([
+  { flags: '--key-pair <kp_id>', description: 'revoke exactly this pair (active, retiring or superseded); its tokens are refused at once' },
+  ...WAIT_OPTIONS,
+]);
+
+export const revokeKeysCommand = defineCommand({
   name: 'revoke-keys',
   description:
     'revoke the live key pairs of a partner (no active pair is left) and refuse their tokens and its test tokens at once; nothing left to revoke exits 0, changed: false (asks to confirm)',
   arguments: [PARTNER_ARGUMENT],
-  options: [
-    { flags: '--key-pair <kp_id>', description: 'revoke exactly this pair (active, retiring or superseded); its tokens are refused at once' },
-    ...WAIT_OPTIONS,
-  ],
+  options: REVOKE_KEYS_OPTIONS,
   run: (session, out, { args, options }) => runRevokeKeys(session, out, args[0], options),
 });
 
@@ -208,7 +206,7 @@ async function runRevokeKeys(
   session: Session,
   out: Output,
   partnerArgument: string | undefined,
-  options: { keyPair?: string } & WaitOptions,
+  options: OptionsOf<typeof REVOKE_KEYS_OPTIONS>,
 ): Promise<number | undefined> {
   const waitMs = await parseWaitOption(options);
   const reference = await resolvePartnerArgument(session, partnerArgument);
@@ -247,11 +245,13 @@ async function runRevokeKeys(
   return reportReceipt(out, receipt, waitText);
 }
 
-export const mintTestTokenCommand = defineCommand<{ ttl?: string }>({
+const MINT_TEST_TOKEN_OPTIONS = defineOptions([{ flags: '--ttl <seconds>', description: 'lifetime in seconds, at most 900', default: '900' }]);
+
+export const mintTestTokenCommand = defineCommand({
   name: 'mint-test-token',
   description: 'mint a token for trying the API as a partner (no key pair needed; prints just the token without --json)',
   arguments: [PARTNER_ARGUMENT],
-  options: [{ flags: '--ttl <seconds>', description: 'lifetime in seconds, at most 900', default: '900' }],
+  options: MINT_TEST_TOKEN_OPTIONS,
   run: (session, out, { args, options }) => runMintTestToken(session, out, args[0], options),
 });
 
@@ -259,7 +259,7 @@ async function runMintTestToken(
   session: Session,
   out: Output,
   partnerArgument: string | undefined,
-  options: { ttl?: string },
+  options: OptionsOf<typeof MINT_TEST_TOKEN_OPTIONS>,
 ): Promise<void> {
   const reference = await resolvePartnerArgument(session, partnerArgument);
   // Digits only ('1e3', ' 60' and '0x10' are not seconds); the range is the domain's to check.

@@ -1,8 +1,8 @@
-import type { KeyPairStatusFilter } from '../../domain/key-pairs.js';
 import type { Containment, LookupResult } from '../../domain/lookup.js';
 import { parseDuration } from '../../domain/validation.js';
 import { AppError, EXIT, isAppError } from '../../errors.js';
 import { defineCommand } from '../definition.js';
+import { defineOptions, type OptionsOf } from '../options.js';
 import { iso, type Output } from '../output.js';
 import { askSecret, confirmDestructive, requireValue } from '../prompts.js';
 import { parseWaitOption, receiptJson, reportReceipt, WAIT_OPTIONS, withReceipt, type WaitOptions } from '../receipt.js';
@@ -179,7 +179,7 @@ async function runLookup(session: Session, out: Output, value: string | undefine
   out.line(result.contain ? `Contain: ${chalk.bold(containCommand(result.contain))}` : 'Nothing to contain.');
 }
 
-export const revokeTokensCommand = defineCommand<WaitOptions>({
+export const revokeTokensCommand = defineCommand({
   name: 'revoke-tokens',
   description:
     'leaked token, keys safe: refuse every token of the partner issued before now (test tokens too); keys untouched, the client re-exchanges once (asks to confirm)',
@@ -210,45 +210,35 @@ async function runRevokeTokens(session: Session, out: Output, partnerArgument: s
   return reportReceipt(out, receipt, options.wait || '3s');
 }
 
-export const listKeysCommand = defineCommand<ListKeysOptions>({
+const LIST_KEYS_OPTIONS = defineOptions([
+  { flags: '--partner <partner>', description: 'only this partner (id, name, access key or key-pair id)' },
+  {
+    flags: '--status <status>',
+    description: 'only pairs with this status (expired: past --expires-in; retiring: in an overlap)',
+    choices: ['active', 'retiring', 'superseded', 'revoked', 'expired'],
+  },
+  { flags: '--older-than <duration>', description: `created longer ago than this (${DURATION_HELP})` },
+  { flags: '--expiring-within <duration>', description: `active and expiring within this, not yet expired (${DURATION_HELP})` },
+  { flags: '--unused-for <duration>', description: `live and not used for this long (${DURATION_HELP})` },
+  { flags: '--fail-if-any', description: 'exit 1 when the list is not empty (for a daily cron alert)' },
+  { flags: '--limit <n>', description: 'page size, 1-1000', default: '50' },
+  { flags: '--cursor <cursor>', description: 'continue after this cursor (next_cursor in JSON)' },
+  { flags: '--wide', description: 'every column, every value and time whole, however wide the terminal' },
+]);
+
+export const listKeysCommand = defineCommand({
   name: 'list-keys',
   description: 'list key pairs across partners (never a secret), oldest first, a page at a time',
-  options: [
-    { flags: '--partner <partner>', description: 'only this partner (id, name, access key or key-pair id)' },
-    {
-      flags: '--status <status>',
-      description: 'only pairs with this status (expired: past --expires-in; retiring: in an overlap)',
-      choices: ['active', 'retiring', 'superseded', 'revoked', 'expired'],
-    },
-    { flags: '--older-than <duration>', description: `created longer ago than this (${DURATION_HELP})` },
-    { flags: '--expiring-within <duration>', description: `active and expiring within this, not yet expired (${DURATION_HELP})` },
-    { flags: '--unused-for <duration>', description: `live and not used for this long (${DURATION_HELP})` },
-    { flags: '--fail-if-any', description: 'exit 1 when the list is not empty (for a daily cron alert)' },
-    { flags: '--limit <n>', description: 'page size, 1-1000', default: '50' },
-    { flags: '--cursor <cursor>', description: 'continue after this cursor (next_cursor in JSON)' },
-    { flags: '--wide', description: 'every column, every value and time whole, however wide the terminal' },
-  ],
+  options: LIST_KEYS_OPTIONS,
   examples: [{ caption: 'daily cron', lines: ['partnerctl list-keys --status active --older-than 90d --fail-if-any --json'] }],
   run: (session, out, { options }) => runListKeys(session, out, options),
 });
 
-interface ListKeysOptions {
-  partner?: string;
-  status?: string;
-  olderThan?: string;
-  expiringWithin?: string;
-  unusedFor?: string;
-  failIfAny?: boolean;
-  limit?: string;
-  cursor?: string;
-  wide?: boolean;
-}
-
-async function runListKeys(session: Session, out: Output, options: ListKeysOptions): Promise<number> {
+async function runListKeys(session: Session, out: Output, options: OptionsOf<typeof LIST_KEYS_OPTIONS>): Promise<number> {
   const limit = parseLimit(options.limit, 50);
   const filters = {
     ...(options.partner !== undefined ? { partner: options.partner } : {}),
-    ...(options.status !== undefined ? { status: options.status as KeyPairStatusFilter } : {}),
+    ...(options.status !== undefined ? { status: options.status } : {}),
     ...(options.olderThan !== undefined ? { olderThanMs: parseDuration(options.olderThan, '--older-than') } : {}),
     ...(options.expiringWithin !== undefined ? { expiringWithinMs: parseDuration(options.expiringWithin, '--expiring-within') } : {}),
     ...(options.unusedFor !== undefined ? { unusedForMs: parseDuration(options.unusedFor, '--unused-for') } : {}),

@@ -1,31 +1,27 @@
 import type { LimitsChange } from '../../domain/limits.js';
 import { defineCommand } from '../definition.js';
+import { defineOptions, type OptionsOf } from '../options.js';
 import type { Output } from '../output.js';
 import type { Session } from '../session.js';
 import { PARTNER_ARGUMENT, resolvePartnerArgument } from './common.js';
 
-export const setLimitsCommand = defineCommand<SetLimitsOptions>({
+const SET_LIMITS_OPTIONS = defineOptions([
+  { flags: '--rate <n>/<s|m|h>', description: 'requests per second, minute or hour, e.g. 50/s' },
+  { flags: '--burst <n>', description: "requests allowed at once after a quiet spell (default: the rate's count)" },
+  { flags: '--daily-quota <n>', description: 'requests per UTC day' },
+  { flags: '--clear', description: "drop the partner's own limits: the server's defaults apply again" },
+]);
+
+export const setLimitsCommand = defineCommand({
   name: 'set-limits',
   description: "set a partner's data-request limits (the others keep the server's defaults); running servers apply them within a second",
   arguments: [PARTNER_ARGUMENT],
-  options: [
-    { flags: '--rate <n>/<s|m|h>', description: 'requests per second, minute or hour, e.g. 50/s' },
-    { flags: '--burst <n>', description: "requests allowed at once after a quiet spell (default: the rate's count)" },
-    { flags: '--daily-quota <n>', description: 'requests per UTC day' },
-    { flags: '--clear', description: "drop the partner's own limits: the server's defaults apply again" },
-  ],
+  options: SET_LIMITS_OPTIONS,
   examples: [{ lines: ['partnerctl set-limits acme --rate 50/s --burst 100 --daily-quota 1000000'] }],
   run: (session, out, { args, options }) => runSetLimits(session, out, args[0], options),
 });
 
-interface SetLimitsOptions {
-  rate?: string;
-  burst?: string;
-  dailyQuota?: string;
-  clear?: boolean;
-}
-
-async function runSetLimits(session: Session, out: Output, partnerArgument: string | undefined, options: SetLimitsOptions): Promise<void> {
+async function runSetLimits(session: Session, out: Output, partnerArgument: string | undefined, options: OptionsOf<typeof SET_LIMITS_OPTIONS>): Promise<void> {
   const [{ limitsJson, parseCount, parseRate, setLimits }, { describeLimits }] = await Promise.all([
     import('../../domain/limits.js'),
     import('./describe-limits.js'),

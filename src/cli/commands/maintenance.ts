@@ -22,7 +22,7 @@ export const dbCommand = defineCommand({
       readOnly: true,
       run: (session, out) => runDbStatus(session, out),
     }),
-    defineCommand<{ apply?: boolean }>({
+    defineCommand({
       name: 'roles',
       description: 'print the SQL creating the four PostgreSQL roles (support, oncall, admin, server); --apply runs it',
       options: [{ flags: '--apply', description: 'run it (as the database owner or a role with CREATEROLE)' }],
@@ -37,7 +37,7 @@ export const signingKeyCommand = defineCommand({
   name: 'signing-key',
   description: 'token signing keys',
   subcommands: [
-    defineCommand<{ newFile?: boolean }>({
+    defineCommand({
       name: 'rotate',
       description: 'add a new current signing key; the previous one verifies its tokens until they expire',
       options: [
@@ -47,7 +47,7 @@ export const signingKeyCommand = defineCommand({
             'the key file is lost: start a new one although keys recorded in the database have signed tokens (every token they signed is refused from then on)',
         },
       ],
-      run: (session, out, { options }) => runSigningKeyRotate(session, out, options),
+      run: (session, out, { options }) => runSigningKeyRotate(session, out, options.newFile === true),
     }),
   ],
 });
@@ -122,7 +122,7 @@ async function runDbStatus(session: Session, out: Output): Promise<number> {
   }
 }
 
-async function runSigningKeyRotate(session: Session, out: Output, options: { newFile?: boolean }): Promise<void> {
+async function runSigningKeyRotate(session: Session, out: Output, newFile: boolean): Promise<void> {
   const file = session.signingKeyFile;
   const [{ rotateSigningKeyFile }, { RETIRED_KEY_OVERLAP_SECONDS }, db] = await Promise.all([
     import('../../domain/signing-key-guard.js'),
@@ -130,7 +130,7 @@ async function runSigningKeyRotate(session: Session, out: Output, options: { new
     session.db(),
   ]);
   // A missing file where keys have already signed tokens is refused unless --new-file says it is lost.
-  const result = await rotateSigningKeyFile(db, file, { allowNew: options.newFile === true });
+  const result = await rotateSigningKeyFile(db, file, { allowNew: newFile });
   if (out.json) {
     out.emitJson({ file, kid: result.kid, retired_kid: result.retiredKid, pruned: result.pruned });
     return;

@@ -1,18 +1,21 @@
 import { AppError } from '../../errors.js';
 import { defineCommand } from '../definition.js';
+import { defineOptions, type OptionsOf } from '../options.js';
 import type { Output } from '../output.js';
 import type { Session } from '../session.js';
 import { PARTNER_ARGUMENT, resolvePartnerArgument } from './common.js';
 
-export const setNetworkCommand = defineCommand<SetNetworkOptions>({
+const SET_NETWORK_OPTIONS = defineOptions([
+  { flags: '--allow <cidr>', description: 'an address or CIDR, IPv4 or IPv6 (repeat for more); replaces the rules', repeatable: true },
+  { flags: '--clear', description: 'drop the rules: any client address again' },
+]);
+
+export const setNetworkCommand = defineCommand({
   name: 'set-network',
   description:
     "allow a partner's keys and tokens only from these client addresses (CIDRs), or --clear for anywhere; running servers apply it within a second",
   arguments: [PARTNER_ARGUMENT],
-  options: [
-    { flags: '--allow <cidr>', description: 'an address or CIDR, IPv4 or IPv6 (repeat for more); replaces the rules', repeatable: true },
-    { flags: '--clear', description: 'drop the rules: any client address again' },
-  ],
+  options: SET_NETWORK_OPTIONS,
   notes:
     'From any other address the token exchange and data requests get 403 address_not_allowed. An exchange ' +
     "refused so with the pair's genuine secret is recorded: lookup and list-keys show it " +
@@ -21,12 +24,7 @@ export const setNetworkCommand = defineCommand<SetNetworkOptions>({
   run: (session, out, { args, options }) => runSetNetwork(session, out, args[0], options),
 });
 
-interface SetNetworkOptions {
-  allow?: string[];
-  clear?: boolean;
-}
-
-async function runSetNetwork(session: Session, out: Output, partnerArgument: string | undefined, options: SetNetworkOptions): Promise<void> {
+async function runSetNetwork(session: Session, out: Output, partnerArgument: string | undefined, options: OptionsOf<typeof SET_NETWORK_OPTIONS>): Promise<void> {
   const allow = options.allow ?? [];
   if (options.clear && allow.length > 0) {
     throw new AppError('invalid_argument', '--clear drops every rule; it is not combined with --allow', { field: 'clear' });

@@ -1,29 +1,27 @@
 import type { PartnerRecord, PartnerStatus } from '../../domain/partners.js';
 import { validateCompanyId, validatePartnerName } from '../../domain/validation.js';
 import { defineCommand } from '../definition.js';
+import { defineOptions, type OptionsOf } from '../options.js';
 import { iso, type Output } from '../output.js';
 import { askText, confirmDestructive, requireValue } from '../prompts.js';
 import { parseWaitOption, receiptJson, reportReceipt, WAIT_OPTIONS, withReceipt, type WaitOptions } from '../receipt.js';
 import type { Session } from '../session.js';
 import { parseLimit, PARTNER_ARGUMENT, resolvePartnerArgument } from './common.js';
 
-export const createPartnerCommand = defineCommand<CreatePartnerOptions>({
+const CREATE_PARTNER_OPTIONS = defineOptions([
+  { flags: '--name <name>', description: 'unique partner name (1-100 characters)' },
+  { flags: '--if-not-exists', description: 'succeed and return the existing partner when the name is taken' },
+]);
+
+export const createPartnerCommand = defineCommand({
   name: 'create-partner',
   description: 'create a partner account',
-  options: [
-    { flags: '--name <name>', description: 'unique partner name (1-100 characters)' },
-    { flags: '--if-not-exists', description: 'succeed and return the existing partner when the name is taken' },
-  ],
+  options: CREATE_PARTNER_OPTIONS,
   examples: [{ lines: ['partnerctl create-partner --name "Acme Pricing" --json'] }],
   run: (session, out, { options }) => runCreatePartner(session, out, options),
 });
 
-interface CreatePartnerOptions {
-  name?: string;
-  ifNotExists?: boolean;
-}
-
-async function runCreatePartner(session: Session, out: Output, options: CreatePartnerOptions): Promise<void> {
+async function runCreatePartner(session: Session, out: Output, options: OptionsOf<typeof CREATE_PARTNER_OPTIONS>): Promise<void> {
   const name = await requireValue(session, options.name, '--name <name>', () =>
     askText(session, 'Partner name', (value) => {
       try {
@@ -49,32 +47,27 @@ async function runCreatePartner(session: Session, out: Output, options: CreatePa
   if (created) out.note(`Next: partnerctl issue-keys ${partner.id}`);
 }
 
-export const listPartnersCommand = defineCommand<ListPartnersOptions>({
+const LIST_PARTNERS_OPTIONS = defineOptions([
+  { flags: '--status <status>', description: 'only partners with this status', choices: ['active', 'disabled'] },
+  { flags: '--limit <n>', description: 'page size, 1-1000', default: '50' },
+  { flags: '--cursor <cursor>', description: 'continue after this cursor (printed at the end of a page; next_cursor in JSON)' },
+  { flags: '--company <company_id>', description: 'only the partners mapped to this company (support: who can reach it?)' },
+]);
+
+export const listPartnersCommand = defineCommand({
   name: 'list-partners',
   description: 'list partners, oldest first, a page at a time',
-  options: [
-    { flags: '--status <status>', description: 'only partners with this status', choices: ['active', 'disabled'] },
-    { flags: '--limit <n>', description: 'page size, 1-1000', default: '50' },
-    { flags: '--cursor <cursor>', description: 'continue after this cursor (printed at the end of a page; next_cursor in JSON)' },
-    { flags: '--company <company_id>', description: 'only the partners mapped to this company (support: who can reach it?)' },
-  ],
+  options: LIST_PARTNERS_OPTIONS,
   readOnly: true,
   run: (session, out, { options }) => runListPartners(session, out, options),
 });
 
-interface ListPartnersOptions {
-  status?: string;
-  limit?: string;
-  cursor?: string;
-  company?: string;
-}
-
-async function runListPartners(session: Session, out: Output, options: ListPartnersOptions): Promise<void> {
+async function runListPartners(session: Session, out: Output, options: OptionsOf<typeof LIST_PARTNERS_OPTIONS>): Promise<void> {
   const limit = parseLimit(options.limit, 50);
   if (options.company !== undefined) validateCompanyId(options.company);
   const [{ listPartners }, db] = await Promise.all([import('../../domain/partners.js'), session.db()]);
   const page = await listPartners(db, {
-    status: options.status as PartnerStatus | undefined,
+    status: options.status,
     limit,
     cursor: options.cursor,
     companyId: options.company,
@@ -219,7 +212,7 @@ function partnerJson(partner: PartnerRecord) {
   return { partner_id: partner.id, name: partner.name, status: partner.status, created_at: iso(partner.createdAt) };
 }
 
-export const disablePartnerCommand = defineCommand<WaitOptions>({
+export const disablePartnerCommand = defineCommand({
   name: 'disable-partner',
   description: 'disable a partner: its keys mint nothing and its tokens are refused (asks to confirm)',
   arguments: [PARTNER_ARGUMENT],

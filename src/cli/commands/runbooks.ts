@@ -2,10 +2,11 @@ import { closeSync, fsyncSync, openSync, unlinkSync, writeSync } from 'node:fs';
 import type { Plan } from '../../domain/desired-state.js';
 import { AppError } from '../../errors.js';
 import { defineCommand } from '../definition.js';
+import { defineOptions, type OptionsOf } from '../options.js';
 import type { Output } from '../output.js';
 import { jsonSafe, terminalSafe } from '../../text.js';
 import { progressBar } from '../progress.js';
-import { noteCommit, parseWaitOption, receiptJson, reportReceipt, startWaiting, WAIT_OPTIONS, type WaitOptions } from '../receipt.js';
+import { noteCommit, parseWaitOption, receiptJson, reportReceipt, startWaiting, WAIT_OPTIONS } from '../receipt.js';
 import { confirmDestructive } from '../prompts.js';
 import type { Session } from '../session.js';
 
@@ -85,23 +86,25 @@ export function duplicateJsonKey(text: string): string | null {
   return null;
 }
 
-export const applyCommand = defineCommand<ApplyOptions>({
+const APPLY_OPTIONS = defineOptions([
+  { flags: '-f, --file <file|->', description: "the document, YAML or JSON ('-' reads stdin)" },
+  { flags: '--dry-run', description: 'print the plan only; change nothing' },
+  {
+    flags: '--prune',
+    description: 'also unmap the companies of the named partners that the document does not list (never removes a partner or a key)',
+  },
+  {
+    flags: '--issue-keys-to <file>',
+    description: 'issue a key pair to each named partner without an active one; secrets go to this new file (mode 0600), never to stdout',
+  },
+  ...WAIT_OPTIONS.map((option) => ({ ...option, description: `when the plan disables a partner: ${option.description}` })),
+]);
+
+export const applyCommand = defineCommand({
   name: 'apply',
   description:
     'make the database match a document of partners (name, status, companies): plan, then apply in one transaction (asks to confirm disabling partners or unmapping companies)',
-  options: [
-    { flags: '-f, --file <file|->', description: "the document, YAML or JSON ('-' reads stdin)" },
-    { flags: '--dry-run', description: 'print the plan only; change nothing' },
-    {
-      flags: '--prune',
-      description: 'also unmap the companies of the named partners that the document does not list (never removes a partner or a key)',
-    },
-    {
-      flags: '--issue-keys-to <file>',
-      description: 'issue a key pair to each named partner without an active one; secrets go to this new file (mode 0600), never to stdout',
-    },
-    ...WAIT_OPTIONS.map((option) => ({ ...option, description: `when the plan disables a partner: ${option.description}` })),
-  ],
+  options: APPLY_OPTIONS,
   notes: `The document:
   partners:
     - name: Acme Pricing
@@ -120,14 +123,7 @@ Re-applying the same document changes nothing (exit 0, "changes": 0).`,
   run: (session, out, { options }) => runApply(session, out, options),
 });
 
-interface ApplyOptions extends WaitOptions {
-  file?: string;
-  dryRun?: boolean;
-  prune?: boolean;
-  issueKeysTo?: string;
-}
-
-async function runApply(session: Session, out: Output, options: ApplyOptions): Promise<number | undefined> {
+async function runApply(session: Session, out: Output, options: OptionsOf<typeof APPLY_OPTIONS>): Promise<number | undefined> {
   if (options.file === undefined) {
     throw new AppError('missing_argument', 'missing -f <file|->', { hint: "pass -f desired.yaml, or -f - to read stdin" });
   }
@@ -275,15 +271,17 @@ function printPlan(out: Output, plan: Plan): void {
   );
 }
 
-export const exportCommand = defineCommand<{ partner?: string[] }>({
+const EXPORT_OPTIONS = defineOptions([{ flags: '--partner <partner>', description: 'only this partner (id or name); repeat for more', repeatable: true }]);
+
+export const exportCommand = defineCommand({
   name: 'export',
   description: 'print partners, their status, companies and network rules as a document for apply (YAML; JSON with --json)',
-  options: [{ flags: '--partner <partner>', description: 'only this partner (id or name); repeat for more', repeatable: true }],
+  options: EXPORT_OPTIONS,
   readOnly: true,
   run: (session, out, { options }) => runExport(session, out, options),
 });
 
-async function runExport(session: Session, out: Output, options: { partner?: string[] }): Promise<void> {
+async function runExport(session: Session, out: Output, options: OptionsOf<typeof EXPORT_OPTIONS>): Promise<void> {
   const [{ exportDesiredState }, db] = await Promise.all([import('../../domain/desired-state.js'), session.db()]);
   const state = await exportDesiredState(db, options.partner ?? []);
   if (out.json) {

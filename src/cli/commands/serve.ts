@@ -1,14 +1,6 @@
 import { defineCommand } from '../definition.js';
 
-interface ServeCommandOptions {
-  host?: string;
-  port?: string;
-  upstream?: string;
-  metricsPort?: string;
-  metricsHost?: string;
-}
-
-export const serveCommand = defineCommand<ServeCommandOptions>({
+export const serveCommand = defineCommand({
   name: 'serve',
   description: 'run the public partner API (POST /public/v1/auth/token and the data endpoints)',
   options: [
@@ -23,7 +15,7 @@ export const serveCommand = defineCommand<ServeCommandOptions>({
   ],
   notes: 'Every environment variable: docs/configuration.md.',
   // Its options win over the server's variables they name, in the one configuration (src/config.ts).
-  readsServerConfig: true,
+  serverFlags: (options) => options,
   run: async (session) => {
     const { runServer } = await import('../../http/server/server.js');
     await runServer({ config: session.config, databaseUrl: session.options.databaseUrl }, session.terminal);

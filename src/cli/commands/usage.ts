@@ -1,6 +1,7 @@
 import { parseTimeOrDuration } from '../../domain/validation.js';
 import { AppError } from '../../errors.js';
 import { defineCommand } from '../definition.js';
+import { defineOptions, type OptionsOf } from '../options.js';
 import { iso, type Output } from '../output.js';
 import type { Session } from '../session.js';
 import { parseLimit } from './common.js';
@@ -8,16 +9,18 @@ import { parseLimit } from './common.js';
 const GROUPINGS = ['company', 'hour', 'day'] as const;
 export const USAGE_DEFAULT_SINCE = '24h';
 
-export const usageCommand = defineCommand<UsageOptions>({
+const USAGE_OPTIONS = defineOptions([
+  { flags: '--since <time|duration>', description: 'hours from this ISO time, or this long ago (2h, 7d); default 24h' },
+  { flags: '--by <company|hour|day>', description: 'one row per partner and company, hour or UTC day (default: per partner)' },
+  { flags: '--limit <n>', description: 'how many rows, 1-1000', default: '50' },
+  { flags: '--wide', description: 'every column, every value and time whole, however wide the terminal' },
+]);
+
+export const usageCommand = defineCommand({
   name: 'usage',
   description: 'data requests counted by the servers, per partner (and company, hour or UTC day); heaviest first',
   arguments: [{ name: '[partner]', description: 'only this partner' }],
-  options: [
-    { flags: '--since <time|duration>', description: 'hours from this ISO time, or this long ago (2h, 7d); default 24h' },
-    { flags: '--by <company|hour|day>', description: 'one row per partner and company, hour or UTC day (default: per partner)' },
-    { flags: '--limit <n>', description: 'how many rows, 1-1000', default: '50' },
-    { flags: '--wide', description: 'every column, every value and time whole, however wide the terminal' },
-  ],
+  options: USAGE_OPTIONS,
   notes:
     'requests = accepted + client_errors + server_errors; a 429 counts in client_errors and rate_limited.\n' +
     'Servers write their counts at least every 10 s: the newest seconds may not show yet.',
@@ -27,14 +30,7 @@ export const usageCommand = defineCommand<UsageOptions>({
   run: (session, out, { args, options }) => runUsage(session, out, args[0], options),
 });
 
-interface UsageOptions {
-  since?: string;
-  by?: string;
-  limit?: string;
-  wide?: boolean;
-}
-
-async function runUsage(session: Session, out: Output, partner: string | undefined, options: UsageOptions): Promise<void> {
+async function runUsage(session: Session, out: Output, partner: string | undefined, options: OptionsOf<typeof USAGE_OPTIONS>): Promise<void> {
   const limit = parseLimit(options.limit, 50);
   const since = parseTimeOrDuration(options.since ?? USAGE_DEFAULT_SINCE, '--since');
   const by = options.by;

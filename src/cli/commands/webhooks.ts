@@ -1,5 +1,6 @@
 import { EXIT } from '../../errors.js';
 import { defineCommand } from '../definition.js';
+import { defineOptions, type OptionsOf } from '../options.js';
 import { iso, type Output } from '../output.js';
 import type { Session } from '../session.js';
 import { parseLimit } from './common.js';
@@ -7,33 +8,27 @@ import { parseLimit } from './common.js';
 const EVENTS_HELP =
   'keys.issued, keys.rotated, keys.retired, keys.revoked, tokens.revoked, partner.disabled, partner.enabled, leak.reported, keys.expiring, quota.threshold';
 
-interface AddOptions {
-  url?: string;
-  events?: string;
-  partner?: string;
-  description?: string;
-  insecure?: boolean;
-}
+const ADD_OPTIONS = defineOptions([
+  { flags: '--url <url>', description: 'where events are POSTed: https:// (http:// only with --insecure)' },
+  { flags: '--events <list>', description: `comma list of event types (default every one): ${EVENTS_HELP}` },
+  { flags: '--partner <partner>', description: "only this partner's events" },
+  { flags: '--description <text>', description: 'a note for the operators' },
+  { flags: '--insecure', description: 'allow an http:// URL (loopback tests, private networks)' },
+]);
 
-interface DeliveriesOptions {
-  failed?: boolean;
-  limit?: string;
-}
+const DELIVERIES_OPTIONS = defineOptions([
+  { flags: '--failed', description: 'only given-up deliveries and those retrying after a failure' },
+  { flags: '--limit <n>', description: 'how many, 1-1000', default: '50' },
+]);
 
 export const webhooksCommand = defineCommand({
   name: 'webhooks',
   description: 'endpoints that receive signed events (Standard Webhooks): add, list, remove, test, deliveries, deliver',
   subcommands: [
-    defineCommand<AddOptions>({
+    defineCommand({
       name: 'add',
       description: 'add an endpoint; prints its id and signing secret (whsec_…) once',
-      options: [
-        { flags: '--url <url>', description: 'where events are POSTed: https:// (http:// only with --insecure)' },
-        { flags: '--events <list>', description: `comma list of event types (default every one): ${EVENTS_HELP}` },
-        { flags: '--partner <partner>', description: "only this partner's events" },
-        { flags: '--description <text>', description: 'a note for the operators' },
-        { flags: '--insecure', description: 'allow an http:// URL (loopback tests, private networks)' },
-      ],
+      options: ADD_OPTIONS,
       examples: [{ lines: ['partnerctl webhooks add --url https://ops.example.com/hooks \\', '  --events keys.expiring,leak.reported'] }],
       run: (session, out, { options }) => runAdd(session, out, options),
     }),
@@ -56,14 +51,11 @@ export const webhooksCommand = defineCommand({
       readOnly: true,
       run: (session, out, { args }) => runTest(session, out, args[0]!),
     }),
-    defineCommand<DeliveriesOptions>({
+    defineCommand({
       name: 'deliveries',
       description: 'deliveries, newest first: attempts, last status code, next retry',
       arguments: [{ name: '[id]', description: 'only this endpoint (wh_…)' }],
-      options: [
-        { flags: '--failed', description: 'only given-up deliveries and those retrying after a failure' },
-        { flags: '--limit <n>', description: 'how many, 1-1000', default: '50' },
-      ],
+      options: DELIVERIES_OPTIONS,
       readOnly: true,
       run: (session, out, { args, options }) => runDeliveries(session, out, args[0], options),
     }),
@@ -76,7 +68,7 @@ export const webhooksCommand = defineCommand({
   ],
 });
 
-async function runAdd(session: Session, out: Output, options: AddOptions): Promise<void> {
+async function runAdd(session: Session, out: Output, options: OptionsOf<typeof ADD_OPTIONS>): Promise<void> {
   const [{ addWebhook }, { AppError }] = await Promise.all([import('../../domain/webhooks.js'), import('../../errors.js')]);
   if (options.url === undefined) throw new AppError('missing_argument', '--url is required');
   const db = await session.db();
@@ -171,7 +163,7 @@ async function runTest(session: Session, out: Output, id: string): Promise<numbe
   return ok ? EXIT.ok : EXIT.error;
 }
 
-async function runDeliveries(session: Session, out: Output, id: string | undefined, options: DeliveriesOptions): Promise<void> {
+async function runDeliveries(session: Session, out: Output, id: string | undefined, options: OptionsOf<typeof DELIVERIES_OPTIONS>): Promise<void> {
   const limit = parseLimit(options.limit, 50);
   const [{ listDeliveries }, db] = await Promise.all([import('../../domain/webhooks.js'), session.db()]);
   const rows = await listDeliveries(db, { ...(id !== undefined ? { endpointId: id } : {}), failed: options.failed === true, limit });
