@@ -210,7 +210,6 @@ function environmentSchema(z: Zod) {
     XDG_DATA_HOME: z.string().optional(),
     NO_COLOR: z.string().optional(),
     TERM: z.string().optional(),
-    PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS: whole(0, 3_600_000),
     PARTNERCTL_WEBHOOK_RETRY_DELAYS: delays,
   };
   const server = {
@@ -315,8 +314,6 @@ export interface Config {
   readonly colourAllowed: boolean;
   /** Delays before each webhook retry (PARTNERCTL_WEBHOOK_RETRY_DELAYS); after the last, a delivery is given up. */
   readonly webhookRetryDelaysMs: readonly number[];
-  /** Test hook: how long rotate-keys holds its transaction open (0 in production). */
-  readonly testPauseInRotationMs: number;
   /** The server's settings, when loaded for `serve` (loadConfig's `serve`); null otherwise. */
   readonly server: ServerConfig | null;
 }
@@ -325,7 +322,7 @@ type Parsed = { [name: string]: unknown };
 
 function parse(env: Environment, withServer: boolean): Parsed {
   // zod (about a hundred modules, ~40 ms) is loaded only when a variable needs more checking than 'a string'.
-  if (!withServer && blank(env.PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS) && blank(env.PARTNERCTL_DB_POOL_SIZE) && blank(env.PARTNERCTL_WEBHOOK_RETRY_DELAYS)) {
+  if (!withServer && blank(env.PARTNERCTL_DB_POOL_SIZE) && blank(env.PARTNERCTL_WEBHOOK_RETRY_DELAYS)) {
     const values: Parsed = {};
     for (const name of PLAIN) values[name] = name === 'XDG_DATA_HOME' || name === 'NO_COLOR' || name === 'TERM' ? env[name] : blank(env[name]) ? undefined : env[name]!.trim();
     return values;
@@ -418,7 +415,6 @@ export function loadConfig(env: Environment, serve?: ServerFlags): Config {
     }),
     defaultActor: values.PARTNERCTL_ACTOR as string | undefined,
     colourAllowed: values.NO_COLOR === undefined && values.TERM !== 'dumb',
-    testPauseInRotationMs: (values.PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS as number | undefined) ?? 0,
     webhookRetryDelaysMs: Object.freeze((values.PARTNERCTL_WEBHOOK_RETRY_DELAYS as number[] | undefined) ?? (parseRetryDelays(DEFAULT_RETRY_DELAYS) as number[])),
     server,
   });

@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Database } from '../db/client.js';
 import { lastEventAt } from '../db/repositories/audit.js';
 import {
@@ -173,10 +172,6 @@ export interface RotationOptions extends KeyPairOptions {
   overlapMs?: number;
   /** `--after-switch`: the overlap ends this long (ms) after the new pair's first exchange; 0 allowed, at most the overlap. */
   afterSwitchMs?: number;
-  /** Test hook for the crash-safety test: holds the rotation open inside its transaction. */
-  pauseInsideMs?: number;
-  /** Told when the test hook's pause begins (the CLI says so on stderr). */
-  onPaused?: () => void;
 }
 
 /** Refuses overlap options that make no sense together (before anything is asked or written). */
@@ -242,10 +237,6 @@ async function rotateKeyPairIn(unit: Unit, reference: string, pair: NewKeyPair, 
     }
     if (retiresAt && afterSwitchMs !== null) await retireKeyPair(unit.tx, active.id, retiresAt, Math.round(afterSwitchMs / 1000));
     else await supersedeKeyPair(unit.tx, active.id, now);
-  }
-  if (options.pauseInsideMs) {
-    options.onPaused?.();
-    await sleep(options.pauseInsideMs);
   }
   const expiresAt = expiryOf(now, options);
   await insertKeyPair(unit.tx, { ...pair, partnerId: partner.id, expiresAt }, now);

@@ -16,7 +16,6 @@ describe('the CLI configuration', () => {
     expect(Object.isFrozen(config.env)).toBe(true);
     expect(config.defaultActor).toBe('ops-bot');
     expect(config.colourAllowed).toBe(true);
-    expect(config.testPauseInRotationMs).toBe(0);
     expect(config.env).not.toHaveProperty('UNRELATED');
   });
 
@@ -26,23 +25,23 @@ describe('the CLI configuration', () => {
   });
 
   it('treats blank variables as unset', () => {
-    const config = loadConfig({ DATABASE_URL: '  ', PARTNERCTL_ACTOR: '', PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS: '' });
+    const config = loadConfig({ DATABASE_URL: '  ', PARTNERCTL_ACTOR: '', PARTNERCTL_WEBHOOK_RETRY_DELAYS: ' ' });
     expect(config.env.DATABASE_URL).toBeUndefined();
     expect(config.defaultActor).toBeUndefined();
-    expect(config.testPauseInRotationMs).toBe(0);
+    expect(config.webhookRetryDelaysMs).toEqual(loadConfig({}).webhookRetryDelaysMs);
   });
 
   it('refuses a bad value with invalid_argument naming the variable', () => {
-    for (const bad of ['abc', '-1', '1.5', '3600001']) {
+    for (const bad of ['abc', '-1', '0', '1.5', '1001']) {
       let caught: unknown;
       try {
-        loadConfig({ PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS: bad });
+        loadConfig({ PARTNERCTL_DB_POOL_SIZE: bad });
       } catch (error) {
         caught = error;
       }
       expect(caught, bad).toBeInstanceOf(AppError);
       expect((caught as AppError).code).toBe('invalid_argument');
-      expect((caught as AppError).message).toContain('PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS');
+      expect((caught as AppError).message).toContain('PARTNERCTL_DB_POOL_SIZE');
     }
   });
 

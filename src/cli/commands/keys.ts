@@ -132,10 +132,8 @@ async function runRotateKeys(session: Session, out: Output, partnerArgument: str
     );
   }
   const db = await session.db();
-  const pauseInsideMs = session.config.testPauseInRotationMs;
-  const onPaused = () => out.note('partnerctl: test hook: paused inside the rotation transaction');
   const change = () =>
-    rotateKeyPair(db, session.who, reference, { revokeIssuedTokens: options.revokeIssuedTokens === true, ...expiry, ...overlap, pauseInsideMs, onPaused });
+    rotateKeyPair(db, session.who, reference, { revokeIssuedTokens: options.revokeIssuedTokens === true, ...expiry, ...overlap });
   const { result: rotated, receipt } = await withReceipt(db, waitMs, change, out, session.options.debug);
   if (out.json) {
     out.emitJson({
