@@ -129,7 +129,7 @@ export interface CompanyPage {
 /** One page of a partner's companies, by id. */
 export async function listCompanies(db: Database, reference: string, options: { limit: number; cursor?: string }): Promise<CompanyPage> {
   if (options.cursor !== undefined && !isValidCompanyId(options.cursor)) {
-    throw new AppError('invalid_argument', '--cursor is not a cursor from a previous page', { field: 'cursor' });
+    throw new AppError('invalid_argument', 'cursor is not a cursor from a previous page', { field: 'cursor' });
   }
   const partner = await findPartner(db.sql, reference);
   const rows = await mappingPage(db.sql, partner.id, { cursor: options.cursor, limit: options.limit + 1 });

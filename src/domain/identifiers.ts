@@ -104,7 +104,7 @@ export function parseKey(value: string): ParsedKey {
   if (LEGACY_ACCESS_KEY_FORMAT.test(value)) return { kind: 'access_key', legacy: true };
   if (LEGACY_SECRET_KEY_FORMAT.test(value)) return { kind: 'secret_key', legacy: true };
   const what = value.startsWith(SECRET_KEY_PREFIX) ? 'secret key' : 'access key';
-  throw new AppError('invalid_argument', `not a well-formed ${what}: wrong length or characters (a partnerctl ${what} is ${what === 'secret key' ? 'pctl_sk_ + 75' : 'pctl_ak_ + 28'} letters and digits)`);
+  throw new AppError('invalid_argument', `not a well-formed ${what}: wrong length or characters (a ${what} here is ${what === 'secret key' ? 'pctl_sk_ + 75' : 'pctl_ak_ + 28'} letters and digits)`);
 }
 
 function badChecksum(what: string): AppError {

@@ -178,16 +178,16 @@ export interface RotationOptions extends KeyPairOptions {
 export function checkRotationOptions(options: RotationOptions): void {
   const { overlapMs, afterSwitchMs } = options;
   if (overlapMs !== undefined && options.revokeIssuedTokens) {
-    throw new AppError('invalid_argument', '--overlap cannot be combined with --revoke-issued-tokens: a leaked key never overlaps');
+    throw new AppError('invalid_argument', 'overlap cannot be combined with revoking the issued tokens: a leaked key never overlaps', { field: 'overlap' });
   }
   if (overlapMs !== undefined && overlapMs > MAX_OVERLAP_MS) {
-    throw new AppError('invalid_argument', `--overlap must be at most 30d, got ${formatDuration(overlapMs)}`);
+    throw new AppError('invalid_argument', `overlap must be at most 30d, got ${formatDuration(overlapMs)}`, { field: 'overlap' });
   }
   if (afterSwitchMs !== undefined && overlapMs === undefined) {
-    throw new AppError('invalid_argument', '--after-switch needs --overlap');
+    throw new AppError('invalid_argument', 'after_switch needs an overlap', { field: 'after_switch' });
   }
   if (afterSwitchMs !== undefined && overlapMs !== undefined && afterSwitchMs > overlapMs) {
-    throw new AppError('invalid_argument', `--after-switch must be at most the overlap (${formatDuration(overlapMs)}), got ${formatDuration(afterSwitchMs)}`);
+    throw new AppError('invalid_argument', `after_switch must be at most the overlap (${formatDuration(overlapMs)}), got ${formatDuration(afterSwitchMs)}`, { field: 'after_switch' });
   }
 }
 
@@ -408,7 +408,7 @@ export async function listKeyPairs(
   },
 ): Promise<KeyPairListing> {
   if (options.cursor !== undefined && !KEY_PAIR_ID_PATTERN.test(options.cursor)) {
-    throw new AppError('invalid_argument', `--cursor '${options.cursor.slice(0, 40)}' is not a cursor from a previous page`);
+    throw new AppError('invalid_argument', `cursor '${options.cursor.slice(0, 40)}' is not a cursor from a previous page`, { field: 'cursor' });
   }
   const partnerId = options.partner === undefined ? undefined : (await findPartner(db.sql, options.partner)).id;
   const now = new Date();

@@ -24,7 +24,7 @@ export function parseWait(value: string): number {
   const match = /^(\d{1,6})(ms|s|m)$/.exec(value);
   const ms = match ? Number(match[1]) * (match[2] === 'ms' ? 1 : match[2] === 's' ? 1_000 : 60_000) : -1;
   if (!match || ms <= 0 || ms > 600_000) {
-    throw new AppError('invalid_argument', `--wait must be a duration such as 500ms, 3s or 1m (at most 10m), got '${value.slice(0, 40)}'`);
+    throw new AppError('invalid_argument', `wait must be a duration such as 500ms, 3s or 1m (at most 10m), got '${value.slice(0, 40)}'`, { field: 'wait' });
   }
   return ms;
 }

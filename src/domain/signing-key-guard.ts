@@ -14,9 +14,7 @@ function keyFileMissing(path: string, known: number): AppError {
   return new AppError(
     'signing_key_unavailable',
     `signing-key file ${path} is missing, but the database records ${known} signing key(s) that have signed tokens; a new file would make every token in flight invalid`,
-    {
-      hint: "restore the file from a backup (every serve instance and the CLI must share it); if it is truly lost, 'partnerctl signing-key rotate --new-file' starts a new one",
-    },
+    { field: 'signing_key_file' },
   );
 }
 
