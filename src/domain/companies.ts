@@ -16,7 +16,7 @@ async function mapCompanyIn(unit: Unit, reference: string, company: string): Pro
   const companyId = validateCompanyId(company);
   const partner = await findPartner(unit.tx, reference);
   if (await isMapped(unit.tx, partner.id, companyId)) return { partner, companyId, changed: false };
-  await insertMapping(unit.tx, partner.id, companyId, new Date());
+  await insertMapping(unit.tx, partner.id, companyId, new Date(unit.clock.now()));
   unit.audit({ action: 'company.mapped', partnerId: partner.id, details: { company_id: companyId } });
   return { partner, companyId, changed: true };
 }
@@ -77,7 +77,7 @@ export async function mapCompaniesIn(
   progress?: (done: number) => void,
 ): Promise<BulkMappingChange> {
   const distinct = distinctCompanyIds(ids);
-  const added = await insertMappings(unit.tx, partner.id, distinct, new Date(), progress);
+  const added = await insertMappings(unit.tx, partner.id, distinct, new Date(unit.clock.now()), progress);
   if (added.length > 0) auditChunks(unit, 'company.mapped', partner.id, added);
   return { partner, total: distinct.length, changedIds: added };
 }

@@ -8,7 +8,7 @@ export const ACCESS_KEY_PREFIX = 'pctl_ak_';
 export const SECRET_KEY_PREFIX = 'pctl_sk_';
 
 /** A prefixed ULID: sorts by creation time, so list pages can use the id as their cursor. */
-export function newId(prefix: 'ptn' | 'kp', now = Date.now()): string {
+export function newId(prefix: 'ptn' | 'kp', now: number): string {
   let time = '';
   for (let rest = now, i = 0; i < 10; i++, rest = Math.floor(rest / 32)) time = CROCKFORD[rest % 32] + time;
   const random = randomBytes(16);
@@ -58,8 +58,9 @@ const PAIR_PART_LENGTH = 26;
 /**
  * Access key: `pctl_ak_` + 128 random bits (22 base62) + checksum. Secret key: `pctl_sk_` + the pair's id
  * without `kp_` (26 Crockford characters, not secret) + 256 random bits from the CSPRNG (43 base62) + checksum.
+ * Without a pair (a stand-in that is never stored), the id's time is the epoch: no clock is read.
  */
-export function newKeyMaterial(keyPairId: string = newId('kp')): { accessKey: string; secretKey: string } {
+export function newKeyMaterial(keyPairId: string = newId('kp', 0)): { accessKey: string; secretKey: string } {
   const accessBody = ACCESS_KEY_PREFIX + base62(randomBytes(16));
   const secretBody = SECRET_KEY_PREFIX + keyPairId.slice('kp_'.length) + base62(randomBytes(32));
   return { accessKey: accessBody + checksumOf(accessBody), secretKey: secretBody + checksumOf(secretBody) };

@@ -42,7 +42,7 @@ export interface NewKeyPair {
 }
 
 export async function newKeyPair(): Promise<NewKeyPair> {
-  const id = newId('kp');
+  const id = newId('kp', Date.now());
   const material = newKeyMaterial(id);
   return { ...material, id, secretHash: await hashSecret(material.secretKey) };
 }

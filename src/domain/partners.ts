@@ -92,7 +92,7 @@ export async function createPartnerIn(
     throw new AppError('partner_exists', `a partner named '${printable(name)}' already exists (${existing.id})`);
   }
   await refuseSimilarName(unit.tx, name);
-  const partner = (await insertPartner(unit.tx, { id: newId('ptn'), name, nameKey: nameKey(name) }, new Date())) as PartnerRecord;
+  const partner = (await insertPartner(unit.tx, { id: newId('ptn', unit.clock.now()), name, nameKey: nameKey(name) }, new Date())) as PartnerRecord;
   unit.audit({ action: 'partner.created', partnerId: partner.id, details: { name } });
   return { partner, created: true };
 }

@@ -24,7 +24,7 @@ export async function mintTestToken(
     }
     const minted = await mintToken(keys, { partnerId: partner.id, keyPairId: null }, ttlSeconds);
     // The database remembers which keys have signed tokens, so a lost key file is never silently replaced.
-    await recordSigningKeys(unit.tx, keys.kids(), new Date());
+    await recordSigningKeys(unit.tx, keys.kids(), new Date(unit.clock.now()));
     unit.audit({ action: 'token.test_minted', partnerId: partner.id, details: { jti: minted.claims.jti, ttl: ttlSeconds } });
     return minted;
   });

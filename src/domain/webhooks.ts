@@ -84,7 +84,7 @@ export async function addWebhook(db: Database, who: Actor, input: WebhookInput):
       events,
       partnerId,
       description,
-      createdAt: new Date(),
+      createdAt: new Date(unit.clock.now()),
     };
     await insertWebhookEndpoint(unit.tx, endpoint);
     unit.audit({

@@ -9,6 +9,7 @@ import { runCli, type CliResult } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
 import { startUpstream, type TestUpstream } from '../http/support.js';
 import { PartnerClient } from '@partnerctl/client';
+import { systemClock } from '../../src/clock.js';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
@@ -175,7 +176,7 @@ describe.each(BACKENDS)('leaked credentials on %s: lookup and containment agains
       expect(oldJti.stderr).toMatch(/cannot be traced/);
 
       // An expired token signed by our key: genuine, not accepted.
-      const keys = SigningKeys.open(String(backend.env.PARTNERCTL_SIGNING_KEY_FILE));
+      const keys = SigningKeys.open(String(backend.env.PARTNERCTL_SIGNING_KEY_FILE), systemClock);
       const { kid, key } = keys.current();
       const iat = Math.floor(Date.now() / 1000) - 2_000;
       const expired = await new SignJWT({ kp: a.key_pair_id })
