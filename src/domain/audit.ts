@@ -88,11 +88,6 @@ export async function auditEventsPage(db: Database, options: AuditQuery): Promis
   return { events, nextCursor };
 }
 
-/** Newest first: one page's events. */
-export async function listAuditEvents(db: Database, options: AuditQuery): Promise<AuditRecord[]> {
-  return (await auditEventsPage(db, options)).events;
-}
-
 /** The latest event of the chain: what `audit head` prints, to be kept where the database's owner cannot rewrite it. */
 export async function auditHead(db: Database): Promise<{ id: number; seq: number; hash: string } | null> {
   return latestChained(db.sql);

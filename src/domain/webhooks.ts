@@ -34,7 +34,7 @@ export interface WebhookInput {
   insecure?: boolean | undefined;
 }
 
-export function validateWebhookUrl(raw: string, insecure: boolean): string {
+function validateWebhookUrl(raw: string, insecure: boolean): string {
   let url: URL;
   try {
     url = new URL(raw);
@@ -52,7 +52,7 @@ export function validateWebhookUrl(raw: string, insecure: boolean): string {
   return url.toString();
 }
 
-export function validateEventList(events: readonly string[]): string[] {
+function validateEventList(events: readonly string[]): string[] {
   const list = [...new Set(events.map((event) => event.trim()).filter(Boolean))];
   if (list.length === 0) throw new AppError('invalid_argument', `events must name at least one of ${WEBHOOK_EVENT_TYPES.join(', ')}`, { field: 'events' });
   for (const event of list) {
