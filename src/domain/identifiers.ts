@@ -37,14 +37,14 @@ const CRC_TABLE = (() => {
   return table;
 })();
 
-export function crc32(text: string): number {
+function crc32(text: string): number {
   let crc = 0xffffffff;
   for (const byte of Buffer.from(text, 'utf8')) crc = CRC_TABLE[(crc ^ byte) & 0xff]! ^ (crc >>> 8);
   return (crc ^ 0xffffffff) >>> 0;
 }
 
 /** The checksum that ends a key: CRC32 of everything before it (prefix included), 6 base62 characters. */
-export function checksumOf(body: string): string {
+function checksumOf(body: string): string {
   let value = crc32(body);
   let out = '';
   for (let i = 0; i < CHECKSUM_LENGTH; i++, value = Math.floor(value / 62)) out = BASE62[value % 62] + out;
@@ -67,8 +67,8 @@ export function newKeyMaterial(keyPairId: string = newId('kp', 0)): { accessKey:
 }
 
 /** Keys issued from the key_lifecycle release on: what the README publishes for secret scanners. */
-export const ACCESS_KEY_FORMAT = /^pctl_ak_[0-9A-Za-z]{28}$/;
-export const SECRET_KEY_FORMAT = /^pctl_sk_[0-9A-HJKMNP-TV-Z]{26}[0-9A-Za-z]{49}$/;
+const ACCESS_KEY_FORMAT = /^pctl_ak_[0-9A-Za-z]{28}$/;
+const SECRET_KEY_FORMAT = /^pctl_sk_[0-9A-HJKMNP-TV-Z]{26}[0-9A-Za-z]{49}$/;
 /** Keys issued before: no checksum, no pair in the secret. They keep working. */
 const LEGACY_ACCESS_KEY_FORMAT = /^pctl_ak_[0-9A-Za-z]{22}$/;
 const LEGACY_SECRET_KEY_FORMAT = /^pctl_sk_[0-9A-Za-z]{43}$/;
@@ -79,7 +79,7 @@ export const PARTNER_ID_PATTERN = /^ptn_[0-9A-HJKMNP-TV-Z]{26}$/;
 export const KEY_PAIR_ID_PATTERN = /^kp_[0-9A-HJKMNP-TV-Z]{26}$/;
 
 /** Whether a new-format key's checksum matches (offline: no database). */
-export function checksumValid(key: string): boolean {
+function checksumValid(key: string): boolean {
   const body = key.slice(0, -CHECKSUM_LENGTH);
   return key.length > CHECKSUM_LENGTH && checksumOf(body) === key.slice(-CHECKSUM_LENGTH);
 }

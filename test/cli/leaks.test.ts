@@ -2,7 +2,8 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checksumOf, newKeyMaterial } from '../../src/domain/identifiers.js';
+import { newKeyMaterial } from '../../src/domain/identifiers.js';
+import { BASE62, checksumOf } from '../support/key-format.js';
 import { SigningKeys } from '../../src/domain/signing-keys.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { runCli, type CliResult } from '../support/cli.js';
@@ -11,7 +12,6 @@ import { startUpstream, type TestUpstream } from '../http/support.js';
 import { PartnerClient } from '@partnerctl/client';
 import { systemClock } from '../../src/clock.js';
 
-const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
 interface Keys {
   partner_id: string;
