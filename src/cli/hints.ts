@@ -17,6 +17,7 @@ const NEXT_STEP_OF_FIELD: Record<string, string> = {
   partner: "see 'partnerctl list-partners'",
   secret_key: "use 'partnerctl lookup' on it",
   webhook: "see 'partnerctl webhooks list'",
+  head: "the hash 'partnerctl audit head' printed",
   signing_key_file:
     "restore the file from a backup (every serve instance and the CLI must share it); if it is truly lost, 'partnerctl signing-key rotate --new-file' starts a new one",
 };

@@ -144,7 +144,7 @@ export async function verifyAuditChain(db: Database, options: { expectedHead?: s
       afterId = row.id;
       if (row.hash === null || row.seq === null || row.prevHash === null) {
         if (since && row.id <= since.legacyThrough) {
-          return broken(row, 'inserted', `event #${row.id} predates the chain and is not chained yet: the database's migrations chain it`);
+          return broken(row, 'inserted', `event #${row.id} predates the chain and is not chained yet: migrating the database chains it`);
         }
         return broken(row, 'inserted', `event #${row.id} carries no chain data: it was written around partnerctl`);
       }
