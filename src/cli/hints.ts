@@ -30,6 +30,7 @@ const FLAG_OF: Record<string, string> = {
   daily_quota: '--daily-quota <n>',
   clear: '--clear',
   key_pair: '--key-pair <kp_id>',
+  allow: '--allow <cidr>',
   url: '--url <https://…> (http:// only with --insecure)',
 };
 

@@ -1,3 +1,4 @@
+import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { hintFor, messageFor } from '../../src/cli/hints.js';
 import { checkRotationOptions } from '../../src/domain/key-pairs.js';
@@ -60,5 +61,18 @@ describe('CLI hints: the domain names the field, the CLI names the flag', () => 
     expect(hintFor(new AppError('signing_key_unavailable', 'x', { field: 'signing_key_file' }))).toContain("'partnerctl signing-key rotate --new-file'");
     expect(hintFor(new AppError('schema_out_of_date', 'x'))).toBe("run 'partnerctl db migrate' once as the database's owner");
     expect(hintFor(new AppError('database_unavailable', 'x'))).toBe('run again with --debug to see the database error');
+  });
+
+  it('gives every field the domain names its CLI words: a flag in the message, or a hint', () => {
+    const domain = new URL('../../src/domain/', import.meta.url);
+    const fields = new Set<string>();
+    for (const file of readdirSync(domain).filter((name) => name.endsWith('.ts'))) {
+      for (const match of readFileSync(new URL(file, domain), 'utf8').matchAll(/\bfield: '([a-z_]+)'/g)) fields.add(match[1]!);
+    }
+    expect(fields.size).toBeGreaterThan(10);
+    for (const field of fields) {
+      const error = new AppError('invalid_argument', `${field} is wrong`, { field });
+      expect(messageFor(error) !== error.message || hintFor(error) !== undefined, field).toBe(true);
+    }
   });
 });
