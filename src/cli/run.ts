@@ -2,7 +2,7 @@ import { CommanderError, type Command } from 'commander';
 import { loadConfig } from '../config.js';
 import { AppError, EXIT, firstLine } from '../errors.js';
 import { closest, jsonSafe, terminalSafe, withoutSecrets } from '../text.js';
-import { hintFor } from './hints.js';
+import { hintFor, messageFor } from './hints.js';
 import { Output } from './output.js';
 import type { GLOBAL_OPTIONS } from './global-options.js';
 import { parsedOptions } from './options.js';
@@ -33,7 +33,7 @@ async function report(thrown: unknown, session: Session | undefined, argv: reado
         : undefined;
   const code = known ? known.code : 'internal_error';
   // A secret key or a token inside a message is cut to its prefix, whatever produced the message.
-  const message = withoutSecrets(known ? known.message : firstLine(error));
+  const message = withoutSecrets(known ? messageFor(known) : firstLine(error));
   const hint = known ? hintFor(known) : 'this is a bug; run again with --debug for details';
   // One format for every error: `partnerctl: <code>: <message>; hint: <hint>` (no brackets around the hint).
   terminal.err.write(terminalSafe(`partnerctl: ${code}: ${oneLine(message)}${hint ? `; hint: ${hint}` : ''}\n`));

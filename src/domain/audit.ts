@@ -56,18 +56,19 @@ function namesCompany(details: Record<string, unknown>, company: string): boolea
 /** Newest first, a page at a time; `nextCursor` continues after the last event of this page. */
 export async function auditEventsPage(db: Database, options: AuditQuery): Promise<{ events: AuditRecord[]; nextCursor: string | null }> {
   if (options.action !== undefined && !/^[a-z_]{1,40}\.[a-z_]{1,40}$/.test(options.action)) {
-    throw new AppError('invalid_argument', `--action must be an action name such as keys.revoked, got '${options.action.slice(0, 40)}'`, {
+    throw new AppError('invalid_argument', `action must be an action name such as keys.revoked, got '${options.action.slice(0, 40)}'`, {
       hint: `recorded actions: ${AUDIT_ACTIONS.join(', ')}`,
+      field: 'action',
     });
   }
   if (options.principal !== undefined && (options.principal === '' || options.principal.length > 200 || CONTROL.test(options.principal))) {
-    throw new AppError('invalid_argument', '--principal must be 1 to 200 characters without control characters');
+    throw new AppError('invalid_argument', 'principal must be 1 to 200 characters without control characters', { field: 'principal' });
   }
   if (options.company !== undefined && !isValidCompanyId(options.company)) {
     throw new AppError('invalid_argument', 'company id may hold only visible ASCII characters, 1 to 128', { field: 'company_id' });
   }
   if (options.cursor !== undefined && !/^[1-9]\d{0,15}$/.test(options.cursor)) {
-    throw new AppError('invalid_argument', `--cursor '${options.cursor.slice(0, 40)}' is not a cursor from a previous page`);
+    throw new AppError('invalid_argument', `cursor '${options.cursor.slice(0, 40)}' is not a cursor from a previous page`, { field: 'cursor' });
   }
   const partnerId = options.partner ? (await findPartner(db.sql, options.partner)).id : undefined;
   const rows = await auditPage(db.sql, {
@@ -85,11 +86,6 @@ export async function auditEventsPage(db: Database, options: AuditQuery): Promis
     .map((row) => ({ ...row, details: JSON.parse(row.details) as Record<string, unknown> }))
     .filter((event) => options.company === undefined || namesCompany(event.details, options.company));
   return { events, nextCursor };
-}
-
-/** Newest first: one page's events. */
-export async function listAuditEvents(db: Database, options: AuditQuery): Promise<AuditRecord[]> {
-  return (await auditEventsPage(db, options)).events;
 }
 
 /** The latest event of the chain: what `audit head` prints, to be kept where the database's owner cannot rewrite it. */
@@ -126,7 +122,7 @@ const HEX_64 = /^[0-9a-f]{64}$/;
 export async function verifyAuditChain(db: Database, options: { expectedHead?: string } = {}): Promise<ChainReport> {
   const expected = options.expectedHead?.trim().toLowerCase();
   if (expected !== undefined && !HEX_64.test(expected)) {
-    throw new AppError('invalid_argument', "--head must be a hash printed by 'partnerctl audit head' (64 hex digits)");
+    throw new AppError('invalid_argument', 'head must be a hash of the audit chain\'s head (64 hex digits)', { field: 'head' });
   }
   const since = await chainStart(db.sql);
   let walked = 0;
@@ -148,7 +144,7 @@ export async function verifyAuditChain(db: Database, options: { expectedHead?: s
       afterId = row.id;
       if (row.hash === null || row.seq === null || row.prevHash === null) {
         if (since && row.id <= since.legacyThrough) {
-          return broken(row, 'inserted', `event #${row.id} predates the chain and is not chained yet: run 'partnerctl db migrate'`);
+          return broken(row, 'inserted', `event #${row.id} predates the chain and is not chained yet: migrating the database chains it`);
         }
         return broken(row, 'inserted', `event #${row.id} carries no chain data: it was written around partnerctl`);
       }

@@ -95,7 +95,7 @@ export async function setNetworkIn(unit: Unit, reference: string, allow: readonl
   const before = await partnerNetworkOn(unit.tx, partner.id);
   if (before.join(',') === rules.join(',')) return { partner, allow: before, changed: false };
   if (rules.length === 0) await deleteNetwork(unit.tx, partner.id);
-  else await upsertNetwork(unit.tx, partner.id, rules.join(','), new Date());
+  else await upsertNetwork(unit.tx, partner.id, rules.join(','), new Date(unit.clock.now()));
   unit.audit({ action: 'partner.network_set', partnerId: partner.id, details: { before: { allow: before }, after: { allow: rules } } });
   return { partner, allow: rules, changed: true };
 }

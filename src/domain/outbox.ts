@@ -22,8 +22,6 @@ export const WEBHOOK_EVENT_TYPES = [
   'quota.threshold',
 ] as const;
 
-export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
-
 export const EVENT_SET: ReadonlySet<string> = new Set<string>(WEBHOOK_EVENT_TYPES);
 
 /** An event's id: the `webhook-id` header every attempt carries (receivers dedupe on it). */

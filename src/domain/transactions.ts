@@ -111,9 +111,7 @@ export async function appendToChain(
 ): Promise<void> {
   const head = await chainHead(tx);
   if (head.unchained) {
-    throw new AppError('schema_out_of_date', 'audit events written before the audit chain existed are not chained yet', {
-      hint: "run 'partnerctl db migrate' once as the database's owner",
-    });
+    throw new AppError('schema_out_of_date', 'audit events written before the audit chain existed are not chained yet');
   }
   // PostgreSQL's trigger writes session_user whatever is sent; the hash must cover the same value.
   const principal = tx.provider === 'postgresql' ? head.sessionUser : localPrincipal();
@@ -168,12 +166,9 @@ export function translateDatabaseError(error: unknown): AppError {
   }
   if (error instanceof TransactionTimeout || code === '57014' || /^SQLITE_BUSY/.test(code) || /database is locked/i.test(message)) {
     return new AppError('database_unavailable', 'the database stayed busy for too long', {
-      hint: 'another partnerctl may be holding a long write; try again',
+      hint: 'another process may be holding a long write; try again',
       cause: error,
     });
   }
-  return new AppError('database_unavailable', 'the database failed the request', {
-    hint: 'run again with --debug to see the database error',
-    cause: error,
-  });
+  return new AppError('database_unavailable', 'the database failed the request', { cause: error });
 }

@@ -268,7 +268,7 @@ export class WebhookDeliverer {
       const total = delays.reduce((sum, delay) => sum + delay, 0);
       this.options.log?.error(
         { webhook_id: row.endpointId, event_id: row.eventId, type: row.type, attempts, last_status: result.status, last_error: result.error },
-        `WEBHOOK DELIVERY GAVE UP: event ${row.eventId} (${row.type}) to ${row.endpointId} failed ${attempts} attempts over ${formatDuration(total)}; see 'partnerctl webhooks deliveries ${row.endpointId} --failed'`,
+        `WEBHOOK DELIVERY GAVE UP: event ${row.eventId} (${row.type}) to ${row.endpointId} failed ${attempts} attempts over ${formatDuration(total)}`,
       );
     }
     this.unwritten.set(keyOf(row), { eventId: row.eventId, endpointId: row.endpointId, outcome });

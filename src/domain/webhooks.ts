@@ -34,30 +34,30 @@ export interface WebhookInput {
   insecure?: boolean | undefined;
 }
 
-export function validateWebhookUrl(raw: string, insecure: boolean): string {
+function validateWebhookUrl(raw: string, insecure: boolean): string {
   let url: URL;
   try {
     url = new URL(raw);
   } catch {
-    throw new AppError('invalid_argument', `--url is not a URL: '${raw.slice(0, 200)}'`);
+    throw new AppError('invalid_argument', `url is not a URL: '${raw.slice(0, 200)}'`, { field: 'url' });
   }
   if (url.protocol === 'http:' && !insecure) {
-    throw new AppError('invalid_argument', '--url must be https:// (http:// only with --insecure, for loopback tests and private networks)');
+    throw new AppError('invalid_argument', 'url must be https:// (http:// only where allowed explicitly, for loopback tests and private networks)', { field: 'url' });
   }
   if (url.protocol !== 'https:' && url.protocol !== 'http:') {
-    throw new AppError('invalid_argument', `--url must be an https:// URL, got '${raw.slice(0, 200)}'`);
+    throw new AppError('invalid_argument', `url must be an https:// URL, got '${raw.slice(0, 200)}'`, { field: 'url' });
   }
-  if (url.username || url.password) throw new AppError('invalid_argument', '--url must not carry credentials');
-  if (url.hash) throw new AppError('invalid_argument', '--url must not carry a fragment');
+  if (url.username || url.password) throw new AppError('invalid_argument', 'url must not carry credentials', { field: 'url' });
+  if (url.hash) throw new AppError('invalid_argument', 'url must not carry a fragment', { field: 'url' });
   return url.toString();
 }
 
-export function validateEventList(events: readonly string[]): string[] {
+function validateEventList(events: readonly string[]): string[] {
   const list = [...new Set(events.map((event) => event.trim()).filter(Boolean))];
-  if (list.length === 0) throw new AppError('invalid_argument', `--events must name at least one of ${WEBHOOK_EVENT_TYPES.join(', ')}`);
+  if (list.length === 0) throw new AppError('invalid_argument', `events must name at least one of ${WEBHOOK_EVENT_TYPES.join(', ')}`, { field: 'events' });
   for (const event of list) {
     if (!EVENT_SET.has(event)) {
-      throw new AppError('invalid_argument', `--events: unknown event '${event.slice(0, 40)}'`, { hint: `events: ${WEBHOOK_EVENT_TYPES.join(', ')}` });
+      throw new AppError('invalid_argument', `events: unknown event '${event.slice(0, 40)}'`, { field: 'events', hint: `events: ${WEBHOOK_EVENT_TYPES.join(', ')}` });
     }
   }
   return list;
@@ -73,7 +73,7 @@ export async function addWebhook(db: Database, who: Actor, input: WebhookInput):
   const events = input.events === undefined ? null : validateEventList(input.events);
   const description = input.description?.trim() || null;
   if (description !== null && (description.length > 200 || CONTROL.test(description))) {
-    throw new AppError('invalid_argument', '--description must be 1 to 200 characters without control characters');
+    throw new AppError('invalid_argument', 'description must be 1 to 200 characters without control characters', { field: 'description' });
   }
   return runUnit(db, who, async (unit) => {
     const partnerId = input.partner === undefined ? null : (await findPartner(unit.tx, input.partner)).id;
@@ -84,7 +84,7 @@ export async function addWebhook(db: Database, who: Actor, input: WebhookInput):
       events,
       partnerId,
       description,
-      createdAt: new Date(),
+      createdAt: new Date(unit.clock.now()),
     };
     await insertWebhookEndpoint(unit.tx, endpoint);
     unit.audit({
@@ -100,7 +100,7 @@ export async function removeWebhook(db: Database, who: Actor, id: string): Promi
   checkWebhookId(id);
   return runUnit(db, who, async (unit) => {
     const endpoint = await webhookEndpointById(unit.tx, id);
-    if (!endpoint) throw new AppError('not_found', `no webhook '${id}'`, { hint: "see 'partnerctl webhooks list'" });
+    if (!endpoint) throw new AppError('not_found', `no webhook '${id}'`, { field: 'webhook' });
     await deleteWebhookEndpoint(unit.tx, id);
     unit.audit({ action: 'webhook.removed', partnerId: endpoint.partnerId, details: { webhook_id: id, url: endpoint.url } });
     return endpoint;
@@ -114,7 +114,7 @@ export function checkWebhookId(id: string): void {
 export async function findWebhook(db: Database, id: string): Promise<WebhookEndpoint> {
   checkWebhookId(id);
   const endpoint = await webhookEndpointById(db.sql, id);
-  if (!endpoint) throw new AppError('not_found', `no webhook '${id}'`, { hint: "see 'partnerctl webhooks list'" });
+  if (!endpoint) throw new AppError('not_found', `no webhook '${id}'`, { field: 'webhook' });
   return endpoint;
 }
 
@@ -122,7 +122,7 @@ export async function findWebhook(db: Database, id: string): Promise<WebhookEndp
 export async function webhookForSending(db: Database, id: string): Promise<WebhookEndpointRow> {
   checkWebhookId(id);
   const endpoint = await webhookEndpointWithSecret(db.sql, id);
-  if (!endpoint) throw new AppError('not_found', `no webhook '${id}'`, { hint: "see 'partnerctl webhooks list'" });
+  if (!endpoint) throw new AppError('not_found', `no webhook '${id}'`, { field: 'webhook' });
   return endpoint;
 }
 

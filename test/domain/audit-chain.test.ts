@@ -113,6 +113,7 @@ describe.each(BACKENDS)('%s: the audit chain', (provider) => {
       const bad = await cli('audit', 'verify', '--head', 'not-a-hash');
       expect(bad.code).toBe(2);
       expect(bad.stderr).toMatch(/^partnerctl: invalid_argument: --head must be a hash/);
+      expect(bad.stderr).toContain("hint: the hash 'partnerctl audit head' printed");
     });
 
     it('stays one chain under concurrent commands from several processes', async () => {

@@ -2,7 +2,7 @@ import { createServer } from 'node:net';
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Database } from '../../src/db/client.js';
-import { mapCompany, unmapCompany } from '../../src/domain/companies.js';
+import { mapCompany, unmapCompany } from '../support/domain.js';
 import { rotateKeyPair, revokeKeyPair } from '../../src/domain/key-pairs.js';
 import { setPartnerStatus } from '../../src/domain/partners.js';
 import { mintTestToken } from '../../src/domain/test-tokens.js';

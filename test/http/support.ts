@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Database } from '../../src/db/client.js';
 import type { AccessState } from '../../src/domain/access.js';
-import { mapCompany } from '../../src/domain/companies.js';
+import { mapCompany } from '../support/domain.js';
 import { issueKeyPair } from '../../src/domain/key-pairs.js';
 import { createPartner } from '../../src/domain/partners.js';
 import type { SigningKeys } from '../../src/domain/signing-keys.js';

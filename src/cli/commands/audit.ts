@@ -42,7 +42,7 @@ export const auditCommand = defineCommand({
 
 async function runAudit(session: Session, out: Output, partner: string | undefined, options: OptionsOf<typeof AUDIT_OPTIONS>): Promise<void> {
   const limit = parseLimit(options.limit, 50);
-  const since = options.since === undefined ? undefined : parseTimeOrDuration(options.since, '--since');
+  const since = options.since === undefined ? undefined : parseTimeOrDuration(options.since, '--since', Date.now());
   const [{ auditEventsPage }, db] = await Promise.all([import('../../domain/audit.js'), session.db()]);
   const { events, nextCursor } = await auditEventsPage(db, {
     partner,

@@ -185,7 +185,7 @@ async function runApply(session: Session, out: Output, options: OptionsOf<typeof
     } finally {
       bar.done();
     }
-    committedAt = Date.now();
+    committedAt = db.clock.now();
     plan = result.plan;
     applied = plan.changes > 0;
     if (keysFd !== undefined) {

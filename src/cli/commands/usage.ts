@@ -32,7 +32,7 @@ export const usageCommand = defineCommand({
 
 async function runUsage(session: Session, out: Output, partner: string | undefined, options: OptionsOf<typeof USAGE_OPTIONS>): Promise<void> {
   const limit = parseLimit(options.limit, 50);
-  const since = parseTimeOrDuration(options.since ?? USAGE_DEFAULT_SINCE, '--since');
+  const since = parseTimeOrDuration(options.since ?? USAGE_DEFAULT_SINCE, '--since', Date.now());
   const by = options.by;
   if (by !== undefined && !(GROUPINGS as readonly string[]).includes(by)) {
     const { closest } = await import('../../text.js');

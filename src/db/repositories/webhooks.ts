@@ -299,11 +299,3 @@ export async function insertLeakReport(tx: SqlTx, report: LeakReportRow): Promis
 export async function markPairLeaked(tx: SqlTx, keyPairId: string, at: Date, url: string): Promise<void> {
   await tx.run('UPDATE key_pairs SET leak_reported_at = $1, leak_url = $2 WHERE id = $3', [at, url, keyPairId]);
 }
-
-export async function pairLeak(q: Queryable, keyPairId: string): Promise<{ at: Date; url: string | null } | null> {
-  const [row] = await q.query<{ leak_reported_at: unknown; leak_url: string | null }>(
-    'SELECT leak_reported_at, leak_url FROM key_pairs WHERE id = $1',
-    [keyPairId],
-  );
-  return row && row.leak_reported_at != null ? { at: toDate(row.leak_reported_at)!, url: row.leak_url } : null;
-}

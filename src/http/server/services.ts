@@ -91,6 +91,7 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
   const db =
     options.db ??
     (await connect(config.database, {
+      clock,
       watchFile: true,
       onFileEvent: (event) => {
         if (event.kind === 'unavailable') {
@@ -112,7 +113,7 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
         'the LISTEN connection for access changes was lost; reconnecting (the revision poll covers the gap)',
       ),
   });
-  registry = new InstanceRegistry(db, VERSION, () => access.appliedRevision, {
+  registry = new InstanceRegistry(db, clock, VERSION, () => access.appliedRevision, {
     onFailure: (error, failures) => {
       if (failures === 1 || failures % 20 === 0) {
         logger?.warn({ err: loggableChain(error), failures }, 'instance heartbeat not written (database busy or unavailable); retrying');
@@ -131,6 +132,7 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
   });
   const instances = registry;
   const bookkeeping = new Bookkeeping(db, {
+    clock,
     onFailure: (error, failures) => {
       if (failures === 1 || failures % 20 === 0) {
         logger?.warn({ err: loggableChain(error), failures }, 'bookkeeping write deferred (database busy or unavailable); retrying');
@@ -196,7 +198,7 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
     keys = await openSigningKeys(db, config.signingKeyFile);
     verifier = options.verifierCacheSize === undefined ? new TokenVerifier(keys) : new TokenVerifier(keys, options.verifierCacheSize);
     exchange = new CredentialExchange(db, keys, undefined, bookkeeping);
-    const keyWatch = new SigningKeyWatch(keys, verifier, bookkeeping, logger);
+    const keyWatch = new SigningKeyWatch(keys, verifier, bookkeeping, logger, clock);
     keyWatch.start();
     stoppers.push(() => keyWatch.stop());
     await exchange.warmUp();
