@@ -10,7 +10,7 @@ type Listener = (request: IncomingMessage, response: ServerResponse) => void;
 
 const BASE_PREFIX = `${BASE_PATH}/`;
 // An absolute-form target's scheme and authority, as Fastify's router removes them before routing.
-const ABSOLUTE_FORM = /^https?:\/\/.*?\//;
+const ABSOLUTE_FORM = /^https?:\/\/.*?\//i;
 
 export class DataMount {
   private readonly exact = new Set<string>();
