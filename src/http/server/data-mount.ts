@@ -41,8 +41,10 @@ export class DataMount {
       if (authority === null) return false;
       path = url.slice(authority[0].length - 1);
     }
-    const end = path.search(/[?#]/);
-    if (end >= 0) path = path.slice(0, end);
+    const query = path.indexOf('?');
+    if (query >= 0) path = path.slice(0, query);
+    const fragment = path.indexOf('#');
+    if (fragment >= 0) path = path.slice(0, fragment);
     if (path !== BASE_PATH && !path.startsWith(BASE_PREFIX)) return false;
     // The router matches the decoded path; one that does not decode is the data handler's to refuse.
     if (path.includes('%')) {
@@ -52,7 +54,9 @@ export class DataMount {
         return true;
       }
     }
-    return !this.exact.has(path) && !this.prefixes.some((prefix) => path.startsWith(prefix));
+    if (this.exact.has(path)) return false;
+    for (const prefix of this.prefixes) if (path.startsWith(prefix)) return false;
+    return true;
   }
 
   /** Fastify's `serverFactory`: the HTTP server (with `options`), its listener choosing between the two handlers. */
