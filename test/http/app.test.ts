@@ -134,9 +134,11 @@ describe.each(BACKENDS)('app (%s)', (provider) => {
 
     it('refuses methods the data endpoints do not take with 405 and Allow', async () => {
       for (const url of ['/public/v1/x?company_id=acme', '/public/v1?company_id=acme', '/public/v1/?company_id=acme']) {
-        const response = await t.inject({ method: 'TRACE', url, headers: bearer(token) });
-        expectEnvelope(response, 405, 'method_not_allowed');
-        expect(response.headers.allow, url).toBe('GET, HEAD, DELETE, OPTIONS, POST, PUT, PATCH');
+        for (const method of ['TRACE', 'PROPFIND', 'PURGE'] as const) {
+          const response = await t.inject({ method, url, headers: bearer(token) });
+          expectEnvelope(response, 405, 'method_not_allowed');
+          expect(response.headers.allow, `${method} ${url}`).toBe('GET, HEAD, DELETE, OPTIONS, POST, PUT, PATCH');
+        }
       }
     });
 

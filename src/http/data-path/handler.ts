@@ -28,9 +28,6 @@ import type { RequestSpans, SpanExport } from './spans.js';
 export const DATA_METHODS = ['GET', 'HEAD', 'DELETE', 'OPTIONS', 'POST', 'PUT', 'PATCH'];
 const ALLOW = DATA_METHODS.join(', ');
 const DATA_METHOD_SET = new Set(DATA_METHODS);
-// Other methods Node's parser accepts that HTTP servers commonly route: refused with 405 and Allow; any other
-// method is unknown on every path (404).
-const REFUSED_METHODS = new Set(['TRACE', 'QUERY']);
 const BODY_METHODS = new Set(['DELETE', 'OPTIONS', 'POST', 'PUT', 'PATCH']);
 
 // The engine's own framing and what it says of its body: an error answer is the gateway's envelope instead.
@@ -146,7 +143,7 @@ export class DataHandler {
 
   /**
    * What the request is, before any credential is looked at: a head we can read (Host, framing, codings), a
-   * target that decodes, a method the data path takes (405 with Allow, or 404), CORS (a preflight is
+   * target that decodes, a method the data path takes (else 405 with Allow), CORS (a preflight is
    * answered here: true), the trace context.
    */
   private read(data: DataRequest): boolean {
@@ -160,7 +157,6 @@ export class DataHandler {
       return true;
     }
     if (!DATA_METHOD_SET.has(method)) {
-      if (!REFUSED_METHODS.has(method)) throw new AppError('not_found', 'no such resource');
       data.headers.allow = ALLOW;
       throw new AppError('method_not_allowed', `only ${ALLOW} is allowed on this path`);
     }
