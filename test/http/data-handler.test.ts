@@ -88,6 +88,18 @@ describe('the data handler', () => {
     expect(finished[0]!.failure).toBeUndefined();
   });
 
+  it('closes the connection after each answer once the server is closing', async () => {
+    engine = async () => ({ status: 200, headers: {}, body: Buffer.from('{}') });
+    expect((await request('/public/v1/x?company_id=acme')).headers.connection).not.toBe('close');
+    handler.closing = true;
+    try {
+      expect((await request('/public/v1/x?company_id=acme')).headers.connection).toBe('close');
+      expect((await request('/public/v1/x?company_id=acme', {})).headers.connection).toBe('close');
+    } finally {
+      handler.closing = false;
+    }
+  });
+
   it('asks the gate nothing asynchronously when its caches answer', async () => {
     engine = async () => ({ status: 200, headers: {}, body: Buffer.from('{}') });
     expect((await request('/public/v1/x?company_id=acme')).statusCode).toBe(200);
