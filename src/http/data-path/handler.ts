@@ -25,7 +25,7 @@ import { bearerToken, companyOf, queryOf, refuseKeysInUrl, tokenRefused, type Qu
 import type { RequestSpans, SpanExport } from './spans.js';
 
 /** The methods a data path takes. */
-export const DATA_METHODS = ['GET', 'HEAD', 'DELETE', 'OPTIONS', 'POST', 'PUT', 'PATCH'];
+const DATA_METHODS = ['GET', 'HEAD', 'DELETE', 'OPTIONS', 'POST', 'PUT', 'PATCH'];
 const ALLOW = DATA_METHODS.join(', ');
 const DATA_METHOD_SET = new Set(DATA_METHODS);
 const BODY_METHODS = new Set(['DELETE', 'OPTIONS', 'POST', 'PUT', 'PATCH']);
