@@ -122,8 +122,9 @@ export interface ErrorAnswer {
 }
 
 /**
- * The one way an error leaves the server, whichever way the request came in: the envelope with the request
- * id, `WWW-Authenticate: Bearer` on a 401 unless the gate set its own; `safeMessage` replaces the default text.
+ * The one way an error becomes an answer, whoever writes it (the data handler, or Fastify's reply through
+ * `sendError`): the envelope with the request id, `WWW-Authenticate: Bearer` on a 401 unless the gate set its
+ * own; `safeMessage` replaces the default text. The writer adds X-Request-Id.
  */
 export function errorAnswer(error: unknown, requestId: string, safeMessage?: string): ErrorAnswer {
   const described = describeError(error);
@@ -133,16 +134,21 @@ export function errorAnswer(error: unknown, requestId: string, safeMessage?: str
   const headers: Record<string, string> = {
     'content-type': 'application/json; charset=utf-8',
     'content-length': String(Buffer.byteLength(body)),
-    'x-request-id': requestId,
   };
   if (status === 401 && code === 'unauthorized') headers['www-authenticate'] = 'Bearer';
   return { status, code, failure: status >= 500 ? error : undefined, headers, body };
 }
 
-/** errorAnswer through Fastify's reply (headers the reply already holds, such as the gate's, win). */
+/**
+ * errorAnswer through Fastify's reply (headers the reply already holds win); the error's 5xx failure and a
+ * refusal's reason go to the finished record.
+ */
 export function sendError(reply: FastifyReply, request: FastifyRequest, error: unknown, safeMessage?: string): FastifyReply {
   const answer = errorAnswer(error, request.id, safeMessage);
   if (answer.failure !== undefined) request.serverFailure = answer.failure;
+  if (isAppError(error) && error.reason !== undefined) request.refusalReason = error.reason;
   for (const name in answer.headers) if (name === 'content-type' || !reply.hasHeader(name)) reply.header(name, answer.headers[name]!);
+  // Set by the first hook, unless Fastify refused the request before it (a malformed URL).
+  if (!reply.hasHeader('x-request-id')) reply.header('x-request-id', request.id);
   return reply.code(answer.status).send(answer.body);
 }

@@ -23,4 +23,6 @@ export interface FinishedRequest {
   exchange?: { keyPairId: string | null; partnerId: string | null; userAgent: string | undefined };
   /** Why a 5xx was answered (the client sees a fixed message): for the log. */
   failure?: unknown;
+  /** A refused credential's stable reason code (the verdict's, carried by AppError.reason). */
+  reason?: string;
 }
