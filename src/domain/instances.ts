@@ -131,10 +131,10 @@ export class InstanceRegistry extends DeferredWrites {
     if (this.stopped) return true;
     await super.stop().catch(() => false);
     if (this.address === null) return true;
-    const deadline = this.clock.now() + REMOVE_FOR_MS;
+    const deadline = performance.now() + REMOVE_FOR_MS;
     for (;;) {
       if (await this.write((tx) => removeInstance(tx, this.instanceId).then(() => undefined))) return true;
-      if (this.clock.now() + RETRY_MS * 2 > deadline) break;
+      if (performance.now() + RETRY_MS * 2 > deadline) break;
       await new Promise((resolve) => setTimeout(resolve, RETRY_MS * 2));
     }
     this.events.onGaveUp?.(this.lastError);
