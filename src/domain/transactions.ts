@@ -110,11 +110,7 @@ export async function appendToChain(
   at: Date,
 ): Promise<void> {
   const head = await chainHead(tx);
-  if (head.unchained) {
-    throw new AppError('schema_out_of_date', 'audit events written before the audit chain existed are not chained yet', {
-      hint: "run 'partnerctl db migrate' once as the database's owner",
-    });
-  }
+  if (head.unchained.length > 0) throw unchainedEvents(head.unchained, head.seq > 0);
   // PostgreSQL's trigger writes session_user whatever is sent; the hash must cover the same value.
   const principal = tx.provider === 'postgresql' ? head.sessionUser : localPrincipal();
   let seq = head.seq;
@@ -129,7 +125,28 @@ export async function appendToChain(
   });
   await insertAuditEvents(tx, chained);
   // The webhook events these changes make, in the same transaction (the outbox): none without its change.
-  await writeOutbox(tx, auditRowsAsEvents(events), at);
+  await writeOutbox(tx, auditRowsAsEvents(chained), at);
+}
+
+/**
+ * Events below the chain's start without chain data: before any event is chained (and with positive ids)
+ * they are a database's older events, which the migration runner chains; otherwise rows written around
+ * partnerctl, which only the owner can take out.
+ */
+function unchainedEvents(ids: readonly number[], chainStarted: boolean): AppError {
+  if (!chainStarted && ids.every((id) => id > 0)) {
+    return new AppError('schema_out_of_date', 'audit events written before the audit chain existed are not chained yet', {
+      hint: "run 'partnerctl db migrate' once as the database's owner",
+    });
+  }
+  const list = ids.map((id) => `#${id}`).join(', ');
+  return new AppError(
+    'audit_chain_broken',
+    `audit event(s) ${list}${ids.length >= 5 ? ' and more' : ''} sit at or below the start of the audit chain but are not part of it: they were written around partnerctl, and no change is recorded until they are gone`,
+    {
+      hint: `'partnerctl audit' shows them; the database's owner removes them (DELETE FROM audit_events WHERE hash IS NULL AND id IN (${ids.join(', ')})), then 'partnerctl audit verify' (docs/roles.md#the-audit-chain)`,
+    },
+  );
 }
 
 let cachedLocalPrincipal: string | undefined;

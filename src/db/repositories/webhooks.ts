@@ -84,16 +84,19 @@ export interface OutboxEvent {
   /** The JSON body sent: {type, timestamp, data}. */
   data: string;
   createdAt: Date;
+  /** The seq of the audit event it reports, written in the same transaction; null for a server's reminder. */
+  auditSeq: number | null;
 }
 
 /** The event and one pending delivery per endpoint (due at once), in the caller's transaction. */
 export async function insertOutboxEvent(tx: SqlTx, event: OutboxEvent, endpointIds: readonly string[]): Promise<void> {
-  await tx.run('INSERT INTO webhook_events (id, type, partner_id, data, created_at) VALUES ($1, $2, $3, $4, $5)', [
+  await tx.run('INSERT INTO webhook_events (id, type, partner_id, data, created_at, audit_seq) VALUES ($1, $2, $3, $4, $5, $6)', [
     event.id,
     event.type,
     event.partnerId,
     event.data,
     event.createdAt,
+    event.auditSeq,
   ]);
   for (const endpointId of endpointIds) {
     await tx.run(
