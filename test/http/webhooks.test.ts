@@ -163,6 +163,8 @@ describe.each(BACKENDS)('webhooks on %s: a real serve delivers to a local receiv
         type: 'keys.issued',
         data: { partner_id: created.partner_id, partner_name: name, key_pair_id: keys.key_pair_id, access_key: keys.access_key, actor: 'test-runner' },
       });
+      // A pair without an expiry says so: every field the docs list is there.
+      expect(delivery.verified!.data).toHaveProperty('expires_at', null);
       expect(Date.parse(delivery.verified!.timestamp)).toBeGreaterThan(started - 1_000);
       expect(delivery.body).not.toContain(keys.secret_key);
       expect(delivery.body).not.toContain(keys.secret_key.slice(8, 40));
