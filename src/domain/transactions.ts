@@ -129,22 +129,23 @@ export async function appendToChain(
 }
 
 /**
- * Events below the chain's start without chain data: before any event is chained (and with positive ids)
- * they are a database's older events, which the migration runner chains; otherwise rows written around
- * partnerctl, which only the owner can take out.
+ * Events below the chain's start without chain data (the first few): before any event is chained, those with
+ * positive ids are a database's older events, which the migration runner chains; the others are rows
+ * written around partnerctl, which only the owner can take out.
  */
 function unchainedEvents(ids: readonly number[], chainStarted: boolean): AppError {
-  if (!chainStarted && ids.every((id) => id > 0)) {
+  const foreign = ids.filter((id) => chainStarted || id <= 0);
+  if (foreign.length === 0) {
     return new AppError('schema_out_of_date', 'audit events written before the audit chain existed are not chained yet', {
       hint: "run 'partnerctl db migrate' once as the database's owner",
     });
   }
-  const list = ids.map((id) => `#${id}`).join(', ');
+  const shown = foreign.slice(0, 5);
   return new AppError(
     'audit_chain_broken',
-    `audit event(s) ${list}${ids.length >= 5 ? ' and more' : ''} sit at or below the start of the audit chain but are not part of it: they were written around partnerctl, and no change is recorded until they are gone`,
+    `audit event(s) ${shown.map((id) => `#${id}`).join(', ')}${foreign.length > shown.length ? ' and more' : ''} sit at or below the start of the audit chain but are not part of it: they were written around partnerctl, and no change is recorded until they are gone`,
     {
-      hint: `'partnerctl audit' shows them; the database's owner removes them (DELETE FROM audit_events WHERE hash IS NULL AND id IN (${ids.join(', ')})), then 'partnerctl audit verify' (docs/roles.md#the-audit-chain)`,
+      hint: `'partnerctl audit' shows them; the database's owner removes them (DELETE FROM audit_events WHERE hash IS NULL AND id IN (${shown.join(', ')})), then 'partnerctl audit verify' (docs/roles.md#the-audit-chain)`,
     },
   );
 }

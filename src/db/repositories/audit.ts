@@ -38,7 +38,7 @@ export async function chainHead(
   );
   const unchained = await tx.query<{ id: unknown }>(
     `SELECT id FROM audit_events
-     WHERE hash IS NULL AND id <= COALESCE((SELECT legacy_through FROM audit_chain WHERE id = 1), 0) ORDER BY id LIMIT 5`,
+     WHERE hash IS NULL AND id <= COALESCE((SELECT legacy_through FROM audit_chain WHERE id = 1), 0) ORDER BY id LIMIT 6`,
   );
   return {
     seq: row?.seq === null || row?.seq === undefined ? 0 : Number(row.seq),
