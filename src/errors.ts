@@ -44,6 +44,8 @@ const CODES = {
   upstream_unavailable: { status: 503, exit: EXIT.unavailable },
   database_unavailable: { status: 503, exit: EXIT.unavailable },
   schema_out_of_date: { status: 503, exit: EXIT.unavailable },
+  // Rows in the audit trail that the chain does not hold, below its start: writes wait for the owner's repair.
+  audit_chain_broken: { status: 503, exit: EXIT.unavailable },
   signing_key_unavailable: { status: 503, exit: EXIT.unavailable },
   upstream_timeout: { status: 504, exit: EXIT.unavailable },
   not_confirmed: { status: 504, exit: EXIT.notConfirmed },

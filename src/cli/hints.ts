@@ -10,6 +10,7 @@ const NEXT_STEP: Partial<Record<ErrorCode, string>> = {
   partner_disabled: "'partnerctl enable-partner' first",
   schema_out_of_date: "run 'partnerctl db migrate' once as the database's owner",
   database_unavailable: 'run again with --debug to see the database error',
+  audit_chain_broken: "'partnerctl audit' shows them; once removed, 'partnerctl audit verify' checks the chain",
 };
 
 /** Where to look next for an error about this input: follows the domain's own hint (a "did you mean"). */
@@ -62,7 +63,7 @@ export function messageFor(error: AppError): string {
 }
 
 export function hintFor(error: AppError): string | undefined {
-  const next = error.field === undefined ? undefined : NEXT_STEP_OF_FIELD[error.field];
+  const next = error.field === undefined ? (error.code === 'audit_chain_broken' ? NEXT_STEP[error.code] : undefined) : NEXT_STEP_OF_FIELD[error.field];
   if (error.hint) return next ? `${error.hint} ${next}` : error.hint;
   if (next) return next;
   if (error.field && FLAG_OF[error.field]) return FLAG_OF[error.field];

@@ -66,7 +66,7 @@ export async function issueKeyPairIn(unit: Unit, reference: string, pair: NewKey
   unit.audit({
     action: 'keys.issued',
     partnerId: partner.id,
-    details: { key_pair_id: pair.id, access_key: pair.accessKey, ...(expiresAt ? { expires_at: expiresAt.toISOString() } : {}) },
+    details: { key_pair_id: pair.id, access_key: pair.accessKey, expires_at: expiresAt ? expiresAt.toISOString() : null },
   });
   return { partner, keyPairId: pair.id, accessKey: pair.accessKey, secretKey: pair.secretKey, expiresAt };
 }

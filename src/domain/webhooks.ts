@@ -12,6 +12,7 @@ import {
   type WebhookEndpointRow,
 } from '../db/repositories/webhooks.js';
 import { AppError } from '../errors.js';
+import { maskedUrl } from '../text.js';
 import { WEBHOOK_EVENT_TYPES, EVENT_SET } from './outbox.js';
 import { findPartner } from './partners.js';
 import { runUnit, type Actor } from './transactions.js';
@@ -39,13 +40,13 @@ function validateWebhookUrl(raw: string, insecure: boolean): string {
   try {
     url = new URL(raw);
   } catch {
-    throw new AppError('invalid_argument', `url is not a URL: '${raw.slice(0, 200)}'`, { field: 'url' });
+    throw new AppError('invalid_argument', `url is not a URL: '${maskedUrl(raw).slice(0, 200)}'`, { field: 'url' });
   }
   if (url.protocol === 'http:' && !insecure) {
     throw new AppError('invalid_argument', 'url must be https:// (http:// only where allowed explicitly, for loopback tests and private networks)', { field: 'url' });
   }
   if (url.protocol !== 'https:' && url.protocol !== 'http:') {
-    throw new AppError('invalid_argument', `url must be an https:// URL, got '${raw.slice(0, 200)}'`, { field: 'url' });
+    throw new AppError('invalid_argument', `url must be an https:// URL, got '${maskedUrl(raw).slice(0, 200)}'`, { field: 'url' });
   }
   if (url.username || url.password) throw new AppError('invalid_argument', 'url must not carry credentials', { field: 'url' });
   if (url.hash) throw new AppError('invalid_argument', 'url must not carry a fragment', { field: 'url' });

@@ -113,6 +113,25 @@ describe.each(BACKENDS)('webhooks on %s: a real serve delivers to a local receiv
       await backend?.dispose();
     });
 
+    it("never echoes a URL's password, whatever else is wrong with the URL (stderr and --json)", async () => {
+      for (const url of [
+        'https://u:S3cr3t@ho st.example.com/h',
+        'https://u:S3cr3t@example.com:99999/h',
+        'ftp://u:S3cr3t@example.com/h',
+        'https://u:S3cr/3t@example.com/h',
+        'https://S3cr3t@exa mple.com/h',
+        'https://u:S3cr3t@example.com/h',
+      ]) {
+        for (const json of [true, false]) {
+          const result = await runCli([...(json ? ['--json'] : []), '--yes', 'webhooks', 'add', '--url', url], env());
+          expect(result.code, url).toBe(2);
+          expect(result.stdout + result.stderr, url).not.toMatch(/S3cr/);
+        }
+      }
+      const echoed = await run('webhooks', 'add', '--url', 'ftp://u:S3cr3t@example.com/h');
+      expect(echoed.stderr + echoed.stdout).toContain("ftp://u:***@example.com/h");
+    });
+
     it('add prints the secret once; list never; http:// only with --insecure; add and remove audited', async () => {
       const bad = await run('webhooks', 'add', '--url', receiver.url('/plain'));
       expect(bad.code).toBe(2);
@@ -164,6 +183,8 @@ describe.each(BACKENDS)('webhooks on %s: a real serve delivers to a local receiv
         type: 'keys.issued',
         data: { partner_id: created.partner_id, partner_name: name, key_pair_id: keys.key_pair_id, access_key: keys.access_key, actor: 'test-runner' },
       });
+      // A pair without an expiry says so: every field the docs list is there.
+      expect(delivery.verified!.data).toHaveProperty('expires_at', null);
       expect(Date.parse(delivery.verified!.timestamp)).toBeGreaterThan(started - 1_000);
       expect(delivery.body).not.toContain(keys.secret_key);
       expect(delivery.body).not.toContain(keys.secret_key.slice(8, 40));

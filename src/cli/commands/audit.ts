@@ -26,7 +26,7 @@ export const auditCommand = defineCommand({
   subcommands: [
     defineCommand({
       name: 'verify',
-      description: 'check the audit chain: exit 0 when intact, 1 naming the first event altered, removed or inserted',
+      description: 'check the audit chain: exit 0 when intact, 1 naming the first event altered, removed, inserted or reordered',
       options: [{ flags: '--head <hash>', description: "also prove nothing was cut from the end: a hash 'audit head' printed earlier" }],
       readOnly: true,
       run: (session, out, { options }) => runAuditVerify(session, out, options.head),

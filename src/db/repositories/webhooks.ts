@@ -70,17 +70,18 @@ export async function deleteWebhookEndpoint(tx: SqlTx, id: string): Promise<numb
   return tx.run('DELETE FROM webhook_endpoints WHERE id = $1', [id]);
 }
 
-/** `data` is the JSON body sent: {type, timestamp, data}. */
+/** `data` is the JSON body sent: {type, timestamp, data}; `auditSeq` the audit event it reports (written in the same transaction), null for a server's reminder. */
 export type OutboxEvent = Columns<'WebhookEvent'>;
 
 /** The event and one pending delivery per endpoint (due at once), in the caller's transaction. */
 export async function insertOutboxEvent(tx: SqlTx, event: OutboxEvent, endpointIds: readonly string[]): Promise<void> {
-  await tx.run('INSERT INTO webhook_events (id, type, partner_id, data, created_at) VALUES ($1, $2, $3, $4, $5)', [
+  await tx.run('INSERT INTO webhook_events (id, type, partner_id, data, created_at, audit_seq) VALUES ($1, $2, $3, $4, $5, $6)', [
     event.id,
     event.type,
     event.partnerId,
     event.data,
     event.createdAt,
+    event.auditSeq,
   ]);
   for (const endpointId of endpointIds) {
     await tx.run(

@@ -41,6 +41,7 @@ const CODE_USE: Record<ErrorCode, 'api' | 'cli'> = {
   database_unavailable: 'api',
   // Checked when the server starts (it refuses to start); never the answer to a request.
   schema_out_of_date: 'cli',
+  audit_chain_broken: 'cli',
   signing_key_unavailable: 'api',
   upstream_timeout: 'api',
 };
