@@ -42,6 +42,8 @@ const CODE_USE: Record<ErrorCode, 'api' | 'cli'> = {
   // Checked when the server starts (it refuses to start); never the answer to a request.
   schema_out_of_date: 'cli',
   signing_key_unavailable: 'api',
+  // Only the secret-scanning receiver answers it.
+  key_list_unavailable: 'api',
   upstream_timeout: 'api',
 };
 
