@@ -10,6 +10,7 @@ export type LeaseName = 'webhook_delivery';
 export const LEASE_TTL_MS = 5_000;
 /** The holder renews its lease this often; the others try to take it this often. */
 export const LEASE_RENEW_MS = 1_000;
+const STOP_LIMIT_MS = 1_000;
 
 /** Whether this process holds a lease, until stopped. */
 export interface Leadership {
@@ -102,12 +103,18 @@ class LeaseLeadership implements Leadership {
     (held ? this.options.onTaken : this.options.onLost)?.();
   }
 
-  /** Stops renewing and gives the lease up, so that another instance takes it at its next try. */
+  /**
+   * Stops renewing and gives the lease up, so that another instance takes it at its next try; within a
+   * second whatever the database does (a lease not given up expires by itself).
+   */
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
     clearTimeout(this.lapse);
-    await this.renewing;
-    if (this.validUntil > performance.now()) await releaseLease(this.sql, this.fence.name, this.fence.holder).catch(() => {});
+    const release = (async () => {
+      await this.renewing;
+      if (this.validUntil > performance.now()) await releaseLease(this.sql, this.fence.name, this.fence.holder);
+    })().catch(() => {});
+    await Promise.race([release, new Promise((resolve) => setTimeout(resolve, STOP_LIMIT_MS).unref())]);
   }
 }
