@@ -77,6 +77,8 @@ GRANT INSERT ON signing_keys TO ${SERVER};
 GRANT SELECT ON webhook_endpoints, webhook_events, webhook_deliveries, webhook_reminders TO ${SERVER};
 GRANT INSERT ON webhook_events, webhook_deliveries, webhook_reminders TO ${SERVER};
 GRANT UPDATE (status, attempts, next_attempt_at, last_attempt_at, last_status, last_error, delivered_at) ON webhook_deliveries TO ${SERVER};
+-- The delivery lease it takes, renews and gives up (one instance delivers at a time).
+GRANT SELECT, INSERT, UPDATE, DELETE ON leases TO ${SERVER};
 -- Secret scanning (PUBLIC_API_SECRET_SCANNING=github): the alerts handled, and the containment of a leaked
 -- secret (its pair revoked) or token (the partner's brake), as revoke-keys and revoke-tokens do.
 GRANT SELECT, INSERT ON leak_reports TO ${SERVER};

@@ -49,6 +49,7 @@ describe('the SQLite and PostgreSQL schemas', () => {
       'CompanyMapping',
       'KeyPair',
       'LeakReport',
+      'Lease',
       'Partner',
       'PartnerLimit',
       'PartnerNetwork',

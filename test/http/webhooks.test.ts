@@ -297,7 +297,7 @@ describe.each(BACKENDS)('webhooks on %s: a real serve delivers to a local receiv
       await cli('disable-partner', name);
       // The first attempt is taken and never answered; the server is killed while it is in flight.
       receiver.answers.set('/killed', () => {});
-      // On PostgreSQL a second instance waits for the advisory lock and takes over.
+      // On PostgreSQL a second instance waits for the delivery lease and takes over.
       const standby = provider === 'postgresql' ? await serve(env()) : null;
       await cli('enable-partner', name);
       await until(() => receiver.to('/killed').length >= 1, 5_000, 'the first attempt');

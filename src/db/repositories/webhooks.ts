@@ -1,4 +1,5 @@
 import type { Column, Columns } from '../models.js';
+import { leaseStillHeld, type LeaseFence } from './leases.js';
 import { toDate } from '../sql.js';
 import type { Queryable, SqlTx } from '../unit.js';
 
@@ -136,12 +137,14 @@ export async function dueDeliveries(q: Queryable, now: Date, limit: number): Pro
 /**
  * Claims a due delivery: its next attempt moves to `leaseUntil` (past the send's timeout), so no other
  * sender takes it meanwhile, and a sender that dies mid-send leaves it due again then. False when another
- * sender claimed it first.
+ * sender claimed it first, or when `fence` is given and its holder no longer holds that lease (a leader that
+ * was paused past its lease claims nothing).
  */
-export async function claimDelivery(tx: SqlTx, due: DueDelivery, leaseUntil: Date): Promise<boolean> {
+export async function claimDelivery(tx: SqlTx, due: DueDelivery, leaseUntil: Date, fence?: LeaseFence): Promise<boolean> {
   const changed = await tx.run(
-    "UPDATE webhook_deliveries SET next_attempt_at = $1 WHERE event_id = $2 AND endpoint_id = $3 AND status = 'pending' AND attempts = $4 AND next_attempt_at <= $5",
-    [leaseUntil, due.eventId, due.endpointId, due.attempts, due.nextAttemptAt],
+    `UPDATE webhook_deliveries SET next_attempt_at = $1
+      WHERE event_id = $2 AND endpoint_id = $3 AND status = 'pending' AND attempts = $4 AND next_attempt_at <= $5${fence ? ` AND ${leaseStillHeld(6)}` : ''}`,
+    [leaseUntil, due.eventId, due.endpointId, due.attempts, due.nextAttemptAt, ...(fence ? [fence.name, fence.holder] : [])],
   );
   return changed === 1;
 }

@@ -43,6 +43,8 @@ const CODE_USE: Record<ErrorCode, 'api' | 'cli'> = {
   schema_out_of_date: 'cli',
   audit_chain_broken: 'cli',
   signing_key_unavailable: 'api',
+  // Only the secret-scanning receiver answers it.
+  key_list_unavailable: 'api',
   upstream_timeout: 'api',
 };
 

@@ -72,7 +72,7 @@ export interface Services {
   readonly metrics: Metrics | null;
   /** Span export over OTLP/HTTP (OTEL_EXPORTER_OTLP_ENDPOINT); null: none. */
   readonly spans: SpanExport | null;
-  /** Sends the outbox's webhook events and finds the reminders (on PostgreSQL while it holds the advisory lock); null: off. */
+  /** Sends the outbox's webhook events and finds the reminders (on PostgreSQL while it holds the delivery lease); null: off. */
   readonly webhooks: WebhookDeliverer | null;
   /** Stops the background work (revision poll, key-file poll, ...) and closes what the services own. Safe to call twice. */
   close(): Promise<void>;
