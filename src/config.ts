@@ -208,6 +208,7 @@ function environmentSchema(z: Zod) {
     PARTNERCTL_SIGNING_KEY_FILE: text,
     PARTNERCTL_DB_POOL_SIZE: whole(1, 1000),
     XDG_DATA_HOME: z.string().optional(),
+    XDG_CONFIG_HOME: z.string().optional(),
     NO_COLOR: z.string().optional(),
     TERM: z.string().optional(),
     PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS: whole(0, 3_600_000),
@@ -244,7 +245,7 @@ function environmentSchema(z: Zod) {
 }
 
 /** The CLI's variables that are plain strings: when only these are set, no schema (and no zod) is needed. */
-const PLAIN = ['DATABASE_URL', 'PARTNERCTL_ACTOR', 'PARTNERCTL_SIGNING_KEY_FILE', 'XDG_DATA_HOME', 'NO_COLOR', 'TERM'] as const;
+const PLAIN = ['DATABASE_URL', 'PARTNERCTL_ACTOR', 'PARTNERCTL_SIGNING_KEY_FILE', 'XDG_DATA_HOME', 'XDG_CONFIG_HOME', 'NO_COLOR', 'TERM'] as const;
 
 /** What `partnerctl serve` reads on top of the CLI's configuration. */
 export interface ServerConfig {
@@ -327,7 +328,7 @@ function parse(env: Environment, withServer: boolean): Parsed {
   // zod (about a hundred modules, ~40 ms) is loaded only when a variable needs more checking than 'a string'.
   if (!withServer && blank(env.PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS) && blank(env.PARTNERCTL_DB_POOL_SIZE) && blank(env.PARTNERCTL_WEBHOOK_RETRY_DELAYS)) {
     const values: Parsed = {};
-    for (const name of PLAIN) values[name] = name === 'XDG_DATA_HOME' || name === 'NO_COLOR' || name === 'TERM' ? env[name] : blank(env[name]) ? undefined : env[name]!.trim();
+    for (const name of PLAIN) values[name] = name === 'XDG_DATA_HOME' || name === 'XDG_CONFIG_HOME' || name === 'NO_COLOR' || name === 'TERM' ? env[name] : blank(env[name]) ? undefined : env[name]!.trim();
     return values;
   }
   const { z } = createRequire(import.meta.url)('zod') as typeof import('zod');
@@ -415,6 +416,7 @@ export function loadConfig(env: Environment, serve?: ServerFlags): Config {
       PARTNERCTL_SIGNING_KEY_FILE: values.PARTNERCTL_SIGNING_KEY_FILE as string | undefined,
       PARTNERCTL_DB_POOL_SIZE: env.PARTNERCTL_DB_POOL_SIZE,
       XDG_DATA_HOME: values.XDG_DATA_HOME as string | undefined,
+      XDG_CONFIG_HOME: values.XDG_CONFIG_HOME as string | undefined,
     }),
     defaultActor: values.PARTNERCTL_ACTOR as string | undefined,
     colourAllowed: values.NO_COLOR === undefined && values.TERM !== 'dumb',
@@ -441,6 +443,17 @@ export function dataDirectory(env: Environment): string {
 
 export const DEFAULT_DATABASE_FILE = 'partnerctl.db';
 
+/** The embedded default database: the one SQLite file partnerctl creates without being asked to. */
+export function defaultDatabasePath(env: Environment): string {
+  return join(dataDirectory(env), DEFAULT_DATABASE_FILE);
+}
+
+/** Where the per-user settings live (contexts): $XDG_CONFIG_HOME/partnerctl, or ~/.config/partnerctl. */
+export function configDirectory(env: Environment): string {
+  const base = env.XDG_CONFIG_HOME && isAbsolute(env.XDG_CONFIG_HOME) ? env.XDG_CONFIG_HOME : join(homedir(), '.config');
+  return join(base, 'partnerctl');
+}
+
 export function resolveDatabase(
   urlOption: string | undefined,
   env: Environment,
@@ -449,7 +462,7 @@ export function resolveDatabase(
   const raw = (urlOption ?? env.DATABASE_URL ?? '').trim();
   const poolSize = parsePoolSize(env.PARTNERCTL_DB_POOL_SIZE, defaultPoolSize);
   if (raw === '') {
-    return { provider: 'sqlite', url: join(dataDirectory(env), DEFAULT_DATABASE_FILE), poolSize };
+    return { provider: 'sqlite', url: defaultDatabasePath(env), poolSize };
   }
   if (/^postgres(ql)?:\/\//i.test(raw)) {
     return { provider: 'postgresql', url: raw, poolSize };

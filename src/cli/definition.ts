@@ -57,8 +57,6 @@ export interface CommandDefinition<Options = Record<string, never>> {
    */
   notes?: string;
   examples?: Example[];
-  /** The command only reads: it must never create a database someone named by mistake. */
-  readOnly?: boolean | ((options: Options) => boolean);
   /** The command reads the server's variables too (serve): its options win over the ones they name. */
   readsServerConfig?: boolean;
   /** The exit code, or undefined for 0. A command with subcommands has no run of its own. */
@@ -68,7 +66,7 @@ export interface CommandDefinition<Options = Record<string, never>> {
 
 /**
  * Checks a definition against its own option types (and nothing else: it returns it as it is). Options appear
- * only as what run and readOnly take, so CommandDefinition<never> is a definition whatever its options.
+ * only as what run takes, so CommandDefinition<never> is a definition whatever its options.
  */
 export function defineCommand<Options = Record<string, never>>(definition: CommandDefinition<Options>): CommandDefinition<never> {
   return definition;

@@ -36,6 +36,7 @@ export const PROGRAM = defineCommand({
   options: [
     { flags: '-V, --version', description: 'output the version number' },
     { flags: '--database-url <url>', description: 'database URL (default: SQLite file in the per-user data folder; see below)' },
+    { flags: '--context <name>', description: "use this context's database and actor (see 'partnerctl context')" },
     { flags: '--json', description: 'print exactly one JSON object on stdout (snake_case keys)' },
     { flags: '--no-color', description: 'no colour in the output' },
     { flags: '--no-input', description: 'never prompt; fail naming the missing flag instead' },
@@ -44,12 +45,13 @@ export const PROGRAM = defineCommand({
     { flags: '--debug', description: 'show stack traces of errors' },
   ],
   notes: `Database:
-  DATABASE_URL or --database-url selects it. Default: an SQLite file in the
-  per-user data folder, $XDG_DATA_HOME/partnerctl/partnerctl.db (or
+  --database-url, else DATABASE_URL, else the context (--context or the
+  current one of 'partnerctl context use') selects it. Default: an SQLite file
+  in the per-user data folder, $XDG_DATA_HOME/partnerctl/partnerctl.db (or
   ~/.local/share/partnerctl/partnerctl.db), created and migrated on first use.
-  file:/path/x.db (or a plain path) for another SQLite file;
-  postgresql://user@host:5432/db for PostgreSQL (migrate it once with
-  'partnerctl db migrate').
+  file:/path/x.db (or a plain path) for another SQLite file, which must exist
+  ('partnerctl db migrate' creates it); postgresql://user@host:5432/db for
+  PostgreSQL (migrate it once with 'partnerctl db migrate').
 
 Environment:
   PARTNERCTL_SIGNING_KEY_FILE  token signing keys (default: signing-keys.json
@@ -61,10 +63,11 @@ Environment:
                                for serve, 2 otherwise)
   NO_COLOR                     no colour
 
-Exit codes: 0 ok, 1 error, 2 bad usage, 3 not found, 4 conflict with the
-            current state, 5 database or service unavailable, 6 committed but
-            not confirmed by every running server (a receipt), 7 permission
-            denied (the database role lacks the privilege), 130 cancelled.`,
+Exit codes: 0 ok, 1 error, 2 bad usage, 3 not found (a partner, or the SQLite
+            file named), 4 conflict with the current state, 5 database or
+            service unavailable, 6 committed but not confirmed by every
+            running server (a receipt), 7 permission denied (the database
+            role lacks the privilege), 130 cancelled.`,
   subcommands: [
     createPartnerCommand,
     listPartnersCommand,
@@ -138,12 +141,6 @@ function toOption(definition: OptionDefinition): Option {
 /** A repeatable option's values, in order. */
 function collect(value: string, previous: string[] | undefined): string[] {
   return [...(previous ?? []), value];
-}
-
-/** Whether the command only reads (by its definition), given its own parsed options. */
-export function isReadOnly(definition: CommandDefinition<never>, options: Record<string, unknown>): boolean {
-  const readOnly = definition.readOnly;
-  return typeof readOnly === 'function' ? readOnly(options as never) : readOnly === true;
 }
 
 export type { GlobalOptions };

@@ -52,7 +52,7 @@ export async function askSecret(session: Session, message: string): Promise<stri
   return password({ message, mask: '*', validate: (value) => (value.trim() === '' ? 'required' : true) }, promptContext(session));
 }
 
-/** Destructive commands: --yes, or a person who says yes. */
+/** Destructive commands: --yes, or a person who says yes to a question naming the database it changes. */
 export async function confirmDestructive(session: Session, action: string): Promise<void> {
   if (session.options.yes) return;
   if (!session.interactive) {
@@ -61,7 +61,8 @@ export async function confirmDestructive(session: Session, action: string): Prom
     });
   }
   const { confirm } = await import('@inquirer/prompts');
-  if (!(await confirm({ message: `${terminalSafe(action)}?`, default: false }, promptContext(session)))) {
+  const message = `${terminalSafe(action)} in ${terminalSafe(session.databaseName)}?`;
+  if (!(await confirm({ message, default: false }, promptContext(session)))) {
     throw new AppError('cancelled', 'cancelled; nothing changed');
   }
 }

@@ -4,7 +4,7 @@ import { AppError, EXIT, firstLine } from '../errors.js';
 import { closest, jsonSafe, terminalSafe, withoutSecrets } from '../text.js';
 import { hintFor } from './hints.js';
 import { Output } from './output.js';
-import { buildProgram, isReadOnly } from './program.js';
+import { buildProgram } from './program.js';
 import { Session, type GlobalOptions } from './session.js';
 import type { Terminal } from './terminal.js';
 
@@ -102,7 +102,6 @@ export async function runCli(argv: readonly string[], terminal: Terminal): Promi
         // The server's variables are read by serve alone, with its flags winning over them.
         loadConfig(terminal.env, definition.readsServerConfig ? (options as ServerFlags) : undefined),
         terminal,
-        isReadOnly(definition, options),
       );
       // The definition's own option types were checked where it was defined (defineCommand); here, commander's.
       const invocation = { args: command.processedArgs as (string | undefined)[], options: options as never, command };

@@ -18,20 +18,17 @@ export const auditCommand = defineCommand<AuditOptions>({
     { flags: '--cursor <cursor>', description: 'continue after this cursor (next_cursor in JSON)' },
     { flags: '--wide', description: 'every column, every value and time whole, however wide the terminal' },
   ],
-  readOnly: true,
   run: (session, out, { args, options }) => runAudit(session, out, args[0], options),
   subcommands: [
     defineCommand<{ head?: string }>({
       name: 'verify',
       description: 'check the audit chain: exit 0 when intact, 1 naming the first event altered, removed or inserted',
       options: [{ flags: '--head <hash>', description: "also prove nothing was cut from the end: a hash 'audit head' printed earlier" }],
-      readOnly: true,
       run: (session, out, { options }) => runAuditVerify(session, out, options.head),
     }),
     defineCommand({
       name: 'head',
       description: "print the latest event's id and hash (keep it where the database's owner cannot rewrite it)",
-      readOnly: true,
       run: (session, out) => runAuditHead(session, out),
     }),
   ],

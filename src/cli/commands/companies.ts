@@ -116,7 +116,6 @@ export const listCompaniesCommand = defineCommand<{ limit?: string; cursor?: str
     { flags: '--limit <n>', description: 'page size, 1-1000', default: '100' },
     { flags: '--cursor <cursor>', description: 'continue after this cursor (printed at the end of a page; next_cursor in JSON)' },
   ],
-  readOnly: true,
   run: (session, out, { args, options }) => runListCompanies(session, out, args[0], options),
 });
 

@@ -10,7 +10,6 @@ export const instancesCommand = defineCommand<{ failIfBehind?: boolean }>({
   notes: `An instance heartbeats every second; one silent for over 10 s is stale:
 listed, never awaited by a receipt. Behind: live and not yet at the
 database's current revision.`,
-  readOnly: true,
   run: (session, out, { options }) => runInstances(session, out, options),
 });
 

@@ -58,7 +58,6 @@ export const listPartnersCommand = defineCommand<ListPartnersOptions>({
     { flags: '--cursor <cursor>', description: 'continue after this cursor (printed at the end of a page; next_cursor in JSON)' },
     { flags: '--company <company_id>', description: 'only the partners mapped to this company (support: who can reach it?)' },
   ],
-  readOnly: true,
   run: (session, out, { options }) => runListPartners(session, out, options),
 });
 
@@ -136,7 +135,6 @@ export const showPartnerCommand = defineCommand({
   name: 'show-partner',
   description: 'show a partner, its key pairs (never secrets), its company count and first 20 companies (list-companies for all)',
   arguments: [PARTNER_ARGUMENT],
-  readOnly: true,
   run: (session, out, { args }) => runShowPartner(session, out, args[0]),
 });
 

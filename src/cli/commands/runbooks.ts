@@ -116,7 +116,6 @@ export const applyCommand = defineCommand<ApplyOptions>({
 
 Re-applying the same document changes nothing (exit 0, "changes": 0).`,
   examples: [{ lines: ['partnerctl export > partners.yaml', 'partnerctl apply -f partners.yaml --dry-run'] }],
-  readOnly: (options) => options.dryRun === true,
   run: (session, out, { options }) => runApply(session, out, options),
 });
 
@@ -279,7 +278,6 @@ export const exportCommand = defineCommand<{ partner?: string[] }>({
   name: 'export',
   description: 'print partners, their status, companies and network rules as a document for apply (YAML; JSON with --json)',
   options: [{ flags: '--partner <partner>', description: 'only this partner (id or name); repeat for more', repeatable: true }],
-  readOnly: true,
   run: (session, out, { options }) => runExport(session, out, options),
 });
 

@@ -26,6 +26,7 @@ export const serveCommand = defineCommand<ServeCommandOptions>({
   readsServerConfig: true,
   run: async (session) => {
     const { runServer } = await import('../../http/server/server.js');
-    await runServer({ config: session.config, databaseUrl: session.options.databaseUrl }, session.terminal);
+    session.requireDatabase();
+    await runServer({ config: session.config, databaseUrl: session.databaseChoice.url }, session.terminal);
   },
 });

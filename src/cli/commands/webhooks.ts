@@ -40,7 +40,6 @@ export const webhooksCommand = defineCommand({
     defineCommand({
       name: 'list',
       description: 'list the endpoints (never their secrets)',
-      readOnly: true,
       run: (session, out) => runList(session, out),
     }),
     defineCommand({
@@ -53,7 +52,6 @@ export const webhooksCommand = defineCommand({
       name: 'test',
       description: 'send a webhook.test event to an endpoint now and print its answer (exit 1 unless 2xx)',
       arguments: [{ name: '<id>', description: 'the endpoint id (wh_…)' }],
-      readOnly: true,
       run: (session, out, { args }) => runTest(session, out, args[0]!),
     }),
     defineCommand<DeliveriesOptions>({
@@ -64,7 +62,6 @@ export const webhooksCommand = defineCommand({
         { flags: '--failed', description: 'only given-up deliveries and those retrying after a failure' },
         { flags: '--limit <n>', description: 'how many, 1-1000', default: '50' },
       ],
-      readOnly: true,
       run: (session, out, { args, options }) => runDeliveries(session, out, args[0], options),
     }),
     defineCommand({
