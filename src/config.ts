@@ -500,7 +500,7 @@ export function resolveSigningKeyFile(database: DatabaseConfig, env: Environment
   return join(dirname(database.url), 'signing-keys.json');
 }
 
-/** A URL safe to print: the password, if any, replaced. */
+/** A URL safe to print: the password, if any, replaced (in the authority or as a query parameter). */
 export function redactUrl(url: string): string {
-  return url.replace(/\/\/([^:/@]+):[^@/]*@/, '//$1:***@');
+  return url.replace(/\/\/([^:/@]+):[^@/]*@/, '//$1:***@').replace(/([?&]password=)[^&]*/gi, '$1***');
 }

@@ -5,6 +5,7 @@ import { VERSION } from '../config.js';
 import { applyCommand, exportCommand } from './commands/runbooks.js';
 import { auditCommand } from './commands/audit.js';
 import { completePartnersCommand, completionCommand } from './commands/completion.js';
+import { contextCommand } from './commands/context.js';
 import { listCompaniesCommand, mapCompanyCommand, unmapCompanyCommand } from './commands/companies.js';
 import { issueKeysCommand, mintTestTokenCommand, revokeKeysCommand, rotateKeysCommand } from './commands/keys.js';
 import { listKeysCommand, lookupCommand, revokeTokensCommand } from './commands/leaks.js';
@@ -93,6 +94,7 @@ Exit codes: 0 ok, 1 error, 2 bad usage, 3 not found (a partner, or the SQLite
     mintTestTokenCommand,
     auditCommand,
     webhooksCommand,
+    contextCommand,
     dbCommand,
     signingKeyCommand,
     serveCommand,
