@@ -1,3 +1,4 @@
+import { AUDIT_ACTIONS } from '../../domain/audit-actions.js';
 import { parseTimeOrDuration } from '../../domain/validation.js';
 import { EXIT } from '../../errors.js';
 import { defineCommand } from '../definition.js';
@@ -12,7 +13,7 @@ export const auditCommand = defineCommand<AuditOptions>({
   options: [
     { flags: '--limit <n>', description: 'how many events, 1-1000', default: '50' },
     { flags: '--since <time|duration>', description: 'only events at or after this ISO time, or this long ago (2h, 7d)' },
-    { flags: '--action <name>', description: 'only this action (keys.revoked, tokens.revoked, company.mapped…; the README lists them)' },
+    { flags: '--action <name>', description: `only this action, one of: ${AUDIT_ACTIONS.join(', ')}` },
     { flags: '--principal <name>', description: 'only events of this database login (or user@host on SQLite)' },
     { flags: '--company <company_id>', description: 'only events whose details name this company' },
     { flags: '--cursor <cursor>', description: 'continue after this cursor (next_cursor in JSON)' },
