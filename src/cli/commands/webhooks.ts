@@ -13,6 +13,7 @@ interface AddOptions {
   partner?: string;
   description?: string;
   insecure?: boolean;
+  ifNotExists?: boolean;
 }
 
 interface DeliveriesOptions {
@@ -26,13 +27,14 @@ export const webhooksCommand = defineCommand({
   subcommands: [
     defineCommand<AddOptions>({
       name: 'add',
-      description: 'add an endpoint; prints its id and signing secret (whsec_…) once',
+      description: 'add an endpoint; prints its id and signing secret (whsec_…) once; one endpoint per URL (exit 4 webhook_exists)',
       options: [
         { flags: '--url <url>', description: 'where events are POSTed: https:// (http:// only with --insecure)' },
         { flags: '--events <list>', description: `comma list of event types (default every one): ${EVENTS_HELP}` },
         { flags: '--partner <partner>', description: "only this partner's events" },
         { flags: '--description <text>', description: 'a note for the operators' },
         { flags: '--insecure', description: 'allow an http:// URL (loopback tests, private networks)' },
+        { flags: '--if-not-exists', description: 'an endpoint for this URL already there: exit 0, changed: false (no secret printed)' },
       ],
       examples: [{ lines: ['partnerctl webhooks add --url https://ops.example.com/hooks \\', '  --events keys.expiring,leak.reported'] }],
       run: (session, out, { options }) => runAdd(session, out, options),
@@ -44,7 +46,8 @@ export const webhooksCommand = defineCommand({
     }),
     defineCommand({
       name: 'remove',
-      description: 'remove an endpoint; what was still to be delivered to it is dropped',
+      description:
+        'remove an endpoint; what was still to be delivered to it is dropped (asks to confirm, stating how many); one already removed exits 0, changed: false',
       arguments: [{ name: '<id>', description: 'the endpoint id (wh_…)' }],
       run: (session, out, { args }) => runRemove(session, out, args[0]!),
     }),
@@ -77,15 +80,22 @@ async function runAdd(session: Session, out: Output, options: AddOptions): Promi
   const [{ addWebhook }, { AppError }] = await Promise.all([import('../../domain/webhooks.js'), import('../../errors.js')]);
   if (options.url === undefined) throw new AppError('missing_argument', '--url is required');
   const db = await session.db();
-  const { endpoint } = await addWebhook(db, session.who, {
+  const added = await addWebhook(db, session.who, {
     url: options.url,
     events: options.events?.split(','),
     partner: options.partner,
     description: options.description,
     insecure: options.insecure,
+    ifNotExists: options.ifNotExists,
   });
+  if (!added.changed) {
+    if (out.json) out.emitJson({ ...endpointJson(added.endpoint), changed: false });
+    else out.line(`Webhook ${added.endpoint.id} already receives events at this URL; nothing changed (its secret was shown when it was added).`);
+    return;
+  }
+  const { endpoint } = added;
   if (out.json) {
-    out.emitJson({ ...endpointJson(endpoint), secret: endpoint.secret });
+    out.emitJson({ ...endpointJson(endpoint), secret: endpoint.secret, changed: true });
     return;
   }
   out.line(`Added webhook ${endpoint.id} -> ${endpoint.url}`);
@@ -131,13 +141,25 @@ async function runList(session: Session, out: Output): Promise<void> {
 }
 
 async function runRemove(session: Session, out: Output, id: string): Promise<void> {
-  const [{ removeWebhook }, db] = await Promise.all([import('../../domain/webhooks.js'), session.db()]);
-  const endpoint = await removeWebhook(db, session.who, id);
+  const [{ removeWebhook, webhookRemoval }, { confirmDestructive }, db] = await Promise.all([
+    import('../../domain/webhooks.js'),
+    import('../prompts.js'),
+    session.db(),
+  ]);
+  const { endpoint, pending } = await webhookRemoval(db, id);
+  if (endpoint) {
+    await confirmDestructive(session, `Remove webhook ${endpoint.id} (${endpoint.url}), dropping ${pending} pending deliver${pending === 1 ? 'y' : 'ies'}`);
+  }
+  const removed = await removeWebhook(db, session.who, id);
   if (out.json) {
-    out.emitJson({ id: endpoint.id, removed: true });
+    out.emitJson({ id, removed: removed.changed, changed: removed.changed, dropped_deliveries: removed.dropped });
     return;
   }
-  out.line(`Removed webhook ${endpoint.id} (${endpoint.url}).`);
+  out.line(
+    removed.changed
+      ? `Removed webhook ${id} (${removed.endpoint.url}); ${removed.dropped} pending deliver${removed.dropped === 1 ? 'y' : 'ies'} dropped.`
+      : `Webhook ${id} was already removed; nothing changed.`,
+  );
 }
 
 async function runTest(session: Session, out: Output, id: string): Promise<number> {
