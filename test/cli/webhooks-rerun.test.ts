@@ -36,23 +36,23 @@ describe.each(BACKENDS)('webhooks add and remove, re-run (%s)', (provider) => {
     });
 
     it('removes only with --yes when no one can answer, stating the pending deliveries it drops; again exits 0, changed: false', async () => {
-      const [{ id }] = await endpoints();
+      const id = (await endpoints())[0]!.id;
       // An event while the endpoint is there: one delivery pending (no server delivers here).
       expect((await runCli(['create-partner', '--name', 'Hooked'], backend.env)).code).toBe(0);
       expect((await runCli(['issue-keys', 'Hooked', '--json'], backend.env)).code).toBe(0);
 
-      const unconfirmed = await runCli(['webhooks', 'remove', id!], backend.env);
+      const unconfirmed = await runCli(['webhooks', 'remove', id], backend.env);
       expect(unconfirmed.code).toBe(2);
       expect(unconfirmed.stderr).toMatch(/^partnerctl: confirmation_required: Remove webhook wh_[0-9a-f]+ \(.*\), dropping 1 pending delivery: needs confirmation/);
       expect((await endpoints()).map((endpoint) => endpoint.id)).toContain(id);
 
-      const removed = await runCli(['webhooks', 'remove', id!, '--yes', '--json'], backend.env);
+      const removed = await runCli(['webhooks', 'remove', id, '--yes', '--json'], backend.env);
       expect(removed.code, removed.stderr).toBe(0);
       expect(removed.json()).toEqual({ id, removed: true, changed: true, dropped_deliveries: 1 });
-      const again = await runCli(['webhooks', 'remove', id!, '--json'], backend.env);
+      const again = await runCli(['webhooks', 'remove', id, '--json'], backend.env);
       expect(again.code, again.stderr).toBe(0);
       expect(again.json()).toEqual({ id, removed: false, changed: false, dropped_deliveries: 0 });
-      expect((await runCli(['webhooks', 'remove', id!], backend.env)).stdout).toBe(`Webhook ${id} was already removed; nothing changed.\n`);
+      expect((await runCli(['webhooks', 'remove', id], backend.env)).stdout).toBe(`Webhook ${id} was already removed; nothing changed.\n`);
       // An id never added is still not found.
       expect((await runCli(['webhooks', 'remove', 'wh_0123456789abcdef', '--yes'], backend.env)).code).toBe(3);
       const events = (await runCli(['audit', '--action', 'webhook.removed', '--json'], backend.env)).json().events;

@@ -144,7 +144,7 @@ async function runListCompanies(
   out.line(
     await out.table(
       [{ title: 'COMPANY' }, { title: 'MAPPED', min: 10 }],
-      page.companies.map((company) => [company.companyId, iso(company.createdAt)]),
+      page.companies.map((company) => [company.companyId, company.createdAt]),
     ),
   );
   if (page.nextCursor) {

@@ -52,7 +52,7 @@ async function runInstances(session: Session, out: Output, options: { failIfBehi
             i.pid,
             i.address,
             i.appliedRevision,
-            iso(i.lastSeenAt),
+            i.lastSeenAt,
             i.stale ? 'stale' : i.behind ? 'behind' : 'current',
           ]),
         ),

@@ -134,7 +134,7 @@ async function runList(session: Session, out: Output): Promise<void> {
         endpoint.events?.join(',') ?? 'all',
         endpoint.partnerId,
         endpoint.description,
-        iso(endpoint.createdAt),
+        endpoint.createdAt,
       ]),
     ),
   );
@@ -226,8 +226,8 @@ async function runDeliveries(session: Session, out: Output, id: string | undefin
         row.status,
         row.attempts,
         row.lastStatus !== null ? String(row.lastStatus) : row.lastError,
-        iso(row.nextAttemptAt),
-        iso(row.createdAt),
+        row.nextAttemptAt,
+        row.createdAt,
       ]),
     ),
   );
