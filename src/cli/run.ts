@@ -14,7 +14,7 @@ async function report(thrown: unknown, session: Session | undefined, argv: reado
   const debug = session?.options.debug === true || argv.includes('--debug');
   const name = (error as Error | undefined)?.name;
   if (name === 'ExitPromptError' || name === 'AbortPromptError') {
-    error = new AppError('cancelled', 'cancelled; nothing changed');
+    error = new AppError('cancelled', 'nothing changed');
   }
   // A privilege the connected login lacks (PostgreSQL roles), refused before anything changed.
   if (String((error as { code?: unknown } | undefined)?.code ?? '') === '42501') {

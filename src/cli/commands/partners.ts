@@ -1,5 +1,6 @@
 import type { PartnerRecord, PartnerStatus } from '../../domain/partners.js';
 import { validateCompanyId, validatePartnerName } from '../../domain/validation.js';
+import { nameKey, terminalSafe } from '../../text.js';
 import { defineCommand } from '../definition.js';
 import { iso, type Output } from '../output.js';
 import { askText, confirmDestructive, requireValue } from '../prompts.js';
@@ -25,13 +26,18 @@ interface CreatePartnerOptions {
 
 async function runCreatePartner(session: Session, out: Output, options: CreatePartnerOptions): Promise<void> {
   const name = await requireValue(session, options.name, '--name <name>', () =>
-    askText(session, 'Partner name', (value) => {
+    askText(session, 'Partner name', async (value) => {
+      let name: string;
       try {
-        validatePartnerName(value);
-        return true;
+        name = validatePartnerName(value);
       } catch (error) {
         return (error as Error).message;
       }
+      if (options.ifNotExists) return true;
+      // A taken name is asked again here rather than refused after the prompt.
+      const [{ searchPartners }, db] = await Promise.all([import('../../domain/partners.js'), session.db()]);
+      const taken = (await searchPartners(db, name, 50)).find((partner) => nameKey(partner.name) === nameKey(name));
+      return taken ? `'${terminalSafe(taken.name)}' is taken (${taken.id}); type another name` : true;
     }),
   );
   const [{ createPartner }, db] = await Promise.all([import('../../domain/partners.js'), session.db()]);
@@ -97,6 +103,10 @@ async function runListPartners(session: Session, out: Output, options: ListPartn
       out.line(options.cursor ? 'No more partners.' : `No partner is mapped to company ${options.company}.`);
       return;
     }
+    if (options.status !== undefined) {
+      out.line(options.cursor ? `No more ${options.status} partners.` : `No ${options.status} partners.`);
+      return;
+    }
     out.line(options.cursor ? 'No more partners.' : "No partners yet. Create one with 'partnerctl create-partner --name <name>'.");
     return;
   }
@@ -117,7 +127,7 @@ async function runListPartners(session: Session, out: Output, options: ListPartn
         statusText(chalk, partner.status),
         partner.companyCount,
         partner.activeAccessKey,
-        iso(partner.createdAt),
+        partner.createdAt,
       ]),
     ),
   );
@@ -200,7 +210,7 @@ async function runShowPartner(session: Session, out: Output, partnerArgument: st
           { title: 'CREATED', min: 10 },
           { title: 'LAST USED', min: 10, optional: true },
         ],
-        keyPairs.map((pair) => [pair.id, pair.accessKey, statusText(chalk, pair.status), iso(pair.createdAt), iso(pair.lastUsedAt)]),
+        keyPairs.map((pair) => [pair.id, pair.accessKey, statusText(chalk, pair.status), pair.createdAt, pair.lastUsedAt]),
       ),
     );
     for (const pair of keyPairs.filter((each) => each.status === 'retiring')) {
