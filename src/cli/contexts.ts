@@ -1,6 +1,7 @@
 // Named contexts (as kubectl and gh have them): a database URL and an actor under a name, one of them current.
 // Stored per user in $XDG_CONFIG_HOME/partnerctl/contexts.json (folder 0700, file 0600), read by the session
 // when neither --database-url nor DATABASE_URL names the database.
+import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { configDirectory, type Environment } from '../config.js';
@@ -78,8 +79,8 @@ export function writeContexts(env: Environment, contexts: Contexts): void {
       Object.entries(contexts.contexts).map(([name, entry]) => [name, { database_url: entry.databaseUrl, ...(entry.actor ? { actor: entry.actor } : {}) }]),
     ),
   };
-  const temporary = `${file}.${process.pid}.tmp`;
-  writeFileSync(temporary, `${JSON.stringify(body, null, 2)}\n`, { mode: 0o600 });
+  const temporary = `${file}.${randomBytes(6).toString('hex')}.tmp`;
+  writeFileSync(temporary, `${JSON.stringify(body, null, 2)}\n`, { mode: 0o600, flag: 'wx' });
   chmodSync(temporary, 0o600);
   renameSync(temporary, file);
 }
