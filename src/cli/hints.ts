@@ -5,6 +5,7 @@ import type { AppError, ErrorCode } from '../errors.js';
 const NEXT_STEP: Partial<Record<ErrorCode, string>> = {
   partner_not_found: "see 'partnerctl list-partners'",
   partner_exists: 'add --if-not-exists to reuse it',
+  webhook_exists: "add --if-not-exists to reuse it, or 'partnerctl webhooks remove' it first",
   active_key_pair_exists: "use 'partnerctl rotate-keys' to replace it",
   no_active_key_pair: "use 'partnerctl issue-keys' to issue one",
   partner_disabled: "'partnerctl enable-partner' first",

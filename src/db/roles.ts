@@ -153,3 +153,25 @@ export async function permissionDenied(db: Database, error: unknown): Promise<Ap
     cause: error,
   });
 }
+
+export interface Principal {
+  /** The login the database knows this connection as (session_user). */
+  readonly login: string;
+  /** Which of the four roles it holds, directly or through another (a superuser holds them all). */
+  readonly roles: readonly string[];
+  readonly superuser: boolean;
+}
+
+/** Who the database says this connection is: what `context show` verifies, not what the URL claims. */
+export async function sessionPrincipal(db: Database): Promise<Principal> {
+  const rows = await db.sql.query<{ login: string; roles: string[] | null; superuser: boolean }>(
+    `SELECT session_user AS login,
+            ARRAY(SELECT r.rolname::text FROM pg_roles r
+                  WHERE r.rolname = ANY($1::text[]) AND pg_has_role(session_user, r.oid, 'MEMBER')
+                  ORDER BY array_position($1::text[], r.rolname::text)) AS roles,
+            (SELECT rolsuper FROM pg_roles WHERE rolname = session_user) AS superuser`,
+    [[...ROLES]],
+  );
+  const row = rows[0]!;
+  return { login: row.login, roles: row.roles ?? [], superuser: row.superuser === true };
+}

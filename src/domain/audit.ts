@@ -3,6 +3,8 @@ import { eventHash, GENESIS } from '../db/audit-hash.js';
 import { auditPage, chainPage, chainRowsAt, chainStart, latestChained, type ChainRow } from '../db/repositories/audit.js';
 import type { Queryable } from '../db/unit.js';
 import { AppError } from '../errors.js';
+import { closest } from '../text.js';
+import { AUDIT_ACTIONS, isAuditAction, type AuditAction } from './audit-actions.js';
 import { findPartner } from './partners.js';
 import { CONTROL, isValidCompanyId } from './validation.js';
 
@@ -19,28 +21,11 @@ export interface AuditRecord {
   details: Record<string, unknown>;
 }
 
-/** The actions recorded today (the README lists them); `--action` takes any name of this shape. */
-const AUDIT_ACTIONS = [
-  'partner.created',
-  'partner.disabled',
-  'partner.enabled',
-  'partner.limits_set',
-  'keys.issued',
-  'keys.rotated',
-  'keys.retired',
-  'keys.revoked',
-  'tokens.revoked',
-  'company.mapped',
-  'company.unmapped',
-  'token.test_minted',
-  'leak.reported',
-  'webhook.added',
-  'webhook.removed',
-] as const;
 
 export interface AuditQuery {
   partner?: string;
   since?: Date;
+  /** Any text: one outside the vocabulary is refused, naming the nearest actions. */
   action?: string;
   principal?: string;
   company?: string;
@@ -54,14 +39,19 @@ function namesCompany(details: Record<string, unknown>, company: string): boolea
   return Array.isArray(details.company_ids) && details.company_ids.includes(company);
 }
 
+/** An action of the vocabulary, or a refusal naming the nearest ones (a typo must not answer "No audit events"). */
+function auditAction(value: string): AuditAction {
+  if (isAuditAction(value)) return value;
+  const near = closest(value, AUDIT_ACTIONS);
+  throw new AppError('invalid_argument', `no audit action '${value.slice(0, 40)}'${near.length > 0 ? `; did you mean ${near.join(', ')}?` : ''}`, {
+    field: 'action',
+    hint: `the actions: ${AUDIT_ACTIONS.join(', ')}`,
+  });
+}
+
 /** Newest first, a page at a time; `nextCursor` continues after the last event of this page. */
 export async function auditEventsPage(db: Database, options: AuditQuery): Promise<{ events: AuditRecord[]; nextCursor: string | null }> {
-  if (options.action !== undefined && !/^[a-z_]{1,40}\.[a-z_]{1,40}$/.test(options.action)) {
-    throw new AppError('invalid_argument', `action must be an action name such as keys.revoked, got '${options.action.slice(0, 40)}'`, {
-      hint: `recorded actions: ${AUDIT_ACTIONS.join(', ')}`,
-      field: 'action',
-    });
-  }
+  const action = options.action === undefined ? undefined : auditAction(options.action);
   if (options.principal !== undefined && (options.principal === '' || options.principal.length > 200 || CONTROL.test(options.principal))) {
     throw new AppError('invalid_argument', 'principal must be 1 to 200 characters without control characters', { field: 'principal' });
   }
@@ -75,7 +65,7 @@ export async function auditEventsPage(db: Database, options: AuditQuery): Promis
   const rows = await auditPage(db.sql, {
     ...(partnerId ? { partnerId } : {}),
     ...(options.since ? { since: options.since } : {}),
-    ...(options.action ? { action: options.action } : {}),
+    ...(action ? { action } : {}),
     ...(options.principal ? { principal: options.principal } : {}),
     ...(options.company ? { company: options.company } : {}),
     ...(options.cursor ? { beforeId: Number(options.cursor) } : {}),

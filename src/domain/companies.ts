@@ -25,7 +25,7 @@ function distinctCompanyIds(ids: readonly string[]): string[] {
   return [...new Set(ids)];
 }
 
-function auditChunks(unit: Unit, action: string, partnerId: string, ids: readonly string[]): void {
+function auditChunks(unit: Unit, action: 'company.mapped' | 'company.unmapped', partnerId: string, ids: readonly string[]): void {
   if (ids.length === 1) {
     // One company (map-company): one event naming it.
     unit.audit({ action, partnerId, details: { company_id: ids[0] } });

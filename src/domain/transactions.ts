@@ -9,6 +9,7 @@ import { touchPartners } from '../db/repositories/partners.js';
 import { announceRevision, bumpRevision } from '../db/repositories/revision.js';
 import { TransactionTimeout, type SqlTx } from '../db/unit.js';
 import { AppError } from '../errors.js';
+import type { AuditAction } from './audit-actions.js';
 import { auditRowsAsEvents, writeOutbox } from './outbox.js';
 
 export interface Actor {
@@ -17,7 +18,7 @@ export interface Actor {
 }
 
 export interface AuditEntry {
-  action: string;
+  action: AuditAction;
   partnerId?: string | null;
   details?: Record<string, unknown>;
 }

@@ -4,6 +4,7 @@ import {
   deleteWebhookEndpoint,
   deliveryPage,
   insertWebhookEndpoint,
+  pendingDeliveryCount,
   webhookEndpointById,
   webhookEndpointWithSecret,
   webhookEndpoints,
@@ -11,6 +12,7 @@ import {
   type WebhookEndpoint,
   type WebhookEndpointRow,
 } from '../db/repositories/webhooks.js';
+import { webhookEventExists } from '../db/repositories/audit.js';
 import { AppError } from '../errors.js';
 import { maskedUrl } from '../text.js';
 import { WEBHOOK_EVENT_TYPES, EVENT_SET } from './outbox.js';
@@ -33,6 +35,8 @@ export interface WebhookInput {
   description?: string | undefined;
   /** Allows http:// (loopback tests, private networks). */
   insecure?: boolean | undefined;
+  /** An endpoint for this URL already there is the answer (changed: false), not a conflict. */
+  ifNotExists?: boolean | undefined;
 }
 
 function validateWebhookUrl(raw: string, insecure: boolean): string {
@@ -64,11 +68,14 @@ function validateEventList(events: readonly string[]): string[] {
   return list;
 }
 
-export interface AddedWebhook {
-  endpoint: WebhookEndpointRow;
-}
+/** The new endpoint with its secret (returned once, here), or the one already there for the URL, without it. */
+export type AddedWebhook = { endpoint: WebhookEndpointRow; changed: true } | { endpoint: WebhookEndpoint; changed: false };
 
-/** Adds an endpoint (audited as webhook.added, without its secret); the secret is returned once, here. */
+/**
+ * Adds an endpoint (audited as webhook.added, without its secret). One endpoint per URL: a second add of the
+ * same URL is `webhook_exists`, or the existing endpoint (changed: false) with ifNotExists, so a runbook
+ * re-run never makes a second one that receives every event twice.
+ */
 export async function addWebhook(db: Database, who: Actor, input: WebhookInput): Promise<AddedWebhook> {
   const url = validateWebhookUrl(input.url, input.insecure === true);
   const events = input.events === undefined ? null : validateEventList(input.events);
@@ -76,8 +83,13 @@ export async function addWebhook(db: Database, who: Actor, input: WebhookInput):
   if (description !== null && (description.length > 200 || CONTROL.test(description))) {
     throw new AppError('invalid_argument', 'description must be 1 to 200 characters without control characters', { field: 'description' });
   }
-  return runUnit(db, who, async (unit) => {
+  return runUnit<AddedWebhook>(db, who, async (unit) => {
     const partnerId = input.partner === undefined ? null : (await findPartner(unit.tx, input.partner)).id;
+    const existing = (await webhookEndpoints(unit.tx)).find((endpoint) => endpoint.url === url);
+    if (existing) {
+      if (input.ifNotExists) return { endpoint: existing, changed: false };
+      throw new AppError('webhook_exists', `webhook ${existing.id} already receives events at this URL`, { field: 'url' });
+    }
     const endpoint: WebhookEndpointRow = {
       id: `wh_${randomBytes(8).toString('hex')}`,
       url,
@@ -93,18 +105,34 @@ export async function addWebhook(db: Database, who: Actor, input: WebhookInput):
       partnerId,
       details: { webhook_id: endpoint.id, url, events, ...(description ? { description } : {}) },
     });
-    return { endpoint };
+    return { endpoint, changed: true };
   });
 }
 
-export async function removeWebhook(db: Database, who: Actor, id: string): Promise<WebhookEndpoint> {
+/** What removing an endpoint would drop, for the question asked first. */
+export async function webhookRemoval(db: Database, id: string): Promise<{ endpoint: WebhookEndpoint | null; pending: number }> {
   checkWebhookId(id);
-  return runUnit(db, who, async (unit) => {
+  const endpoint = await webhookEndpointById(db.sql, id);
+  return { endpoint, pending: endpoint ? await pendingDeliveryCount(db.sql, id) : 0 };
+}
+
+export type RemovedWebhook = { changed: true; endpoint: WebhookEndpoint; dropped: number } | { changed: false; endpoint: null; dropped: 0 };
+
+/**
+ * Removes an endpoint and the deliveries still to be made to it. One removed earlier (its webhook.removed
+ * event names it) is `changed: false`, so a re-run succeeds; an id never added is not found.
+ */
+export async function removeWebhook(db: Database, who: Actor, id: string): Promise<RemovedWebhook> {
+  checkWebhookId(id);
+  return runUnit<RemovedWebhook>(db, who, async (unit) => {
     const endpoint = await webhookEndpointById(unit.tx, id);
-    if (!endpoint) throw new AppError('not_found', `no webhook '${id}'`, { field: 'webhook' });
-    await deleteWebhookEndpoint(unit.tx, id);
-    unit.audit({ action: 'webhook.removed', partnerId: endpoint.partnerId, details: { webhook_id: id, url: endpoint.url } });
-    return endpoint;
+    if (!endpoint) {
+      if (await webhookEventExists(unit.tx, 'webhook.removed', id)) return { changed: false, endpoint: null, dropped: 0 };
+      throw new AppError('not_found', `no webhook '${id}'`, { field: 'webhook' });
+    }
+    const { dropped } = await deleteWebhookEndpoint(unit.tx, id);
+    unit.audit({ action: 'webhook.removed', partnerId: endpoint.partnerId, details: { webhook_id: id, url: endpoint.url, dropped_deliveries: dropped } });
+    return { changed: true, endpoint, dropped };
   });
 }
 

@@ -148,7 +148,8 @@ describe.each(BACKENDS)('webhooks on %s: a real serve delivers to a local receiv
       const text = await runCli(['webhooks', 'add', '--url', receiver.url('/text'), '--insecure'], env());
       expect(text.stdout).toMatch(/Signing secret \(shown once.*\): whsec_/);
       await cli('webhooks', 'remove', added.id);
-      expect((await run('webhooks', 'remove', added.id)).code).toBe(3);
+      expect(await cli('webhooks', 'remove', added.id)).toMatchObject({ changed: false, removed: false });
+      expect((await run('webhooks', 'remove', 'wh_0000000000000000')).code).toBe(3);
       expect((await run('webhooks', 'remove', 'nonsense')).code).toBe(2);
       const audit = await cli('audit', '--limit', '10');
       const actions = audit.events.map((event: { action: string }) => event.action);

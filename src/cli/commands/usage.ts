@@ -86,7 +86,7 @@ async function runUsage(session: Session, out: Output, partner: string | undefin
       rows.map((row) => [
         `${row.partnerName ?? '?'} (${row.partnerId})`,
         ...(by === 'company' ? [row.companyId === '' ? '(none)' : (row.companyId ?? null)] : []),
-        out.tableTime(row.periodStart, options.wide),
+        row.periodStart,
         row.accepted + row.clientErrors + row.serverErrors,
         row.accepted,
         row.clientErrors,

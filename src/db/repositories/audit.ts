@@ -209,6 +209,12 @@ export async function lastEventAt(q: Queryable, partnerId: string, action: strin
   return row ? toDate(row.at) : null;
 }
 
+/** Whether an event of this action names the webhook in its details (`webhook_id`). */
+export async function webhookEventExists(q: Queryable, action: string, webhookId: string): Promise<boolean> {
+  const rows = await q.query('SELECT 1 AS found FROM audit_events WHERE action = $1 AND details LIKE $2 LIMIT 1', [action, `%"webhook_id":${JSON.stringify(webhookId)}%`]);
+  return rows.length > 0;
+}
+
 /** The test-token mint event whose details carry this jti (older, untraceable token ids). */
 export async function testTokenEventByJti(q: Queryable, jti: string): Promise<{ partnerId: string | null; at: Date; details: string } | null> {
   const [row] = await q.query<{ partner_id: string | null; at: unknown; details: string }>(

@@ -59,16 +59,22 @@ export async function webhookEndpointById(q: Queryable, id: string): Promise<Web
   return row ? endpointFromRaw(row) : null;
 }
 
-/** Removes the endpoint and what was still to be delivered to it; the deliveries already made stay listed. */
 /** The endpoint with its signing secret, for a send (`webhooks test`); null when none has that id. */
 export async function webhookEndpointWithSecret(q: Queryable, id: string): Promise<WebhookEndpointRow | null> {
   const [row] = await q.query<EndpointRaw & { secret: string }>(`SELECT ${ENDPOINT_COLUMNS}, secret FROM webhook_endpoints WHERE id = $1`, [id]);
   return row ? { ...endpointFromRaw(row), secret: row.secret } : null;
 }
 
-export async function deleteWebhookEndpoint(tx: SqlTx, id: string): Promise<number> {
-  await tx.run("DELETE FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'pending'", [id]);
-  return tx.run('DELETE FROM webhook_endpoints WHERE id = $1', [id]);
+/** How many deliveries to the endpoint are still to be made (what removing it drops). */
+export async function pendingDeliveryCount(q: Queryable, id: string): Promise<number> {
+  const [row] = await q.query<{ n: unknown }>("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'pending'", [id]);
+  return Number(row?.n ?? 0);
+}
+
+/** Removes the endpoint and what was still to be delivered to it; the deliveries already made stay listed. */
+export async function deleteWebhookEndpoint(tx: SqlTx, id: string): Promise<{ removed: number; dropped: number }> {
+  const dropped = await tx.run("DELETE FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'pending'", [id]);
+  return { removed: await tx.run('DELETE FROM webhook_endpoints WHERE id = $1', [id]), dropped };
 }
 
 /** `data` is the JSON body sent: {type, timestamp, data}; `auditSeq` the audit event it reports (written in the same transaction), null for a server's reminder. */
