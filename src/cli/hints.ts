@@ -67,6 +67,6 @@ export function hintFor(error: AppError): string | undefined {
   const next = error.field === undefined ? (error.code === 'audit_chain_broken' ? NEXT_STEP[error.code] : undefined) : NEXT_STEP_OF_FIELD[error.field];
   if (error.hint) return next ? `${error.hint} ${next}` : error.hint;
   if (next) return next;
-  if (error.field && FLAG_OF[error.field]) return FLAG_OF[error.field];
-  return NEXT_STEP[error.code];
+  // What to do about this kind of error comes before how to spell the flag it concerns.
+  return NEXT_STEP[error.code] ?? (error.field ? FLAG_OF[error.field] : undefined);
 }
