@@ -35,6 +35,7 @@ const AUDIT_ACTIONS = [
   'leak.reported',
   'webhook.added',
   'webhook.removed',
+  'instance.forgotten',
 ] as const;
 
 export interface AuditQuery {
