@@ -34,6 +34,12 @@ export async function openPostgresql(url: string, poolSize: number, timeouts: Po
     transaction: async <T>(work: (tx: SqlTx) => Promise<T>, options: TransactionOptions) => {
       const client = await pool.connect();
       let broken = false;
+      // A checked-out connection has no pool listener: a reset between two statements would otherwise be an
+      // unhandled 'error' event (the process would exit). Its statements fail on their own.
+      const lost = () => {
+        broken = true;
+      };
+      client.on('error', lost);
       // statement_timeout below bounds the server; this bounds a connection that stopped answering at all.
       // (pg reads query_timeout from a query's config too; its types do not name it.)
       const query = (sql: string, params: readonly unknown[] = []): Promise<QueryResult> =>
@@ -60,6 +66,7 @@ export async function openPostgresql(url: string, poolSize: number, timeouts: Po
         });
         throw error;
       } finally {
+        client.removeListener('error', lost);
         client.release(broken);
       }
     },
