@@ -26,8 +26,6 @@ export type OutageEvent =
 
 /** The state the gate decides from while the database does not answer (null while it does). */
 export interface HeldState {
-  /** When a read of the revision first failed. */
-  since: number;
   /** Data requests are decided from the held state (the budget holds); false: they answer 503. */
   serving: boolean;
   /** The instant until which the held state may decide (0 with no budget). */
@@ -157,7 +155,6 @@ export class AccessState {
     if (this.unreachableSince === null) return null;
     const now = this.clock.now();
     return {
-      since: this.unreachableSince,
       serving: now - this.confirmedAt <= this.stalenessBoundMs || this.servesHeld(now),
       servingUntil: this.servingUntil(),
     };

@@ -166,7 +166,7 @@ export class InstanceRegistry extends DeferredWrites {
 
 export interface InstanceStatus extends InstanceRow {
   stale: boolean;
-  /** Live and not yet at the database's current revision. */
+  /** Live (or stale but within its budget) and not yet at the database's current revision. */
   behind: boolean;
   /**
    * Stale but within its budget: it may still be answering from its last state until `servingUntil`
@@ -186,11 +186,12 @@ export async function instanceReport(db: Database): Promise<{ revision: number; 
     revision,
     instances: rows.map((row) => {
       const stale = isStale(row.lastSeenAt, now);
+      const mayServe = stale && !isDone(row, now);
       return {
         ...row,
         stale,
-        behind: !stale && (row.appliedRevision === null || row.appliedRevision < revision),
-        mayServe: stale && !isDone(row, now),
+        behind: (!stale || mayServe) && (row.appliedRevision === null || row.appliedRevision < revision),
+        mayServe,
         servingUntil: servingUntil(row),
       };
     }),

@@ -6,7 +6,10 @@ import { confirmDestructive } from '../prompts.js';
 import type { Session } from '../session.js';
 
 const INSTANCES_OPTIONS = defineOptions([
-  { flags: '--fail-if-behind', description: 'exit 1 when any live instance is behind the current revision (a monitor check)' },
+  {
+    flags: '--fail-if-behind',
+    description: 'exit 1 when any live instance (or stale one that may still serve) is behind the current revision (a monitor check)',
+  },
   {
     flags: '--forget <id>',
     description: 'remove an instance known to be gone for good (a crashed host) from the registry, audited: no later receipt waits for it',
@@ -21,8 +24,8 @@ export const instancesCommand = defineCommand({
 A stale instance with a staleness budget (PUBLIC_API_STALE_BUDGET) may
 still answer from its last state until its last heartbeat + budget
 (SERVING UNTIL): receipts do not count it as done before then. Past
-that, it is listed, never awaited. Behind: live and not yet at the
-database's current revision.`,
+that, it is listed, never awaited. Behind: live (or stale and may
+serve) and not yet at the database's current revision.`,
   readOnly: (options) => options.forget === undefined,
   run: (session, out, { options }) => (options.forget === undefined ? runInstances(session, out, options) : runForget(session, out, options.forget)),
 });
@@ -90,7 +93,7 @@ async function runInstances(session: Session, out: Output, options: OptionsOf<ty
   const behind = instances.filter((i) => i.behind);
   if (options.failIfBehind && behind.length > 0) {
     out.note(
-      `partnerctl: ${behind.length} live serve instance(s) behind revision ${revision}: ${behind.map((i) => `${i.instanceId} (${i.host}, pid ${i.pid}, at ${i.appliedRevision ?? 'none'})`).join(', ')}`,
+      `partnerctl: ${behind.length} serve instance(s) behind revision ${revision}: ${behind.map((i) => `${i.instanceId} (${i.host}, pid ${i.pid}, at ${i.appliedRevision ?? 'none'})`).join(', ')}`,
     );
     return EXIT.error;
   }
