@@ -108,7 +108,10 @@ export function reportReceipt(out: Output, receipt: Receipt | null, waitText: st
     for (const u of receipt.unconfirmed) {
       out.line(`  ${u.instanceId}  ${u.host}  pid ${u.pid}  NOT CONFIRMED within ${waitText} (last seen ${u.lastSeenAt.toISOString()}${servingUntilText(u.servingUntil)})`);
     }
-    for (const s of receipt.stale) out.line(`  ${s.instanceId}  ${s.host}  pid ${s.pid}  stale, not awaited (last seen ${s.lastSeenAt.toISOString()})`);
+    for (const s of receipt.stale) {
+      const done = s.servingUntil === null ? '' : `; served from its last state until ${s.servingUntil.toISOString()} at the latest`;
+      out.line(`  ${s.instanceId}  ${s.host}  pid ${s.pid}  stale, not awaited (last seen ${s.lastSeenAt.toISOString()}${done})`);
+    }
   }
   if (receipt.unconfirmed.length === 0) return undefined;
   const names = receipt.unconfirmed.map((u) => `${u.instanceId} (${u.host}, pid ${u.pid}${servingUntilText(u.servingUntil)})`).join(', ');

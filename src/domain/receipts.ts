@@ -19,8 +19,11 @@ export interface Receipt {
    * read the database) until `servingUntil` (their last heartbeat + budget; null without a budget).
    */
   unconfirmed: { instanceId: string; host: string; pid: number; lastSeenAt: Date; servingUntil: Date | null; stale: boolean }[];
-  /** Instances whose heartbeat is older than 10 s and whose budget is spent: listed, never awaited. */
-  stale: { instanceId: string; host: string; pid: number; lastSeenAt: Date }[];
+  /**
+   * Instances whose heartbeat is older than 10 s and whose budget is spent (done serving from their last
+   * state at `servingUntil`; null without a budget): listed, never awaited.
+   */
+  stale: { instanceId: string; host: string; pid: number; lastSeenAt: Date; servingUntil: Date | null }[];
 }
 
 /** `--wait` values: 500ms, 3s, 1m (up to 10 minutes). */
@@ -104,7 +107,7 @@ export class ConfirmationWatch {
       const who = { instanceId: row.instanceId, host: row.host, pid: row.pid };
       const afterMs = seen.get(row.instanceId);
       if (afterMs !== undefined) receipt.confirmed.push({ ...who, afterMs });
-      else if (isDone(row, now)) receipt.stale.push({ ...who, lastSeenAt: row.lastSeenAt });
+      else if (isDone(row, now)) receipt.stale.push({ ...who, lastSeenAt: row.lastSeenAt, servingUntil: servingUntil(row) });
       else receipt.unconfirmed.push({ ...who, lastSeenAt: row.lastSeenAt, servingUntil: servingUntil(row), stale: isStale(row.lastSeenAt, now) });
     }
     receipt.confirmed.sort((a, b) => a.afterMs - b.afterMs);

@@ -58,6 +58,7 @@ describe.each(BACKENDS)('the instance registry and receipts with staleness budge
         },
       ]);
       expect(receipt.stale.map((s) => s.instanceId).sort()).toEqual([noBudget.instanceId, spent.instanceId].sort());
+      expect(receipt.stale.find((s) => s.instanceId === spent.instanceId)!.servingUntil).toEqual(new Date(spent.lastSeenAt.getTime() + 60_000));
       // It waited for the cut instance (the whole --wait), as for a live one.
       expect(Date.now() - started).toBeGreaterThanOrEqual(290);
     });
