@@ -45,6 +45,7 @@ const CODES = {
   database_unavailable: { status: 503, exit: EXIT.unavailable },
   schema_out_of_date: { status: 503, exit: EXIT.unavailable },
   signing_key_unavailable: { status: 503, exit: EXIT.unavailable },
+  clock_skewed: { status: 503, exit: EXIT.unavailable },
   upstream_timeout: { status: 504, exit: EXIT.unavailable },
   not_confirmed: { status: 504, exit: EXIT.notConfirmed },
 } as const satisfies Record<string, { status: number; exit: number }>;

@@ -4,6 +4,7 @@ import type { Clock } from '../clock.js';
 import type { Database } from '../db/client.js';
 import { announceInstance, beatInstance, listInstances, removeInstance, type InstanceRow } from '../db/repositories/instances.js';
 import { currentRevision } from '../db/repositories/revision.js';
+import { CLOCK_TOLERANCE_MS } from './clock-sync.js';
 import { DeferredWrites, type OnWriteFailure } from './deferred-writes.js';
 
 /** A heartbeat at least this often (the issue's bound is 2 s; a failed beat is retried sooner). */
@@ -57,6 +58,8 @@ export class InstanceRegistry extends DeferredWrites {
     clock: Clock,
     private readonly version: string,
     private readonly appliedRevision: () => number | null,
+    /** This host's clock minus the database server's (ClockSync), shown by `partnerctl instances`; null: not measured. */
+    private readonly clockOffsetMs: () => number | null,
     private readonly events: RegistryEvents = {},
   ) {
     super(db, clock, (error, failures) => {
@@ -96,6 +99,7 @@ export class InstanceRegistry extends DeferredWrites {
       startedAt: this.startedAt,
       lastSeenAt: new Date(this.clock.now()),
       appliedRevision: applied,
+      clockOffsetMs: this.clockOffsetMs(),
     };
     this.due = false;
     const moved = applied !== this.written;
@@ -144,6 +148,8 @@ export class InstanceRegistry extends DeferredWrites {
 
 export interface InstanceStatus extends InstanceRow {
   stale: boolean;
+  /** Its clock is beyond the tolerance from the database server's: it mints no token. */
+  clockSkewed: boolean;
   /** Live and not yet at the database's current revision. */
   behind: boolean;
 }
@@ -157,7 +163,8 @@ export async function instanceReport(db: Database): Promise<{ revision: number; 
     revision,
     instances: rows.map((row) => {
       const stale = isStale(row.lastSeenAt, now);
-      return { ...row, stale, behind: !stale && (row.appliedRevision === null || row.appliedRevision < revision) };
+      const clockSkewed = row.clockOffsetMs !== null && Math.abs(row.clockOffsetMs) > CLOCK_TOLERANCE_MS;
+      return { ...row, stale, clockSkewed, behind: !stale && (row.appliedRevision === null || row.appliedRevision < revision) };
     }),
   };
 }

@@ -128,8 +128,10 @@ function suite(provider: Provider, count: number) {
       const row = instances.find((r) => r.instance_id === ids[i])!;
       expect(row).toMatchObject({ pid: server.child.pid, address: server.url, applied_revision: revision, stale: false, behind: false });
       expect(Object.keys(row).sort()).toEqual(
-        ['address', 'applied_revision', 'behind', 'host', 'instance_id', 'last_seen_at', 'pid', 'stale', 'started_at', 'version'].sort(),
+        ['address', 'applied_revision', 'behind', 'clock_offset_ms', 'clock_skewed', 'host', 'instance_id', 'last_seen_at', 'pid', 'stale', 'started_at', 'version'].sort(),
       );
+      // The clock is measured against the database server's on PostgreSQL only (SQLite: one host, one clock).
+      expect(row).toMatchObject({ clock_offset_ms: provider === 'postgresql' ? expect.any(Number) : null, clock_skewed: false });
       expect(Date.now() - Date.parse(row.last_seen_at)).toBeLessThan(2_500);
       expect(server.stdout()).toContain(`"instance_id":"${ids[i]}"`);
       const ready = (await (await fetch(`${server.url}/readyz`)).json()) as { applied_revision: number };

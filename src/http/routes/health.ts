@@ -20,6 +20,8 @@ export function registerHealthRoutes(app: FastifyInstance, deps: AppDeps): void 
         // The access revision this instance's caches reflect (what `partnerctl instances` lists).
         applied_revision: deps.access.appliedRevision,
         ...(deps.redis ? { redis: deps.redis.available ? 'ok' : 'unavailable' } : {}),
+        // PostgreSQL: this host's clock against the database server's; `skewed` refuses to mint (503 clock_skewed).
+        ...(deps.clockSync ? { clock: { offset_ms: deps.clockSync.offsetMs, status: deps.clockSync.skewed ? 'skewed' : 'ok' } } : {}),
       };
     }
     return sendError(
