@@ -35,7 +35,7 @@ export async function openDatabase(config: DatabaseConfig, options: OpenOptions 
     if (config.provider === 'postgresql') {
       // Instants written by one process are compared by others (a brake's cut-off with a token's issue time):
       // on PostgreSQL every process reads the database server's clock, through its own corrected by the
-      // offset measured here (a server measures it again with every heartbeat). SQLite is one host, one clock.
+      // offset measured here (`serve` measures it again every second: ClockSync). SQLite is one host, one clock.
       if (options.clock === undefined) {
         const corrected = new OffsetClock(systemClock);
         corrected.offsetMs = (await measureClockOffset(sql, systemClock)).offsetMs;

@@ -9,6 +9,11 @@ import type { Database } from '../db/client.js';
  * time before a brake's cut-off it should follow, so the instance refuses to mint (docs/server.md).
  */
 export const CLOCK_TOLERANCE_MS = 2_000;
+/** Whether an offset (ms) is beyond the tolerance: such an instance mints no token. */
+export function beyondTolerance(offsetMs: number | null): boolean {
+  return offsetMs !== null && Math.abs(offsetMs) > CLOCK_TOLERANCE_MS;
+}
+
 /** Measured again this often (as often as the heartbeat). */
 const MEASURE_EVERY_MS = 1_000;
 
@@ -42,7 +47,7 @@ export class ClockSync {
 
   /** Beyond the tolerance: no token may be minted. */
   get skewed(): boolean {
-    return this.offsetMs !== null && Math.abs(this.offsetMs) > CLOCK_TOLERANCE_MS;
+    return beyondTolerance(this.offsetMs);
   }
 
   /** Measures (once at a time); a failed measurement keeps the last offset (a clock does not move while a database is away). */

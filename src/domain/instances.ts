@@ -4,7 +4,7 @@ import type { Clock } from '../clock.js';
 import type { Database } from '../db/client.js';
 import { announceInstance, beatInstance, listInstances, removeInstance, type InstanceRow } from '../db/repositories/instances.js';
 import { currentRevision } from '../db/repositories/revision.js';
-import { CLOCK_TOLERANCE_MS } from './clock-sync.js';
+import { beyondTolerance } from './clock-sync.js';
 import { DeferredWrites, type OnWriteFailure } from './deferred-writes.js';
 
 /** A heartbeat at least this often (the bound is 2 s; a failed beat is retried sooner). */
@@ -163,8 +163,7 @@ export async function instanceReport(db: Database): Promise<{ revision: number; 
     revision,
     instances: rows.map((row) => {
       const stale = isStale(row.lastSeenAt, now);
-      const clockSkewed = row.clockOffsetMs !== null && Math.abs(row.clockOffsetMs) > CLOCK_TOLERANCE_MS;
-      return { ...row, stale, clockSkewed, behind: !stale && (row.appliedRevision === null || row.appliedRevision < revision) };
+      return { ...row, stale, clockSkewed: beyondTolerance(row.clockOffsetMs), behind: !stale && (row.appliedRevision === null || row.appliedRevision < revision) };
     }),
   };
 }
