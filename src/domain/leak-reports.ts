@@ -34,14 +34,12 @@ export type LeakPolicy = 'contain' | 'report';
 const CONCURRENCY = 32;
 
 /**
- * The receiver's writes are bounded to about 3 s, then the batch is answered 503 and GitHub sends it again.
- * On SQLite they never wait for the write lock another process holds (the wait would sleep the event loop,
- * and every request with it): a busy file is tried again after pauses off the event loop. On PostgreSQL a
- * lock wait is asynchronous, and the receiver's own units queue on the revision row: they wait, bounded.
+ * The receiver's writes never wait for a lock another process holds (on SQLite the wait would sleep the
+ * event loop, and every request with it; on PostgreSQL it would hold a connection of the pool): a busy
+ * database is tried again after pauses off the event loop for up to 3 s, then the batch is answered 503
+ * and GitHub sends it again.
  */
-function writePolicy(db: Database): UnitPolicy {
-  return db.provider === 'sqlite' ? { timeoutMs: 5_000, lockWaitMs: 0, retryForMs: 3_000 } : { timeoutMs: 3_000, retryForMs: 3_000 };
-}
+const WRITE_POLICY: UnitPolicy = { timeoutMs: 5_000, lockWaitMs: 0, retryForMs: 3_000 };
 
 function fingerprintOf(alert: LeakAlert): string {
   return createHash('sha256').update(alert.token).update('\n').update(alert.url).digest('hex');
@@ -106,6 +104,17 @@ export async function handleLeakAlerts(db: Database, keys: SigningKeys, alerts: 
   // False positives are recorded too (without an audit event: nothing happened), so that a replayed batch
   // is answered from its records instead of an argon2 verification per item each time.
   const falsePositives: LeakReportRow[] = [];
+  // The lookups (argon2 and all) run side by side, the containments one at a time: side by side they would
+  // only queue on the revision row. After a failure none is tried: the answer is a 503 anyway.
+  let writes: Promise<unknown> = Promise.resolve();
+  const write = (work: () => Promise<void>): Promise<void> => {
+    const turn = writes.then(() => {
+      if (failure) throw failure.error;
+      return work();
+    });
+    writes = turn.catch(() => {});
+    return turn;
+  };
   for (const [index, alert] of alerts.entries()) {
     const fingerprint = fingerprints[index]!;
     if (labels.has(fingerprint)) continue;
@@ -118,7 +127,7 @@ export async function handleLeakAlerts(db: Database, keys: SigningKeys, alerts: 
     labels.set(fingerprint, new Promise<LeakLabel>((resolve) => (settle = resolve)));
     queue.push(async () => {
       try {
-        const handled = await handleOne(db, lookupOnce, alert, fingerprint, policy);
+        const handled = await handleOne(db, lookupOnce, write, alert, fingerprint, policy);
         // A token's signature is judged with this instance's key file, which may lag a rotation: its verdict
         // is not kept (checking it again costs a signature, not an argon2 hash).
         if (handled.label === 'false_positive' && handled.kind !== 'token') {
@@ -138,7 +147,7 @@ export async function handleLeakAlerts(db: Database, keys: SigningKeys, alerts: 
     }),
   );
   if (failure) throw failure.error;
-  if (falsePositives.length > 0) await runTransaction(db, (tx) => insertLeakReports(tx, falsePositives), writePolicy(db));
+  if (falsePositives.length > 0) await runTransaction(db, (tx) => insertLeakReports(tx, falsePositives), WRITE_POLICY);
   return Promise.all(
     alerts.map(async (alert, index) => ({ token_raw: alert.token, token_type: alert.type, label: await labels.get(fingerprints[index]!)! })),
   );
@@ -147,6 +156,7 @@ export async function handleLeakAlerts(db: Database, keys: SigningKeys, alerts: 
 async function handleOne(
   db: Database,
   lookupOnce: (token: string) => Promise<LookupResult>,
+  write: (work: () => Promise<void>) => Promise<void>,
   alert: LeakAlert,
   fingerprint: string,
   policy: LeakPolicy,
@@ -163,7 +173,7 @@ async function handleOne(
   const contain = policy === 'contain' ? leakAction(result.kind, result.contain) : null;
   const partnerId = result.partner?.id ?? null;
   const pairId = result.pair?.id ?? null;
-  await runUnit(db, { actor: SECRET_SCANNING_ACTOR }, async (unit) => {
+  await write(() => runUnit(db, { actor: SECRET_SCANNING_ACTOR }, async (unit) => {
     const now = new Date(unit.clock.now());
     const fresh = await insertLeakReport(unit.tx, {
       fingerprint,
@@ -195,6 +205,6 @@ async function handleOne(
         ...(contain ? { changed } : { advice: result.contain && containmentDetails(result.contain) }),
       },
     });
-  }, writePolicy(db));
+  }, WRITE_POLICY));
   return { label: 'true_positive', kind: result.kind };
 }

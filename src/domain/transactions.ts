@@ -182,8 +182,9 @@ class Unchanged {
 
 function isTransient(error: unknown): boolean {
   const code = String((error as { code?: unknown }).code ?? '');
-  if (/^SQLITE_BUSY|^40001$|^40P01$/.test(code)) return true;
-  return /database is locked|could not serialize|deadlock detected/i.test((error as Error).message ?? '');
+  // 55P03: a lock not taken within lock_timeout (a unit that asked not to wait for locks).
+  if (/^SQLITE_BUSY|^40001$|^40P01$|^55P03$/.test(code)) return true;
+  return /database is locked|could not serialize|deadlock detected|lock timeout/i.test((error as Error).message ?? '');
 }
 
 export function translateDatabaseError(error: unknown): AppError {
@@ -196,7 +197,7 @@ export function translateDatabaseError(error: unknown): AppError {
       cause: error,
     });
   }
-  if (error instanceof TransactionTimeout || code === '57014' || /^SQLITE_BUSY/.test(code) || /database is locked/i.test(message)) {
+  if (error instanceof TransactionTimeout || code === '57014' || code === '55P03' || /^SQLITE_BUSY/.test(code) || /database is locked/i.test(message)) {
     return new AppError('database_unavailable', 'the database stayed busy for too long', {
       hint: 'another process may be holding a long write; try again',
       cause: error,

@@ -1,5 +1,6 @@
 import argon2 from 'argon2';
 import BetterSqlite3 from 'better-sqlite3';
+import pg from 'pg';
 import { generateKeyPairSync, randomBytes, sign, type KeyObject } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -247,52 +248,74 @@ describe.each(BACKENDS)('secret scanning on %s: a real serve, a local key server
       expect((await cli('audit', 'head')).hash).toBe(head);
     });
 
-    it.runIf(provider === 'sqlite')(
-      'another process holding the write lock: the alert is 503 within the bound, liveness stays fast, the re-send contains it',
-      async () => {
-        const keys = await newPartner();
-        const message = signed(JSON.stringify([alert(keys.secret_key, 'https://github.com/o/r/blob/1/locked')]));
+    /** Another process's long write: SQLite's write lock, or PostgreSQL's lock on the revision row every unit takes first. */
+    const holdWriteLock = async (): Promise<{ held: () => boolean; release: () => Promise<void> }> => {
+      if (provider === 'sqlite') {
         const holder = new BetterSqlite3(sqlitePath(backend));
         holder.exec('BEGIN IMMEDIATE');
-        // Released after 8 s at the latest (as a long CLI write would), or as soon as the checks are done.
-        const release = () => holder.inTransaction && holder.exec('COMMIT');
-        const releaseTimer = setTimeout(release, 8_000);
-        try {
-          const probes: number[] = [];
-          let answered = false;
-          const probing = (async () => {
-            while (!answered) {
-              const start = performance.now();
-              expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
-              probes.push(performance.now() - start);
-              await sleep(100);
-            }
-          })();
-          const start = performance.now();
-          const response = await post(message);
-          const elapsed = performance.now() - start;
-          answered = true;
-          await probing;
-          expect(response.status).toBe(503);
-          expect(((await response.json()) as { error: { code: string } }).error.code).toBe('database_unavailable');
-          // The bound is 3 s of retries (plus the lookup); waiting for the lock would take the whole 8 s.
-          expect(elapsed).toBeLessThan(6_000);
-          expect(probes.length).toBeGreaterThan(5);
-          expect(Math.max(...probes)).toBeLessThan(500);
-          expect(holder.inTransaction).toBe(true);
-        } finally {
-          clearTimeout(releaseTimer);
-          release();
-          holder.close();
-        }
-        // GitHub's retry, once the lock is free: contained and recorded.
-        const again = await post(message);
-        expect(again.status).toBe(200);
-        expect(await again.json()).toEqual([{ token_raw: keys.secret_key, token_type: 'partnerctl_secret_key', label: 'true_positive' }]);
-        expect((await exchange(keys)).status).toBe(401);
-      },
-      30_000,
-    );
+        return {
+          held: () => holder.inTransaction,
+          release: async () => {
+            if (holder.inTransaction) holder.exec('COMMIT');
+            holder.close();
+          },
+        };
+      }
+      const holder = new pg.Client({ connectionString: backend.url });
+      await holder.connect();
+      await holder.query('BEGIN');
+      await holder.query('UPDATE revision SET value = value WHERE id = 1');
+      let held = true;
+      return {
+        held: () => held,
+        release: async () => {
+          if (!held) return;
+          held = false;
+          await holder.query('ROLLBACK');
+          await holder.end();
+        },
+      };
+    };
+
+    it('another process holding the write lock: the alert is 503 within the bound, liveness stays fast, the re-send contains it', async () => {
+      const keys = await newPartner();
+      const message = signed(JSON.stringify([alert(keys.secret_key, 'https://github.com/o/r/blob/1/locked')]));
+      const holder = await holdWriteLock();
+      // Released after 8 s at the latest (as a long CLI write would), or as soon as the checks are done.
+      const releaseTimer = setTimeout(() => void holder.release(), 8_000);
+      try {
+        const probes: number[] = [];
+        let answered = false;
+        const probing = (async () => {
+          while (!answered) {
+            const start = performance.now();
+            expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
+            probes.push(performance.now() - start);
+            await sleep(100);
+          }
+        })();
+        const start = performance.now();
+        const response = await post(message);
+        const elapsed = performance.now() - start;
+        answered = true;
+        await probing;
+        expect(response.status).toBe(503);
+        expect(((await response.json()) as { error: { code: string } }).error.code).toBe('database_unavailable');
+        // The bound is 3 s of retries (plus the lookup); waiting for the lock would take the whole 8 s.
+        expect(elapsed).toBeLessThan(6_000);
+        expect(probes.length).toBeGreaterThan(5);
+        expect(Math.max(...probes)).toBeLessThan(500);
+        expect(holder.held()).toBe(true);
+      } finally {
+        clearTimeout(releaseTimer);
+        await holder.release();
+      }
+      // GitHub's retry, once the lock is free: contained and recorded.
+      const again = await post(message);
+      expect(again.status).toBe(200);
+      expect(await again.json()).toEqual([{ token_raw: keys.secret_key, token_type: 'partnerctl_secret_key', label: 'true_positive' }]);
+      expect((await exchange(keys)).status).toBe(401);
+    }, 30_000);
 
     it('an access key alone is true_positive and changes nothing; a live token has its partner\'s tokens revoked', async () => {
       const keys = await newPartner();
