@@ -21,7 +21,7 @@ describe('the database server\'s clock on PostgreSQL', () => {
     it('a handle opened without a clock reads the database server\'s: an OffsetClock measured at open', () => {
       expect(db.clock).toBeInstanceOf(OffsetClock);
       // The test's database runs on this host: the offset is the measurement's error only.
-      expect(Math.abs(db.clock.now() - Date.now())).toBeLessThan(50);
+      expect(Math.abs(db.clock.now() - Date.now())).toBeLessThan(250);
     });
 
     it('a host clock a minute fast is corrected, reported skewed, and back within tolerance once fixed', async () => {
@@ -32,14 +32,14 @@ describe('the database server\'s clock on PostgreSQL', () => {
       const sync = ClockSync.of({ ...db, clock }, { onChange: (skewed, offsetMs) => changes.push([skewed, offsetMs]) })!;
       expect(sync.skewed).toBe(false);
       await sync.measure();
-      expect(Math.abs(sync.offsetMs! - 60_000)).toBeLessThan(50);
+      expect(Math.abs(sync.offsetMs! - 60_000)).toBeLessThan(250);
       expect(sync.skewed).toBe(true);
       // Corrected: the clock reads the database's time, not the host's.
-      expect(Math.abs(clock.now() - Date.now())).toBeLessThan(50);
+      expect(Math.abs(clock.now() - Date.now())).toBeLessThan(250);
       hostShift = CLOCK_TOLERANCE_MS - 500;
       await sync.measure();
       expect(sync.skewed).toBe(false);
-      expect(Math.abs(clock.now() - Date.now())).toBeLessThan(50);
+      expect(Math.abs(clock.now() - Date.now())).toBeLessThan(250);
       expect(changes.map(([skewed]) => skewed)).toEqual([true, false]);
     });
 

@@ -69,18 +69,18 @@ describe('a serve instance with a wrong clock, on PostgreSQL', () => {
       await backend?.dispose();
     });
 
-    it('1.8 s ahead (within the tolerance): its token carries the database\'s time, and a brake taken just after refuses it', async () => {
-      const server = await shifted(1_800);
+    it('1.5 s ahead (within the tolerance): its token carries the database\'s time, and a brake taken just after refuses it', async () => {
+      const server = await shifted(1_500);
       const { name, keys } = await partner();
       const response = await exchange(server, keys);
       expect(response.status).toBe(200);
       const minted = Date.now();
       const bearer = ((await response.json()) as { access_token: string }).access_token;
       const claims = JSON.parse(Buffer.from(bearer.split('.')[1]!, 'base64url').toString()) as { jti: string; iat: number };
-      // Issued on the database server's clock (this host's), not 1.8 s ahead.
-      expect(Math.abs(parseTokenId(claims.jti)!.issuedAtMs - minted)).toBeLessThan(500);
+      // Issued on the database server's clock (this host's), not 1.5 s ahead.
+      expect(Math.abs(parseTokenId(claims.jti)!.issuedAtMs - minted)).toBeLessThan(1_000);
       expect(await dataStatus(server, bearer)).toBe(200);
-      // The brake, within the 1.8 s the instance's own clock is ahead: its cut-off is after the token's issue.
+      // The brake, within the 1.5 s the instance's own clock is ahead: its cut-off is after the token's issue.
       const braked = await cli('revoke-tokens', name);
       expect(braked.changed).toBe(true);
       expect(await dataStatus(server, bearer)).toBe(401);
@@ -89,7 +89,7 @@ describe('a serve instance with a wrong clock, on PostgreSQL', () => {
       expect((await cli('revoke-tokens', name)).changed).toBe(false);
       const listed = (await cli('instances')).instances.find((row: { instance_id: string }) => row.instance_id === instanceIdOf(server));
       expect(listed).toMatchObject({ clock_skewed: false, stale: false });
-      expect(Math.abs(listed.clock_offset_ms - 1_800)).toBeLessThan(300);
+      expect(Math.abs(listed.clock_offset_ms - 1_500)).toBeLessThan(500);
     });
 
     it('60 s ahead: mints nothing (503 clock_skewed), says so in the log, /readyz and instances, and ends no overlap early', async () => {
@@ -101,7 +101,7 @@ describe('a serve instance with a wrong clock, on PostgreSQL', () => {
       expect(server.stderr() + server.stdout()).toContain('CLOCK SKEW');
       const ready = (await (await fetch(`${server.url}/readyz`)).json()) as { status: string; clock: { offset_ms: number; status: string } };
       expect(ready.clock.status).toBe('skewed');
-      expect(Math.abs(ready.clock.offset_ms - 60_000)).toBeLessThan(300);
+      expect(Math.abs(ready.clock.offset_ms - 60_000)).toBeLessThan(500);
       const instances = await runCli(['instances'], env);
       expect(instances.stdout).toMatch(new RegExp(`${instanceIdOf(server)}\\s.*\\+60\\.0 s SKEWED`));
       const listed = (await cli('instances')).instances.find((row: { instance_id: string }) => row.instance_id === instanceIdOf(server));
