@@ -52,6 +52,7 @@ const CODES = {
   signing_key_unavailable: { status: 503, exit: EXIT.unavailable },
   // GitHub's secret-scanning key list could not be fetched, so an alert's signature cannot be checked yet.
   key_list_unavailable: { status: 503, exit: EXIT.unavailable },
+  clock_skewed: { status: 503, exit: EXIT.unavailable },
   upstream_timeout: { status: 504, exit: EXIT.unavailable },
   not_confirmed: { status: 504, exit: EXIT.notConfirmed },
 } as const satisfies Record<string, { status: number; exit: number }>;

@@ -3,6 +3,7 @@ import type { Database } from '../db/client.js';
 import { keyPairForExchange, touchLastUsed } from '../db/repositories/key-pairs.js';
 import { AppError, isAppError } from '../errors.js';
 import { Bookkeeping } from './bookkeeping.js';
+import { CLOCK_TOLERANCE_MS, type ClockSync } from './clock-sync.js';
 import { ACCESS_KEY_PATTERN, newKeyMaterial } from './identifiers.js';
 import { overlapEnded } from './key-pair-state.js';
 import { matcherOf } from './networks.js';
@@ -52,6 +53,8 @@ export class CredentialExchange {
     private readonly maxCached = 100_000,
     /** Where last_used_at goes: written off the request path, never awaited by an answer. */
     readonly bookkeeping: Bookkeeping = new Bookkeeping(db),
+    /** This host's clock against the database server's (PostgreSQL): beyond the tolerance nothing is minted. */
+    private readonly clockSync: Pick<ClockSync, 'skewed' | 'offsetMs'> | null = null,
   ) {}
 
   /** Computes the decoy hash ahead of the first request. */
@@ -92,6 +95,9 @@ export class CredentialExchange {
       this.recordRefusal(pair.id, pair.lastRefusedAt);
     }
     if (reason !== null) throw refusalError(reason, 'exchange');
+    if (this.clockSync?.skewed) {
+      throw new AppError('clock_skewed', `this instance's clock is ${this.clockSync.offsetMs} ms off the database server's (tolerance ${CLOCK_TOLERANCE_MS} ms): it mints no token`);
+    }
     if (this.firstAfterBrake(pair.id, pair.lastUsedAt, pair.tokensRevokedBefore)) {
       // `revoke-tokens` re-run tells whether a token may be live since its previous cut-off from last_used_at:
       // the first token after a brake is on record before it is handed out (its iat taken before the write),

@@ -5,6 +5,7 @@ import type { Database } from '../db/client.js';
 import { announceInstance, beatInstance, listInstances, removeInstance, type InstanceRow } from '../db/repositories/instances.js';
 import { currentRevision } from '../db/repositories/revision.js';
 import { AppError } from '../errors.js';
+import { beyondTolerance } from './clock-sync.js';
 import { DeferredWrites, type OnWriteFailure } from './deferred-writes.js';
 import { runUnit, type Actor } from './transactions.js';
 
@@ -79,6 +80,8 @@ export class InstanceRegistry extends DeferredWrites {
     clock: Clock,
     private readonly version: string,
     private readonly appliedRevision: () => number | null,
+    /** This host's clock minus the database server's (ClockSync), shown by `partnerctl instances`; null: not measured. */
+    private readonly clockOffsetMs: () => number | null,
     private readonly events: RegistryEvents = {},
     /** PUBLIC_API_STALE_BUDGET as this instance applies it (0 on SQLite): receipts read it from the row. */
     private readonly staleBudgetMs = 0,
@@ -121,6 +124,7 @@ export class InstanceRegistry extends DeferredWrites {
       lastSeenAt: new Date(this.clock.now()),
       appliedRevision: applied,
       staleBudgetMs: this.staleBudgetMs,
+      clockOffsetMs: this.clockOffsetMs(),
     };
     this.due = false;
     const moved = applied !== this.written;
@@ -170,6 +174,8 @@ export class InstanceRegistry extends DeferredWrites {
 
 export interface InstanceStatus extends InstanceRow {
   stale: boolean;
+  /** Its clock is beyond the tolerance from the database server's: it mints no token. */
+  clockSkewed: boolean;
   /** Live (or stale but within its budget) and not yet at the database's current revision. */
   behind: boolean;
   /**
@@ -194,6 +200,7 @@ export async function instanceReport(db: Database): Promise<{ revision: number; 
       return {
         ...row,
         stale,
+        clockSkewed: beyondTolerance(row.clockOffsetMs),
         behind: (!stale || mayServe) && (row.appliedRevision === null || row.appliedRevision < revision),
         mayServe,
         servingUntil: servingUntil(row),

@@ -3,12 +3,12 @@
 // each alert is recorded once (leak.reported, in the audit chain and the webhook outbox).
 import { createHash } from 'node:crypto';
 import type { Database } from '../db/client.js';
-import { insertLeakReport, leakReports, markPairLeaked } from '../db/repositories/webhooks.js';
+import { insertLeakReport, insertLeakReports, leakReports, markPairLeaked, type LeakReportRow } from '../db/repositories/webhooks.js';
 import { isAppError } from '../errors.js';
 import { revokeKeyPairIn, revokeTokensIn } from './key-pairs.js';
 import { lookup, type Containment, type LookupResult } from './lookup.js';
 import type { SigningKeys } from './signing-keys.js';
-import { runUnit } from './transactions.js';
+import { runTransaction, runUnit, type UnitPolicy } from './transactions.js';
 
 /** Who the audit trail names for what the receiver does. */
 export const SECRET_SCANNING_ACTOR = 'github-secret-scanning';
@@ -32,6 +32,14 @@ export type LeakPolicy = 'contain' | 'report';
 
 /** Lookups at once: argon2 runs on libuv's thread pool (4 threads by default). */
 const CONCURRENCY = 32;
+
+/**
+ * The receiver's writes never wait for a lock another process holds (on SQLite the wait would sleep the
+ * event loop, and every request with it; on PostgreSQL it would hold a connection of the pool): a busy
+ * database is tried again after pauses off the event loop for up to 3 s, then the batch is answered 503
+ * and GitHub sends it again.
+ */
+const WRITE_POLICY: UnitPolicy = { timeoutMs: 5_000, lockWaitMs: 0, retryForMs: 3_000 };
 
 function fingerprintOf(alert: LeakAlert): string {
   return createHash('sha256').update(alert.token).update('\n').update(alert.url).digest('hex');
@@ -93,6 +101,20 @@ export async function handleLeakAlerts(db: Database, keys: SigningKeys, alerts: 
   // A database that fails midway fails the whole answer (5xx): GitHub sends the batch again, and what was
   // already handled is answered from its record then.
   let failure: { error: unknown } | undefined;
+  // False positives are recorded too (without an audit event: nothing happened), so that a replayed batch
+  // is answered from its records instead of an argon2 verification per item each time.
+  const falsePositives: LeakReportRow[] = [];
+  // The lookups (argon2 and all) run side by side, the containments one at a time: side by side they would
+  // only queue on the revision row. After a failure none is tried: the answer is a 503 anyway.
+  let writes: Promise<unknown> = Promise.resolve();
+  const write = (work: () => Promise<void>): Promise<void> => {
+    const turn = writes.then(() => {
+      if (failure) throw failure.error;
+      return work();
+    });
+    writes = turn.catch(() => {});
+    return turn;
+  };
   for (const [index, alert] of alerts.entries()) {
     const fingerprint = fingerprints[index]!;
     if (labels.has(fingerprint)) continue;
@@ -105,7 +127,13 @@ export async function handleLeakAlerts(db: Database, keys: SigningKeys, alerts: 
     labels.set(fingerprint, new Promise<LeakLabel>((resolve) => (settle = resolve)));
     queue.push(async () => {
       try {
-        settle(await handleOne(db, lookupOnce, alert, fingerprint, policy));
+        const handled = await handleOne(db, lookupOnce, write, alert, fingerprint, policy);
+        // A token's signature is judged with this instance's key file, which may lag a rotation: its verdict
+        // is not kept (checking it again costs a signature, not an argon2 hash).
+        if (handled.label === 'false_positive' && handled.kind !== 'token') {
+          falsePositives.push({ fingerprint, label: 'false_positive', kind: handled.kind, partnerId: null, keyPairId: null, action: 'none', reportedAt: new Date(db.clock.now()) });
+        }
+        settle(handled.label);
       } catch (error) {
         failure ??= { error };
         settle('false_positive');
@@ -114,10 +142,12 @@ export async function handleLeakAlerts(db: Database, keys: SigningKeys, alerts: 
   }
   await Promise.all(
     Array.from({ length: Math.min(CONCURRENCY, queue.length) }, async () => {
-      for (let job = queue.shift(); job; job = queue.shift()) await job();
+      // After a failure the answer is a 503 whatever the rest gives: the rest is not looked up.
+      for (let job = queue.shift(); job && !failure; job = queue.shift()) await job();
     }),
   );
   if (failure) throw failure.error;
+  if (falsePositives.length > 0) await runTransaction(db, (tx) => insertLeakReports(tx, falsePositives), WRITE_POLICY);
   return Promise.all(
     alerts.map(async (alert, index) => ({ token_raw: alert.token, token_type: alert.type, label: await labels.get(fingerprints[index]!)! })),
   );
@@ -126,23 +156,24 @@ export async function handleLeakAlerts(db: Database, keys: SigningKeys, alerts: 
 async function handleOne(
   db: Database,
   lookupOnce: (token: string) => Promise<LookupResult>,
+  write: (work: () => Promise<void>) => Promise<void>,
   alert: LeakAlert,
   fingerprint: string,
   policy: LeakPolicy,
-): Promise<LeakLabel> {
+): Promise<{ label: LeakLabel; kind: string }> {
   let result: LookupResult;
   try {
     result = await lookupOnce(alert.token);
   } catch (error) {
     // Malformed (a wrong checksum: never reaches argon2) or matching nothing of ours.
-    if (isAppError(error) && (error.code === 'invalid_argument' || error.code === 'not_found')) return 'false_positive';
+    if (isAppError(error) && (error.code === 'invalid_argument' || error.code === 'not_found')) return { label: 'false_positive', kind: 'unknown' };
     throw error;
   }
-  if (!genuineCredential(result)) return 'false_positive';
+  if (!genuineCredential(result)) return { label: 'false_positive', kind: result.kind };
   const contain = policy === 'contain' ? leakAction(result.kind, result.contain) : null;
   const partnerId = result.partner?.id ?? null;
   const pairId = result.pair?.id ?? null;
-  await runUnit(db, { actor: SECRET_SCANNING_ACTOR }, async (unit) => {
+  await write(() => runUnit(db, { actor: SECRET_SCANNING_ACTOR }, async (unit) => {
     const now = new Date(unit.clock.now());
     const fresh = await insertLeakReport(unit.tx, {
       fingerprint,
@@ -174,6 +205,6 @@ async function handleOne(
         ...(contain ? { changed } : { advice: result.contain && containmentDetails(result.contain) }),
       },
     });
-  });
-  return 'true_positive';
+  }, WRITE_POLICY));
+  return { label: 'true_positive', kind: result.kind };
 }

@@ -8,6 +8,8 @@ export const TOKEN_TTL_SECONDS = 900;
 export const TOKEN_ISSUER = 'partnerctl';
 export const TOKEN_AUDIENCE = 'partner-api/v1';
 const CLOCK_SKEW_SECONDS = 30;
+/** Verified tokens a verifier remembers by default. */
+export const TOKEN_VERIFIER_CACHE_SIZE = 100_000;
 
 export interface TokenClaims {
   partnerId: string;
@@ -89,7 +91,7 @@ export class TokenVerifier {
 
   constructor(
     private readonly keys: SigningKeys,
-    private readonly maxCached = 100_000,
+    private readonly maxCached = TOKEN_VERIFIER_CACHE_SIZE,
     /** The server's clock: expiry is read from it. */
     private readonly clock: Clock = systemClock,
   ) {}

@@ -29,9 +29,19 @@ export interface UnitPolicy {
   timeoutMs?: number;
   /** Further attempts after a transient failure (busy, serialization, deadlock); default 7. */
   retries?: number;
+  /**
+   * How long one attempt waits for a lock another process holds (TransactionOptions.lockWaitMs). The server
+   * passes 0: on SQLite that wait sleeps the thread, and with it every request the server is answering.
+   */
+  lockWaitMs?: number;
+  /**
+   * Instead of `retries` attempts, retry a transient failure until this much real time has passed since
+   * the first attempt, pausing (off the event loop) between attempts; the last failure is then thrown.
+   */
+  retryForMs?: number;
 }
 
-const DEFAULT_POLICY: Required<UnitPolicy> = { timeoutMs: 60_000, retries: 7 };
+const DEFAULT_POLICY: Required<Pick<UnitPolicy, 'timeoutMs' | 'retries'>> = { timeoutMs: 60_000, retries: 7 };
 
 /** What the domain's changes run in: one transaction, its actor, and the audit events it records. */
 export interface Unit {
@@ -55,10 +65,10 @@ export interface Unit {
 const OWN_ROW_ACTIONS = new Set(['partner.created', 'partner.enabled', 'partner.disabled']);
 
 export async function runUnit<T>(db: Database, who: Actor, work: (unit: Unit) => Promise<T>, policy: UnitPolicy = {}): Promise<T> {
-  const { timeoutMs, retries } = { ...DEFAULT_POLICY, ...policy };
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await db.sql.transaction(async (tx) => {
+  try {
+    return await runTransaction(
+      db,
+      async (tx) => {
         await bumpRevision(tx);
         const events: AuditEntry[] = [];
         const result = await work({ tx, who, clock: db.clock, audit: (entry) => void events.push(entry) });
@@ -85,15 +95,37 @@ export async function runUnit<T>(db: Database, who: Actor, work: (unit: Unit) =>
         // On PostgreSQL, running servers drop their caches as soon as this commits (the poll is the fallback).
         await announceRevision(tx);
         return result;
-      }, { timeoutMs });
+      },
+      policy,
+    );
+  } catch (error) {
+    if (error instanceof Unchanged) return error.result as T;
+    throw error;
+  }
+}
+
+/**
+ * One transaction with the unit's timeout and retry policy but no revision bump or audit: for records that
+ * change nothing a server caches (a secret-scanning verdict on a false positive). Errors come out as
+ * AppErrors, a refused privilege named.
+ */
+export async function runTransaction<T>(db: Database, work: (tx: SqlTx) => Promise<T>, policy: UnitPolicy = {}): Promise<T> {
+  const { timeoutMs, retries, lockWaitMs, retryForMs } = { ...DEFAULT_POLICY, ...policy };
+  const started = performance.now();
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await db.sql.transaction(work, lockWaitMs === undefined ? { timeoutMs } : { timeoutMs, lockWaitMs });
     } catch (error) {
-      if (error instanceof Unchanged) return error.result as T;
-      if (error instanceof AppError) throw error;
+      if (error instanceof Unchanged || error instanceof AppError) throw error;
       // Rolled back: nothing changed. Named outside the failed transaction.
       if (isPermissionError(error)) throw await permissionDenied(db, error);
-      if (isTransient(error) && attempt < retries) {
-        await sleep(20 * (attempt + 1) + Math.random() * 50);
-        continue;
+      if (isTransient(error)) {
+        const pause = retryForMs === undefined ? 20 * (attempt + 1) + Math.random() * 50 : Math.min(250, 25 * 2 ** attempt);
+        const again = retryForMs === undefined ? attempt < retries : performance.now() - started + pause < retryForMs;
+        if (again) {
+          await sleep(pause);
+          continue;
+        }
       }
       throw translateDatabaseError(error);
     }
@@ -169,8 +201,9 @@ class Unchanged {
 
 function isTransient(error: unknown): boolean {
   const code = String((error as { code?: unknown }).code ?? '');
-  if (/^SQLITE_BUSY|^40001$|^40P01$/.test(code)) return true;
-  return /database is locked|could not serialize|deadlock detected/i.test((error as Error).message ?? '');
+  // 55P03: a lock not taken within lock_timeout (a unit that asked not to wait for locks).
+  if (/^SQLITE_BUSY|^40001$|^40P01$|^55P03$/.test(code)) return true;
+  return /database is locked|could not serialize|deadlock detected|lock timeout/i.test((error as Error).message ?? '');
 }
 
 export function translateDatabaseError(error: unknown): AppError {
@@ -183,7 +216,7 @@ export function translateDatabaseError(error: unknown): AppError {
       cause: error,
     });
   }
-  if (error instanceof TransactionTimeout || code === '57014' || /^SQLITE_BUSY/.test(code) || /database is locked/i.test(message)) {
+  if (error instanceof TransactionTimeout || code === '57014' || code === '55P03' || /^SQLITE_BUSY/.test(code) || /database is locked/i.test(message)) {
     return new AppError('database_unavailable', 'the database stayed busy for too long', {
       hint: 'another process may be holding a long write; try again',
       cause: error,

@@ -57,7 +57,7 @@ describe.skipIf(!backendAvailable('sqlite'))('with a test clock (sqlite)', () =>
   it('lists a serve instance whose heartbeat is older than the stale bound as stale, by the clock', async () => {
     const clock = new TestClock();
     const db = { ...ctx.db, clock };
-    const registry = new InstanceRegistry(db, clock, 'test', () => null);
+    const registry = new InstanceRegistry(db, clock, 'test', () => null, () => null);
     registry.start('127.0.0.1:1');
     await registry.flush();
     const row = async () => (await instanceReport(db)).instances.find((instance) => instance.instanceId === registry.instanceId)!;

@@ -27,6 +27,7 @@ describe.each(BACKENDS)('the instance registry and receipts with staleness budge
             lastSeenAt,
             appliedRevision: null,
             staleBudgetMs,
+            clockOffsetMs: null,
           }),
         { timeoutMs: 5_000 },
       );

@@ -134,6 +134,8 @@ function suite(provider: Provider, count: number) {
           'address',
           'applied_revision',
           'behind',
+          'clock_offset_ms',
+          'clock_skewed',
           'host',
           'instance_id',
           'last_seen_at',
@@ -146,6 +148,8 @@ function suite(provider: Provider, count: number) {
           'version',
         ].sort(),
       );
+      // The clock is measured against the database server's on PostgreSQL only (SQLite: one host, one clock).
+      expect(row).toMatchObject({ clock_offset_ms: provider === 'postgresql' ? expect.any(Number) : null, clock_skewed: false });
       expect(Date.now() - Date.parse(row.last_seen_at)).toBeLessThan(2_500);
       expect(server.stdout()).toContain(`"instance_id":"${ids[i]}"`);
       const ready = (await (await fetch(`${server.url}/readyz`)).json()) as { applied_revision: number };

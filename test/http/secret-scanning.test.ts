@@ -1,4 +1,6 @@
 import argon2 from 'argon2';
+import BetterSqlite3 from 'better-sqlite3';
+import pg from 'pg';
 import { generateKeyPairSync, randomBytes, sign, type KeyObject } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -50,6 +52,8 @@ function signed(body: string, key: KeyObject = github.privateKey, keyId = KEY_ID
     },
   };
 }
+
+const sqlitePath = (backend: TestBackend): string => backend.url.replace(/^file:/, '');
 
 function alert(token: string, url = 'https://github.com/octo/repo/blob/abc/config.env') {
   return { token, type: 'partnerctl_secret_key', url, source: 'content' };
@@ -178,7 +182,7 @@ describe.each(BACKENDS)('secret scanning on %s: a real serve, a local key server
       expect(keyServer.fetches()).toBe(fetches);
     });
 
-    it('unknown, malformed and wrong values are false_positive; every type echoed; nothing recorded', async () => {
+    it('unknown, malformed and wrong values are false_positive; every type echoed; nothing audited', async () => {
       const keys = await newPartner();
       const head = (await cli('audit', 'head')).hash;
       const wrongSecret = newKeyMaterial(keys.key_pair_id).secretKey;
@@ -196,6 +200,122 @@ describe.each(BACKENDS)('secret scanning on %s: a real serve, a local key server
       expect((await cli('audit', 'head')).hash).toBe(head);
       expect((await exchange(keys)).status).toBe(200);
     });
+
+    it('a false positive is recorded: the same batch again is answered from its records, with no argon2 check', async () => {
+      const keys = await newPartner();
+      const head = (await cli('audit', 'head')).hash;
+      // Well-formed secrets of an existing pair, valid checksums: each costs an argon2 verification once.
+      const secrets = Array.from({ length: 20 }, (_, i) => ({ ...alert(newKeyMaterial(keys.key_pair_id).secretKey), url: `https://github.com/o/r/replay/${i}` }));
+      // A token of ours with a broken signature: judged again each time (the key file may lag a rotation).
+      const token = ((await (await exchange(keys)).json()) as { access_token: string }).access_token;
+      const forged = { ...alert(`${token.slice(0, -4)}${token.endsWith('AAAA') ? 'BBBB' : 'AAAA'}`, 'https://github.com/o/r/replay/token'), type: 'partnerctl_token' };
+      const items = [...secrets, forged];
+      const message = signed(JSON.stringify(items));
+      const count = "SELECT count(*) AS n FROM leak_reports WHERE label = 'false_positive'";
+      const recorded = async (): Promise<number> => {
+        if (provider === 'sqlite') {
+          const file = new BetterSqlite3(sqlitePath(backend), { readonly: true });
+          try {
+            return Number((file.prepare(count).get() as { n: number }).n);
+          } finally {
+            file.close();
+          }
+        }
+        const db = await openMigrated(backend);
+        try {
+          return Number((await db.sql.query<{ n: string }>(count))[0]!.n);
+        } finally {
+          await db.close();
+        }
+      };
+      const before = await recorded();
+      let start = performance.now();
+      const first = await post(message);
+      const firstMs = performance.now() - start;
+      expect(first.status).toBe(200);
+      const answer = await first.json();
+      expect(answer).toEqual(items.map((item) => ({ token_raw: item.token, token_type: item.type, label: 'false_positive' })));
+      expect(await recorded()).toBe(before + secrets.length);
+      start = performance.now();
+      const replay = await post(message);
+      const replayMs = performance.now() - start;
+      expect(replay.status).toBe(200);
+      expect(await replay.json()).toEqual(answer);
+      // Answered from the records: nothing new written, and a fraction of the argon2 checks' time.
+      expect(await recorded()).toBe(before + secrets.length);
+      expect(replayMs).toBeLessThan(firstMs / 2);
+      // No audit event for a false positive: nothing was done.
+      expect((await cli('audit', 'head')).hash).toBe(head);
+    });
+
+    /** Another process's long write: SQLite's write lock, or PostgreSQL's lock on the revision row every unit takes first. */
+    const holdWriteLock = async (): Promise<{ held: () => boolean; release: () => Promise<void> }> => {
+      if (provider === 'sqlite') {
+        const holder = new BetterSqlite3(sqlitePath(backend));
+        holder.exec('BEGIN IMMEDIATE');
+        return {
+          held: () => holder.inTransaction,
+          release: async () => {
+            if (holder.inTransaction) holder.exec('COMMIT');
+            holder.close();
+          },
+        };
+      }
+      const holder = new pg.Client({ connectionString: backend.url });
+      await holder.connect();
+      await holder.query('BEGIN');
+      await holder.query('UPDATE revision SET value = value WHERE id = 1');
+      let held = true;
+      return {
+        held: () => held,
+        release: async () => {
+          if (!held) return;
+          held = false;
+          await holder.query('ROLLBACK');
+          await holder.end();
+        },
+      };
+    };
+
+    it('another process holding the write lock: the alert is 503 within the bound, liveness stays fast, the re-send contains it', async () => {
+      const keys = await newPartner();
+      const message = signed(JSON.stringify([alert(keys.secret_key, 'https://github.com/o/r/blob/1/locked')]));
+      const holder = await holdWriteLock();
+      // Released after 8 s at the latest (as a long CLI write would), or as soon as the checks are done.
+      const releaseTimer = setTimeout(() => void holder.release(), 8_000);
+      try {
+        const probes: number[] = [];
+        let answered = false;
+        const probing = (async () => {
+          while (!answered) {
+            const start = performance.now();
+            expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
+            probes.push(performance.now() - start);
+            await sleep(100);
+          }
+        })();
+        const start = performance.now();
+        const response = await post(message);
+        const elapsed = performance.now() - start;
+        answered = true;
+        await probing;
+        expect(response.status).toBe(503);
+        expect(((await response.json()) as { error: { code: string } }).error.code).toBe('database_unavailable');
+        // The bound is 3 s of retries (plus the lookup); waiting for the lock would take the whole 8 s.
+        expect(elapsed).toBeLessThan(6_000);
+        expect(probes.length).toBeGreaterThan(5);
+        expect(Math.max(...probes)).toBeLessThan(500);
+        expect(holder.held()).toBe(true);
+      } finally {
+        clearTimeout(releaseTimer);
+        await holder.release();
+      }
+      // GitHub's retry, once the lock is free: contained and recorded.
+      const again = await post(message);
+      expect(again.status).toBe(200);
+      expect(await again.json()).toEqual([{ token_raw: keys.secret_key, token_type: 'partnerctl_secret_key', label: 'true_positive' }]);
+      expect((await exchange(keys)).status).toBe(401);
+    }, 30_000);
 
     it('an access key alone is true_positive and changes nothing; a live token has its partner\'s tokens revoked', async () => {
       const keys = await newPartner();

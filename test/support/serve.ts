@@ -9,9 +9,14 @@ export interface Served {
   exited: Promise<number | null>;
 }
 
+export interface ServeOptions {
+  /** Node's own arguments before the binary (`--import <module>`: see shift-clock.mjs). */
+  nodeArgs?: string[];
+}
+
 /** The real `partnerctl serve --port 0`, its URL read from the one startup line on stderr. */
-export async function serve(env: NodeJS.ProcessEnv, args: string[] = []): Promise<Served> {
-  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+export async function serve(env: NodeJS.ProcessEnv, args: string[] = [], options: ServeOptions = {}): Promise<Served> {
+  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), BIN, 'serve', '--port', '0', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout!.setEncoding('utf8').on('data', (chunk) => (stdout += chunk));

@@ -18,14 +18,16 @@ const INSTANCES_OPTIONS = defineOptions([
 
 export const instancesCommand = defineCommand({
   name: 'instances',
-  description: 'list the running serve instances: heartbeat, the revision each applied, stale or behind',
+  description: 'list the running serve instances: heartbeat, the revision each applied, clock offset, stale or behind',
   options: INSTANCES_OPTIONS,
   notes: `An instance heartbeats every second; one silent for over 10 s is stale.
 A stale instance with a staleness budget (PUBLIC_API_STALE_BUDGET) may
 still answer from its last state until its last heartbeat + budget
 (SERVING UNTIL): receipts do not count it as done before then. Past
 that, it is listed, never awaited. Behind: live (or stale and may
-serve) and not yet at the database's current revision.`,
+serve) and not yet at the database's current revision. Clock (PostgreSQL): the
+instance's clock minus the database server's; beyond 2 s it is skewed and
+mints no token.`,
   run: (session, out, { options }) => (options.forget === undefined ? runInstances(session, out, options) : runForget(session, out, options.forget)),
 });
 
@@ -53,6 +55,8 @@ async function runInstances(session: Session, out: Output, options: OptionsOf<ty
         started_at: iso(i.startedAt),
         last_seen_at: iso(i.lastSeenAt),
         applied_revision: i.appliedRevision,
+        clock_offset_ms: i.clockOffsetMs,
+        clock_skewed: i.clockSkewed,
         stale: i.stale,
         behind: i.behind,
         stale_budget_ms: i.staleBudgetMs,
@@ -72,6 +76,7 @@ async function runInstances(session: Session, out: Output, options: OptionsOf<ty
             { title: 'ADDRESS', min: 10, optional: true },
             { title: 'APPLIED', min: 7 },
             { title: 'LAST SEEN', min: 10 },
+            { title: 'CLOCK', min: 5 },
             { title: 'STATE', min: 6 },
             { title: 'SERVING UNTIL', min: 10, optional: true },
           ],
@@ -82,6 +87,7 @@ async function runInstances(session: Session, out: Output, options: OptionsOf<ty
             i.address,
             i.appliedRevision,
             i.lastSeenAt,
+            clockText(i.clockOffsetMs, i.clockSkewed),
             i.mayServe ? 'stale, may serve' : i.stale ? 'stale' : i.behind ? 'behind' : 'current',
             i.servingUntil,
           ]),
@@ -97,4 +103,12 @@ async function runInstances(session: Session, out: Output, options: OptionsOf<ty
     return EXIT.error;
   }
   return undefined;
+}
+
+/** `+12 ms`, `-0.3 s`, `+60.0 s SKEWED`; `-` where nothing is measured (SQLite: one clock). */
+function clockText(offsetMs: number | null, skewed: boolean): string {
+  if (offsetMs === null) return '-';
+  const sign = offsetMs > 0 ? '+' : '';
+  const text = Math.abs(offsetMs) < 1_000 ? `${sign}${offsetMs} ms` : `${sign}${(offsetMs / 1000).toFixed(1)} s`;
+  return skewed ? `${text} SKEWED` : text;
 }

@@ -13,10 +13,11 @@ export type InstanceRow = Columns<'ServeInstance'>;
  */
 export async function beatInstance(tx: SqlTx, row: InstanceRow): Promise<void> {
   await tx.run(
-    `INSERT INTO serve_instances (instance_id, host, pid, version, address, started_at, last_seen_at, applied_revision, stale_budget_ms)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-     ON CONFLICT (instance_id) DO UPDATE SET last_seen_at = excluded.last_seen_at, applied_revision = excluded.applied_revision`,
-    [row.instanceId, row.host, row.pid, row.version, row.address, row.startedAt, row.lastSeenAt, row.appliedRevision, row.staleBudgetMs],
+    `INSERT INTO serve_instances (instance_id, host, pid, version, address, started_at, last_seen_at, applied_revision, stale_budget_ms, clock_offset_ms)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+     ON CONFLICT (instance_id) DO UPDATE SET last_seen_at = excluded.last_seen_at, applied_revision = excluded.applied_revision,
+       clock_offset_ms = excluded.clock_offset_ms`,
+    [row.instanceId, row.host, row.pid, row.version, row.address, row.startedAt, row.lastSeenAt, row.appliedRevision, row.staleBudgetMs, row.clockOffsetMs],
   );
 }
 
@@ -37,7 +38,7 @@ export async function removeInstance(tx: SqlTx, instanceId: string): Promise<num
 /** Every registered instance, oldest start first. */
 export async function listInstances(q: Queryable): Promise<InstanceRow[]> {
   const rows = await q.query<Record<string, unknown>>(
-    'SELECT instance_id, host, pid, version, address, started_at, last_seen_at, applied_revision, stale_budget_ms FROM serve_instances ORDER BY started_at, instance_id',
+    'SELECT instance_id, host, pid, version, address, started_at, last_seen_at, applied_revision, stale_budget_ms, clock_offset_ms FROM serve_instances ORDER BY started_at, instance_id',
   );
   return rows.map((row) => ({
     instanceId: String(row.instance_id),
@@ -49,5 +50,6 @@ export async function listInstances(q: Queryable): Promise<InstanceRow[]> {
     lastSeenAt: toDate(row.last_seen_at)!,
     appliedRevision: row.applied_revision === null || row.applied_revision === undefined ? null : Number(row.applied_revision),
     staleBudgetMs: Number(row.stale_budget_ms),
+    clockOffsetMs: row.clock_offset_ms === null || row.clock_offset_ms === undefined ? null : Number(row.clock_offset_ms),
   }));
 }

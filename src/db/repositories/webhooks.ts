@@ -1,7 +1,7 @@
 import type { Column, Columns } from '../models.js';
 import { leaseStillHeld, type LeaseFence } from './leases.js';
 import { toDate } from '../sql.js';
-import type { Queryable, SqlTx } from '../unit.js';
+import { valuesBatches, type Queryable, type SqlTx } from '../unit.js';
 
 /** An endpoint as listed: never its secret (support and on-call may read this much, not the secret). */
 export type WebhookEndpoint = Columns<'WebhookEndpoint', 'id' | 'url' | 'partnerId' | 'description' | 'createdAt'> &
@@ -304,6 +304,17 @@ export async function insertLeakReport(tx: SqlTx, report: LeakReportRow): Promis
       [report.fingerprint, report.label, report.kind, report.partnerId, report.keyPairId, report.action, report.reportedAt],
     )) === 1
   );
+}
+
+/** Records many alerts at once; those already recorded are left as they are. */
+export async function insertLeakReports(tx: SqlTx, reports: readonly LeakReportRow[]): Promise<void> {
+  const rows = reports.map((report) => [report.fingerprint, report.label, report.kind, report.partnerId, report.keyPairId, report.action, report.reportedAt] as const);
+  for (const { placeholders, params } of valuesBatches(rows)) {
+    await tx.run(
+      `INSERT INTO leak_reports (fingerprint, label, kind, partner_id, key_pair_id, action, reported_at) VALUES ${placeholders} ON CONFLICT (fingerprint) DO NOTHING`,
+      params,
+    );
+  }
 }
 
 export async function markPairLeaked(tx: SqlTx, keyPairId: string, at: Date, url: string): Promise<void> {

@@ -48,6 +48,7 @@ const CODE_USE: Record<ErrorCode, 'api' | 'cli'> = {
   signing_key_unavailable: 'api',
   // Only the secret-scanning receiver answers it.
   key_list_unavailable: 'api',
+  clock_skewed: 'api',
   upstream_timeout: 'api',
 };
 
@@ -354,7 +355,7 @@ export function openApiDocument(): object {
             }),
             '500': ref('responses', 'InternalError'),
             '503': errorResponse(
-              'database_unavailable: the service cannot reach its database right now; signing_key_unavailable: it cannot issue tokens right now.',
+              'database_unavailable: the service cannot reach its database right now; signing_key_unavailable: it cannot issue tokens right now; clock_skewed: this instance\'s clock is off the database\'s beyond the tolerance, so it issues no token (another instance may).',
             ),
           },
         },

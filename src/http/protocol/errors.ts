@@ -13,6 +13,7 @@ const SERVER_MESSAGES: Partial<Record<ErrorCode, string>> = {
   schema_out_of_date: 'the service cannot reach its database right now',
   signing_key_unavailable: 'the service cannot issue or check tokens right now',
   key_list_unavailable: "GitHub's secret-scanning key list cannot be fetched right now; retry later",
+  clock_skewed: "this instance's clock is off the database's: it issues no token until that is corrected",
   upstream_unavailable: 'no recommendation engine is configured for this service',
   bad_gateway: 'the recommendation engine could not be reached',
   upstream_timeout: 'the recommendation engine did not answer in time',

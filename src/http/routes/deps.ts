@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { Database } from '../../db/client.js';
 import type { AccessState } from '../../domain/access.js';
+import type { ClockSync } from '../../domain/clock-sync.js';
 import type { CredentialExchange } from '../../domain/credentials.js';
 import type { SigningKeys } from '../../domain/signing-keys.js';
 import type { TokenVerifier } from '../../domain/tokens.js';
@@ -33,6 +34,8 @@ export interface AppDeps {
   metrics?: Metrics | null;
   /** Spans exported over OTLP/HTTP (OTEL_EXPORTER_OTLP_ENDPOINT); none: trace ids only. */
   spans?: SpanExport | null;
+  /** This host's clock against the database server's (PostgreSQL), for readiness; none: one clock. */
+  clockSync?: ClockSync | null;
   /** The signing keys: the secret-scanning receiver checks a reported token's signature with them. */
   keys?: SigningKeys;
 }

@@ -17,6 +17,8 @@ export function registerHealthRoutes(app: FastifyInstance, deps: AppDeps): void 
     const failure = access.held !== null ? new Error('the database does not answer') : await databaseFailure(deps.db, READINESS_TIMEOUT_MS);
     // A Redis outage is reported but does not fail readiness: limits then hold per instance (fail open).
     const redis = deps.redis ? { redis: deps.redis.available ? 'ok' : 'unavailable' } : {};
+    // PostgreSQL: this host's clock against the database server's; `skewed` refuses to mint (503 clock_skewed).
+    const clock = deps.clockSync ? { clock: { offset_ms: deps.clockSync.offsetMs, status: deps.clockSync.skewed ? 'skewed' : 'ok' } } : {};
     if (failure === undefined) {
       return {
         status: 'ok',
@@ -24,6 +26,7 @@ export function registerHealthRoutes(app: FastifyInstance, deps: AppDeps): void 
         // The access revision this instance's caches reflect (what `partnerctl instances` lists).
         applied_revision: access.appliedRevision,
         ...redis,
+        ...clock,
       };
     }
     // Within the staleness budget the instance still decides data requests from its last confirmed state:
@@ -37,6 +40,7 @@ export function registerHealthRoutes(app: FastifyInstance, deps: AppDeps): void 
         state_age_s: Math.round(access.stateAgeMs / 100) / 10,
         serving_until: new Date(held.servingUntil).toISOString(),
         ...redis,
+        ...clock,
       };
     }
     return sendError(

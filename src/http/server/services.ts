@@ -1,15 +1,16 @@
 import type { Logger } from 'pino';
-import { systemClock, type Clock } from '../../clock.js';
+import type { Clock } from '../../clock.js';
 import type { DatabaseConfig } from '../../config.js';
 import type { Database } from '../../db/client.js';
 import { connect } from '../../db/connect.js';
 import { AccessState } from '../../domain/access.js';
 import { Bookkeeping } from '../../domain/bookkeeping.js';
+import { CLOCK_TOLERANCE_MS, ClockSync } from '../../domain/clock-sync.js';
 import { InstanceRegistry } from '../../domain/instances.js';
 import { CredentialExchange } from '../../domain/credentials.js';
 import { openSigningKeys, SigningKeyWatch } from '../../domain/signing-key-guard.js';
 import type { SigningKeys } from '../../domain/signing-keys.js';
-import { TokenVerifier } from '../../domain/tokens.js';
+import { TOKEN_VERIFIER_CACHE_SIZE, TokenVerifier } from '../../domain/tokens.js';
 import { STOP_WRITE_LIMIT_MS } from '../../domain/deferred-writes.js';
 import { UsageCounter } from '../../domain/usage.js';
 import { parseRetryDelays, DEFAULT_RETRY_DELAYS, WebhookDeliverer } from '../../domain/webhook-delivery.js';
@@ -55,7 +56,10 @@ export interface ServicesOptions {
  */
 export interface Services {
   readonly config: ServicesConfig;
+  /** The injected clock, else the database handle's (on PostgreSQL the database server's, kept by `clockSync`). */
   readonly clock: Clock;
+  /** On PostgreSQL (without an injected clock): this host's clock measured against the database's every second; null: one clock. */
+  readonly clockSync: ClockSync | null;
   readonly logger: Logger | undefined;
   readonly db: Database;
   readonly keys: SigningKeys;
@@ -89,13 +93,12 @@ export interface Services {
  */
 export async function createServices(config: ServicesConfig, options: ServicesOptions = {}): Promise<Services> {
   const { logger } = options;
-  const clock = options.clock ?? systemClock;
   const ownsDb = options.db === undefined;
   // A replaced or deleted SQLite file is noticed (and reopened, or refused) instead of read forever.
   const db =
     options.db ??
     (await connect(config.database, {
-      clock,
+      ...(options.clock ? { clock: options.clock } : {}),
       // Nothing on the request path waits on a server that accepts and never answers (a partition).
       connectTimeoutMs: DATABASE_CONNECT_TIMEOUT_MS,
       queryTimeoutMs: DATABASE_QUERY_TIMEOUT_MS,
@@ -111,6 +114,20 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
         }
       },
     }));
+  const clock = options.clock ?? db.clock;
+  const clockSync = ClockSync.of(db, {
+    onChange: (skewed, offsetMs) => {
+      const offset = `${offsetMs > 0 ? '+' : ''}${(offsetMs / 1000).toFixed(1)} s`;
+      if (skewed) {
+        logger?.error(
+          { clock_offset_ms: offsetMs, tolerance_ms: CLOCK_TOLERANCE_MS },
+          `CLOCK SKEW: this host's clock is ${offset} off the database server's (tolerance ${CLOCK_TOLERANCE_MS / 1000} s); refusing to mint tokens (503 clock_skewed) until it is back within tolerance: fix the host's time synchronisation`,
+        );
+      } else {
+        logger?.warn({ clock_offset_ms: offsetMs }, `clock back within tolerance (${offset} off the database server's): minting tokens again`);
+      }
+    },
+  });
   let registry: InstanceRegistry | undefined;
   // SQLite is a file on this machine: no outage to ride out, so no budget (docs/server.md).
   const staleBudgetMs = db.provider === 'postgresql' ? config.server.staleBudgetMs : 0;
@@ -150,7 +167,7 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
         'the LISTEN connection for access changes was lost; reconnecting (the revision poll covers the gap)',
       ),
   });
-  registry = new InstanceRegistry(db, clock, VERSION, () => access.appliedRevision, {
+  registry = new InstanceRegistry(db, clock, VERSION, () => access.appliedRevision, () => clockSync?.offsetMs ?? null, {
     onFailure: (error, failures) => {
       if (failures === 1 || failures % 20 === 0) {
         logger?.warn({ err: loggableChain(error), failures }, 'instance heartbeat not written (database busy or unavailable); retrying');
@@ -214,6 +231,7 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
       for (const stop of stoppers.reverse()) await Promise.resolve(stop()).catch(() => {});
       // Requests are finished: leave the registry first (bounded, loud on giving up), then stop the rest.
       await instances.stop().catch(() => false);
+      clockSync?.stop();
       access.stop();
       // Both retry while the database is busy, for STOP_WRITE_LIMIT_MS at most (side by side: one bound);
       // webhook sends under way get 2 s and their outcomes 5 s more alongside (what is left is logged loudly).
@@ -248,10 +266,14 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
       throw new AppError('database_unavailable', 'the database does not answer', { cause: error });
     }
     access.start();
+    // Before the first request: a skewed clock refuses to mint from the start.
+    await clockSync?.measure();
+    clockSync?.start();
     // Never a fresh key file where keys have signed tokens: the database remembers their ids.
     keys = await openSigningKeys(db, config.signingKeyFile);
-    verifier = options.verifierCacheSize === undefined ? new TokenVerifier(keys) : new TokenVerifier(keys, options.verifierCacheSize);
-    exchange = new CredentialExchange(db, keys, undefined, bookkeeping);
+    // Expiry and a token's issue time are judged on the same clock the tokens are minted on.
+    verifier = new TokenVerifier(keys, options.verifierCacheSize ?? TOKEN_VERIFIER_CACHE_SIZE, clock);
+    exchange = new CredentialExchange(db, keys, undefined, bookkeeping, clockSync);
     const keyWatch = new SigningKeyWatch(keys, verifier, bookkeeping, logger, clock);
     keyWatch.start();
     stoppers.push(() => keyWatch.stop());
@@ -273,5 +295,5 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
     config.server.metricsPort !== null || options.metrics
       ? new Metrics({ db, access, verifier, limits, redis, usage }, { perPartner: config.server.metricsPerPartner })
       : null;
-  return { config, clock, logger, db, keys, access, verifier, exchange, bookkeeping, registry: instances, redis, limits, usage, metrics, spans, webhooks, close };
+  return { config, clock, clockSync, logger, db, keys, access, verifier, exchange, bookkeeping, registry: instances, redis, limits, usage, metrics, spans, webhooks, close };
 }

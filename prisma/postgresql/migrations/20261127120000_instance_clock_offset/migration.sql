@@ -1,0 +1,2 @@
+-- AlterTable
+ALTER TABLE "serve_instances" ADD COLUMN "clock_offset_ms" INTEGER;

@@ -1,0 +1,50 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OffsetClock, systemClock } from '../../src/clock.js';
+import type { Database } from '../../src/db/client.js';
+import { CLOCK_TOLERANCE_MS, ClockSync } from '../../src/domain/clock-sync.js';
+import { backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
+
+describe('the database server\'s clock on PostgreSQL', () => {
+  describe.skipIf(!backendAvailable('postgresql'))('', () => {
+    let backend: TestBackend;
+    let db: Database;
+
+    beforeAll(async () => {
+      backend = await createBackend('postgresql');
+      db = await openMigrated(backend);
+    });
+    afterAll(async () => {
+      await db?.close();
+      await backend?.dispose();
+    });
+
+    it('a handle opened without a clock reads the database server\'s: an OffsetClock measured at open', () => {
+      expect(db.clock).toBeInstanceOf(OffsetClock);
+      // The test's database runs on this host: the offset is the measurement's error only.
+      expect(Math.abs(db.clock.now() - Date.now())).toBeLessThan(250);
+    });
+
+    it('a host clock a minute fast is corrected, reported skewed, and back within tolerance once fixed', async () => {
+      let hostShift = 60_000;
+      const host = { now: () => systemClock.now() + hostShift };
+      const clock = new OffsetClock(host);
+      const changes: Array<[boolean, number]> = [];
+      const sync = ClockSync.of({ ...db, clock }, { onChange: (skewed, offsetMs) => changes.push([skewed, offsetMs]) })!;
+      expect(sync.skewed).toBe(false);
+      await sync.measure();
+      expect(Math.abs(sync.offsetMs! - 60_000)).toBeLessThan(250);
+      expect(sync.skewed).toBe(true);
+      // Corrected: the clock reads the database's time, not the host's.
+      expect(Math.abs(clock.now() - Date.now())).toBeLessThan(250);
+      hostShift = CLOCK_TOLERANCE_MS - 500;
+      await sync.measure();
+      expect(sync.skewed).toBe(false);
+      expect(Math.abs(clock.now() - Date.now())).toBeLessThan(250);
+      expect(changes.map(([skewed]) => skewed)).toEqual([true, false]);
+    });
+
+    it('an injected clock is the test\'s: nothing is measured or corrected', () => {
+      expect(ClockSync.of({ ...db, clock: systemClock })).toBeNull();
+    });
+  });
+});
