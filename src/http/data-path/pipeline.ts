@@ -22,6 +22,8 @@ import { bearerToken, companyOf, queryOf, refuseKeysInUrl, tokenRefused, type Qu
 export class DataRequest {
   /** The verified token's claims, once admitted. */
   claims: TokenClaims | null = null;
+  /** A verified token's claims that the gate then refused: for the record of the refusal. */
+  presented: TokenClaims | null = null;
   /** The company the request is authorised for, once authorised. */
   companyId: string | null = null;
   /** Headers every answer to this request carries, set by the gate and the limits (WWW-Authenticate, RateLimit-*). */
@@ -116,6 +118,7 @@ export class DataPath {
   private async admitWaiting(token: string, data: DataRequest): Promise<void> {
     try {
       const claims = await this.deps.verifier.verify(token);
+      data.presented = claims;
       await this.deps.access.authenticate(claims, data.client.address);
       data.claims = claims;
     } catch (error) {
@@ -248,7 +251,7 @@ export class DataPath {
       return;
     }
     sent.then(
-      (engine) => this.write(bare, this.answer(engine, bare.data), undefined),
+      (engine) => this.write(bare, this.answer(engine, bare.data), undefined, null),
       (error: unknown) => this.refuse(bare, this.engineFailed(bare.data, error)),
     );
   }
@@ -260,20 +263,24 @@ export class DataPath {
     }
     const answer = errorAnswer(error, bare.data.id);
     // The gate's own headers win over the defaults (its WWW-Authenticate names the problem).
-    this.write(bare, { status: answer.status, headers: { ...answer.headers, ...bare.data.headers }, body: answer.body }, answer.failure);
+    this.write(bare, { status: answer.status, headers: { ...answer.headers, ...bare.data.headers }, body: answer.body }, answer.failure, answer.reason);
   }
 
-  private write({ request, response, data, finish }: Bare, answer: Answer, failure: unknown): void {
+  private write({ request, response, data, finish }: Bare, answer: Answer, failure: unknown, reason: string | null): void {
     try {
       response.writeHead(answer.status, answer.headers);
       response.end(answer.body);
     } catch {
       response.destroy();
     }
+    const token = data.claims ?? data.presented;
     const finished: FinishedRequest = {
       requestId: data.id,
       partnerId: data.claims === null ? null : data.claims.partnerId,
       companyId: data.companyId,
+      keyPairId: token === null ? null : token.keyPairId,
+      tokenId: token === null ? null : token.jti,
+      reason,
       method: request.method!,
       url: request.url!,
       status: answer.status,

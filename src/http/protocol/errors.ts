@@ -117,6 +117,8 @@ export interface ErrorAnswer {
   code: ErrorCode;
   /** The error behind a 5xx (database, engine, signing keys, a bug): for the log, never the client. */
   failure: unknown;
+  /** A refusal's reason code (AppError.reason), for the record; null otherwise. */
+  reason: string | null;
   headers: Record<string, string>;
   body: string;
 }
@@ -136,13 +138,14 @@ export function errorAnswer(error: unknown, requestId: string, safeMessage?: str
     'x-request-id': requestId,
   };
   if (status === 401 && code === 'unauthorized') headers['www-authenticate'] = 'Bearer';
-  return { status, code, failure: status >= 500 ? error : undefined, headers, body };
+  return { status, code, failure: status >= 500 ? error : undefined, reason: isAppError(error) ? (error.reason ?? null) : null, headers, body };
 }
 
 /** errorAnswer through Fastify's reply (headers the reply already holds, such as the gate's, win). */
 export function sendError(reply: FastifyReply, request: FastifyRequest, error: unknown, safeMessage?: string): FastifyReply {
   const answer = errorAnswer(error, request.id, safeMessage);
   if (answer.failure !== undefined) request.serverFailure = answer.failure;
+  request.refusalReason = answer.reason;
   for (const name in answer.headers) if (name === 'content-type' || !reply.hasHeader(name)) reply.header(name, answer.headers[name]!);
   return reply.code(answer.status).send(answer.body);
 }

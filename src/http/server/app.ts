@@ -89,6 +89,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.decorateRequest('rawBody', null);
   app.decorateRequest('bodyBytes', null);
   app.decorateRequest('serverFailure', null);
+  app.decorateRequest('refusalReason', null);
   app.decorateRequest('client', null as unknown as ClientAddress);
 
   // Only JSON is accepted, and only as UTF-8 (RFC 8259): a body that is not valid UTF-8 is refused, since the
@@ -138,13 +139,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     answerOnSocket(socket, '405 Method Not Allowed', 'method_not_allowed', 'CONNECT is not served');
   });
   // The last step of every request Fastify answers (the data path's own answers call it themselves).
-  const finish = createFinish(logger, deps.metrics ?? null, deps.usage ?? null);
+  const finish = createFinish(logger, deps.metrics ?? null, deps.usage ?? null, deps.decisions ?? null, deps.exposure ?? null);
   app.addHook('onResponse', (request, reply, done) => {
     const data = request.dataRequest;
+    const token = data ? (data.claims ?? data.presented) : null;
     finish({
       requestId: request.id,
       partnerId: data?.claims?.partnerId ?? null,
       companyId: data?.companyId ?? null,
+      keyPairId: token === null ? (request.exchangeKeyPairId ?? null) : token.keyPairId,
+      tokenId: token === null ? null : token.jti,
+      reason: request.refusalReason,
       method: request.method,
       url: request.raw.url ?? '',
       status: reply.statusCode,

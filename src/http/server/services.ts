@@ -7,6 +7,8 @@ import { AccessState } from '../../domain/access.js';
 import { Bookkeeping } from '../../domain/bookkeeping.js';
 import { InstanceRegistry } from '../../domain/instances.js';
 import { CredentialExchange } from '../../domain/credentials.js';
+import { DecisionRecorder } from '../../domain/decision-records.js';
+import { ExposureCounter } from '../../domain/exposure-counts.js';
 import { openSigningKeys, SigningKeyWatch } from '../../domain/signing-key-guard.js';
 import type { SigningKeys } from '../../domain/signing-keys.js';
 import { TokenVerifier } from '../../domain/tokens.js';
@@ -40,6 +42,8 @@ export interface ServicesOptions {
   metrics?: boolean;
   /** How often usage counts are written (default 10 s). */
   usageFlushMs?: number;
+  /** The gate's refusals recorded per partner and per address per minute (default DECISION_CAP_PER_MINUTE). */
+  decisionCapPerMinute?: number;
   /** Deliver webhooks from this process (the server: yes; in-process tests: only when they ask). */
   webhooks?: boolean;
 }
@@ -68,6 +72,10 @@ export interface Services {
   readonly limits: DataLimits;
   /** Data requests per partner × company × hour, written every 10 s; null with PUBLIC_API_USAGE=0. */
   readonly usage: UsageCounter | null;
+  /** The gate's refusals on record (docs/decisions.md). */
+  readonly decisions: DecisionRecorder;
+  /** Accepted data requests per key pair, token, company and address, per hour. */
+  readonly exposure: ExposureCounter;
   /** Prometheus metrics; null unless a metrics port is configured. */
   readonly metrics: Metrics | null;
   /** Span export over OTLP/HTTP (OTEL_EXPORTER_OTLP_ENDPOINT); null: none. */
@@ -149,6 +157,18 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
         },
       })
     : null;
+  const recordsFailed = (what: string) => (error: unknown, failures: number) => {
+    if (failures === 1 || failures % 20 === 0) logger?.warn({ err: loggableChain(error), failures }, `${what} not written (database busy or unavailable); kept for the next attempt`);
+  };
+  const decisions = new DecisionRecorder(db, instances.instanceId, {
+    retentionMs: config.server.decisionRetentionMs,
+    ...(options.decisionCapPerMinute !== undefined ? { capPerMinute: options.decisionCapPerMinute } : {}),
+    onFailure: recordsFailed('refusals on record'),
+  });
+  const exposure = new ExposureCounter(db, {
+    ...(options.usageFlushMs !== undefined ? { intervalMs: options.usageFlushMs } : {}),
+    onFailure: recordsFailed('exposure counts'),
+  });
   const webhooks = options.webhooks
     ? new WebhookDeliverer(db, {
         retryDelaysMs: config.webhookRetryDelaysMs ?? (parseRetryDelays(DEFAULT_RETRY_DELAYS) as number[]),
@@ -167,8 +187,10 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
       access.stop();
       // Both retry while the database is busy, for STOP_WRITE_LIMIT_MS at most (side by side: one bound);
       // webhook sends under way get 2 s and their outcomes 5 s more alongside (what is left is logged loudly).
-      const [usageWritten] = await Promise.all([
+      const [usageWritten, decisionsWritten, exposureWritten] = await Promise.all([
         usage?.stop().catch(() => false) ?? true,
+        decisions.stop().catch(() => false),
+        exposure.stop().catch(() => false),
         bookkeeping.stop().catch(() => false),
         webhooks?.stop().catch(() => {}),
       ]);
@@ -176,6 +198,12 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
         const lost = usage.totals();
         const line = `usage counts NOT written at shutdown after retrying for ${STOP_WRITE_LIMIT_MS / 1000} s: ${lost.requests} requests (${lost.accepted} accepted, ${lost.clientErrors} 4xx, ${lost.serverErrors} 5xx) of ${lost.partners} partners are lost`;
         logger?.error({ lost }, line);
+      }
+      if (!decisionsWritten || !exposureWritten) {
+        logger?.error(
+          { refusals: decisions.pending, exposure_cells: exposure.pending },
+          `refusals on record or exposure counts NOT written at shutdown after retrying for ${STOP_WRITE_LIMIT_MS / 1000} s: they are lost`,
+        );
       }
       await redis?.close();
       if (ownsDb) await db.close().catch(() => {});
@@ -201,6 +229,8 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
     stoppers.push(() => keyWatch.stop());
     await exchange.warmUp();
     usage?.start();
+    decisions.start();
+    exposure.start();
     webhooks?.start();
   } catch (error) {
     await close();
@@ -217,5 +247,5 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
     config.server.metricsPort !== null || options.metrics
       ? new Metrics({ db, access, verifier, limits, redis, usage }, { perPartner: config.server.metricsPerPartner })
       : null;
-  return { config, clock, logger, db, keys, access, verifier, exchange, bookkeeping, registry: instances, redis, limits, usage, metrics, spans, webhooks, close };
+  return { config, clock, logger, db, keys, access, verifier, exchange, bookkeeping, registry: instances, redis, limits, usage, decisions, exposure, metrics, spans, webhooks, close };
 }
