@@ -24,7 +24,8 @@ export interface RefusedRequest {
   readonly partnerId: string | null;
   readonly keyPairId: string | null;
   readonly tokenId: string | null;
-  readonly companyId: string | null;
+  /** The company the request named, authorised or not. */
+  readonly companyNamed: string | null;
   readonly client: string;
   readonly status: number;
   readonly reason: string | null;
@@ -177,7 +178,7 @@ export class DecisionRecorder extends DeferredWrites {
         partnerId,
         keyPairId: request.keyPairId,
         tokenId: request.tokenId,
-        companyId: request.companyId,
+        companyId: request.companyNamed,
         clientAddress: request.client,
         status: request.status,
         reason: request.reason ?? '',

@@ -26,6 +26,8 @@ export class DataRequest {
   presented: TokenClaims | null = null;
   /** The company the request is authorised for, once authorised. */
   companyId: string | null = null;
+  /** The company the request named, authorised or not (for the record of a refusal). */
+  companyNamed: string | null = null;
   /** Headers every answer to this request carries, set by the gate and the limits (WWW-Authenticate, RateLimit-*). */
   readonly headers: Record<string, string> = {};
   /** How long the engine took to answer (0 until it has). */
@@ -146,6 +148,7 @@ export class DataPath {
   /** The company (query, or JSON body for POST, PUT and PATCH), mapped to the token's partner. */
   authorize(request: IncomingMessage, data: DataRequest, body: RequestBody | null): void | Promise<void> {
     const company = companyOf(request, data.query, body);
+    data.companyNamed = company;
     const claims = data.claims!;
     if (this.deps.access.authorizesCompanyNow(claims, company)) {
       data.companyId = company;
@@ -278,6 +281,7 @@ export class DataPath {
       requestId: data.id,
       partnerId: data.claims === null ? null : data.claims.partnerId,
       companyId: data.companyId,
+      companyNamed: data.companyNamed,
       keyPairId: token === null ? null : token.keyPairId,
       tokenId: token === null ? null : token.jti,
       reason,

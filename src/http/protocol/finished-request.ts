@@ -7,6 +7,8 @@ export interface FinishedRequest {
   partnerId: string | null;
   /** The company a data request was authorised for. */
   companyId: string | null;
+  /** The company a data request named (query or body), authorised or not; null before it was read. */
+  companyNamed: string | null;
   method: string;
   url: string;
   status: number;

@@ -147,6 +147,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       requestId: request.id,
       partnerId: data?.claims?.partnerId ?? null,
       companyId: data?.companyId ?? null,
+      companyNamed: data?.companyNamed ?? null,
       keyPairId: token === null ? (request.exchangeKeyPairId ?? null) : token.keyPairId,
       tokenId: token === null ? null : token.jti,
       reason: request.refusalReason,
