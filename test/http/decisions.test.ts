@@ -10,7 +10,7 @@ import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBacke
 import { runCli } from '../support/cli.js';
 import { bearer, buildTestApp, seedPartner, startUpstream, UUID, who, type SeededPartner, type TestApp, type TestUpstream } from './support.js';
 
-type Injected = { statusCode: number; body: string; json(): any };
+type Injected = { statusCode: number; body: string; json(): { error: { request_id: string } } };
 
 const FLOOD = 5_000;
 const CAP = 1_000;
