@@ -4,7 +4,7 @@
 // after containment. Reads exposure_hours and gate_decisions only.
 import type { Database } from '../db/client.js';
 import { decisionCounts, latestDecisions, type DecisionFilter, type DecisionRow } from '../db/repositories/decisions.js';
-import { exposureBy, type ExposureCounts, type ExposureFilter } from '../db/repositories/exposure.js';
+import { exposureCells, type ExposureCounts, type ExposureFilter } from '../db/repositories/exposure.js';
 import type { KeyPairRow } from '../db/repositories/key-pairs.js';
 import { partnerGateRow } from '../db/repositories/partners.js';
 import { AppError, isAppError } from '../errors.js';
@@ -76,6 +76,26 @@ function pairContainedAt(pair: KeyPairRow, brake: number | null, now: number): D
   return earliest(pair.revokedAt, braked);
 }
 
+/** The cells summed per company or per address, most requests first (then by key). */
+function fold<Cell extends ExposureCounts>(cells: readonly Cell[], keyOf: (cell: Cell) => string): Array<ExposureCounts & { key: string }> {
+  const sums = new Map<string, ExposureCounts & { key: string }>();
+  for (const cell of cells) {
+    const key = keyOf(cell);
+    const known = sums.get(key);
+    if (!known) {
+      sums.set(key, { key, accepted: cell.accepted, clientErrors: cell.clientErrors, serverErrors: cell.serverErrors, firstAt: cell.firstAt, lastAt: cell.lastAt });
+      continue;
+    }
+    known.accepted += cell.accepted;
+    known.clientErrors += cell.clientErrors;
+    known.serverErrors += cell.serverErrors;
+    if (cell.firstAt < known.firstAt) known.firstAt = cell.firstAt;
+    if (cell.lastAt > known.lastAt) known.lastAt = cell.lastAt;
+  }
+  const requests = (row: ExposureCounts) => row.accepted + row.clientErrors + row.serverErrors;
+  return [...sums.values()].sort((a, b) => requests(b) - requests(a) || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+}
+
 /** What `value` names, as `lookup` reads it (and a partner id or name besides). */
 async function resolve(db: Database, value: string, openKeys: () => Promise<SigningKeys | null>): Promise<Credential> {
   let found;
@@ -119,7 +139,9 @@ export async function exposureReport(
   const whose =
     credential.kind === 'token' ? { tokenId: credential.tokenId! } : credential.kind === 'key_pair' ? { keyPairId: credential.keyPairId! } : { partnerId: credential.partnerId };
   const filter: ExposureFilter = { ...whose, since: new Date(Math.floor(since.getTime() / HOUR_MS) * HOUR_MS), until };
-  const [companies, addresses] = await Promise.all([exposureBy(db.sql, filter, 'company'), exposureBy(db.sql, filter, 'address')]);
+  const cells = await exposureCells(db.sql, filter);
+  const companies = fold(cells, (cell) => cell.companyId);
+  const addresses = fold(cells, (cell) => cell.clientAddress);
   let refusedAfterContainment: ExposureReport['refusedAfterContainment'] = null;
   if (credential.containedAt !== null) {
     const refused: DecisionFilter = { ...whose, since: new Date(Math.max(credential.containedAt.getTime(), since.getTime())), until };

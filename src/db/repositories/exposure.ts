@@ -19,7 +19,7 @@ export async function addExposure(tx: SqlTx, deltas: readonly ExposureDelta[]): 
     await tx.run(
       `INSERT INTO exposure_hours (key_pair_id, token_id, company_id, client_address, period_start, partner_id, accepted, client_errors, server_errors, first_at, last_at)
        VALUES ${placeholders}
-       ON CONFLICT (key_pair_id, token_id, company_id, client_address, period_start) DO UPDATE SET
+       ON CONFLICT (key_pair_id, company_id, client_address, token_id, period_start) DO UPDATE SET
          accepted = exposure_hours.accepted + excluded.accepted,
          client_errors = exposure_hours.client_errors + excluded.client_errors,
          server_errors = exposure_hours.server_errors + excluded.server_errors,
@@ -56,22 +56,32 @@ export interface ExposureCounts {
   lastAt: Date;
 }
 
-type Raw = { key: string; accepted: number | string; client_errors: number | string; server_errors: number | string; first_at: unknown; last_at: unknown };
+type Raw = {
+  company_id: string;
+  client_address: string;
+  accepted: number | string;
+  client_errors: number | string;
+  server_errors: number | string;
+  first_at: unknown;
+  last_at: unknown;
+};
 
-/** The counts per company (`company`) or per client address (`address`), most requests first. */
-export async function exposureBy(q: Queryable, filter: ExposureFilter, by: 'company' | 'address'): Promise<Array<ExposureCounts & { key: string }>> {
+/**
+ * The counts per company and client address, summed over the window: one pass over the rows in the primary
+ * key's order (key pair, company, address), for the caller to fold into companies and addresses.
+ */
+export async function exposureCells(q: Queryable, filter: ExposureFilter): Promise<Array<ExposureCounts & { companyId: string; clientAddress: string }>> {
   const params: unknown[] = [];
-  const column = by === 'company' ? 'company_id' : 'client_address';
   const rows = await q.query<Raw>(
-    `SELECT ${column} AS key, SUM(accepted) AS accepted, SUM(client_errors) AS client_errors, SUM(server_errors) AS server_errors,
+    `SELECT company_id, client_address, SUM(accepted) AS accepted, SUM(client_errors) AS client_errors, SUM(server_errors) AS server_errors,
        MIN(first_at) AS first_at, MAX(last_at) AS last_at
      FROM exposure_hours WHERE ${where(filter, params)}
-     GROUP BY ${column}
-     ORDER BY SUM(accepted) + SUM(client_errors) + SUM(server_errors) DESC, ${column}`,
+     GROUP BY company_id, client_address`,
     params,
   );
   return rows.map((row) => ({
-    key: row.key,
+    companyId: row.company_id,
+    clientAddress: row.client_address,
     accepted: Number(row.accepted),
     clientErrors: Number(row.client_errors),
     serverErrors: Number(row.server_errors),

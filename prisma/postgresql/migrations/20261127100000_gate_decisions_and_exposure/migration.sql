@@ -40,7 +40,7 @@ CREATE TABLE "exposure_hours" (
     "first_at" TIMESTAMP(3) NOT NULL,
     "last_at" TIMESTAMP(3) NOT NULL,
 
-    CONSTRAINT "exposure_hours_pkey" PRIMARY KEY ("key_pair_id","token_id","company_id","client_address","period_start")
+    CONSTRAINT "exposure_hours_pkey" PRIMARY KEY ("key_pair_id","company_id","client_address","token_id","period_start")
 );
 
 -- CreateIndex

@@ -38,7 +38,7 @@ CREATE TABLE "exposure_hours" (
     "first_at" DATETIME NOT NULL,
     "last_at" DATETIME NOT NULL,
 
-    PRIMARY KEY ("key_pair_id", "token_id", "company_id", "client_address", "period_start")
+    PRIMARY KEY ("key_pair_id", "company_id", "client_address", "token_id", "period_start")
 );
 
 -- CreateIndex
