@@ -8,6 +8,8 @@ import { setNetwork } from '../../src/domain/networks.js';
 import { createPartner, setPartnerStatus } from '../../src/domain/partners.js';
 import { explainRequest, refusalsReport } from '../../src/domain/refusals.js';
 import { GATE_REFUSAL_REASONS } from '../../src/domain/verdict.js';
+import { DecisionRecorder } from '../../src/domain/decision-records.js';
+import { loadConfig } from '../../src/config.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 
 const who = { actor: 'test' };
@@ -23,6 +25,14 @@ describe('the domain of refusals writes no command lines', () => {
   it('docs/reasons.md explains every reason the gate records', () => {
     const text = readFileSync(new URL('../../docs/reasons.md', import.meta.url), 'utf8');
     for (const reason of GATE_REFUSAL_REASONS) expect(text, reason).toContain(`| \`${reason}\` |`);
+  });
+});
+
+describe('PUBLIC_API_DECISION_RETENTION', () => {
+  it('takes days or hours, 30 days by default', () => {
+    expect(loadConfig({}, {}).server!.decisionRetentionMs).toBe(30 * 86_400_000);
+    expect(loadConfig({ PUBLIC_API_DECISION_RETENTION: '12h' }, {}).server!.decisionRetentionMs).toBe(12 * 3_600_000);
+    expect(() => loadConfig({ PUBLIC_API_DECISION_RETENTION: '30' }, {})).toThrow(/PUBLIC_API_DECISION_RETENTION must be a number of days or hours/);
   });
 });
 
@@ -89,6 +99,32 @@ describe.each(BACKENDS)('every reason code explained (%s)', (provider) => {
       expect(report.counts.map((c) => c.reason).sort()).toEqual([...GATE_REFUSAL_REASONS].sort());
       expect(report.latest).toHaveLength(3);
       await expect(refusalsReport(db, { since: at, until: at, reason: 'nope', examples: 1 })).rejects.toMatchObject({ code: 'invalid_argument' });
+    });
+
+    it('prunes decisions, their counters and exposure hours past the retention, and nothing newer', async () => {
+      const now = db.clock.now();
+      const old = new Date(now - 3 * 86_400_000);
+      const recent = new Date(now - 86_400_000 + 60_000);
+      const decision = (requestId: string, at: Date): DecisionRow => ({
+        requestId, at, instanceId: 'srv_prune', route: 'data', partnerId: null, keyPairId: null, tokenId: null, companyId: null, clientAddress: '192.0.2.9', status: 401, reason: 'token_missing',
+      });
+      await db.sql.transaction(async (tx) => {
+        await insertDecisions(tx, [decision('00000000-0000-4000-8000-0000000000a1', old), decision('00000000-0000-4000-8000-0000000000a2', recent)]);
+        for (const at of [old, recent]) {
+          await tx.run("INSERT INTO gate_decisions_unrecorded (minute, instance_id, key_kind, key_value, refusals) VALUES ($1, 'srv_prune', 'address', '192.0.2.9', 5)", [at]);
+          await tx.run(
+            "INSERT INTO exposure_hours (key_pair_id, company_id, client_address, token_id, period_start, partner_id, accepted, client_errors, server_errors, first_at, last_at) VALUES ('kp_prune', 'c', '192.0.2.9', 't', $1, 'ptn_prune', 1, 0, 0, $2, $3)",
+            [at, at, at],
+          );
+        }
+      }, { timeoutMs: 5_000 });
+      const recorder = new DecisionRecorder(db, 'srv_prune', { retentionMs: 86_400_000 });
+      expect(await recorder.prune()).toBe(true);
+      const left = async (sql: string) => Number((await db.sql.query<{ n: number | string }>(sql))[0]!.n);
+      expect(await left("SELECT COUNT(*) AS n FROM gate_decisions WHERE instance_id = 'srv_prune'")).toBe(1);
+      expect(await left("SELECT COUNT(*) AS n FROM gate_decisions_unrecorded WHERE instance_id = 'srv_prune'")).toBe(1);
+      expect(await left("SELECT COUNT(*) AS n FROM exposure_hours WHERE key_pair_id = 'kp_prune'")).toBe(1);
+      await recorder.stop();
     });
   });
 });
