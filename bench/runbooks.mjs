@@ -41,6 +41,7 @@ export function runbookCommands(dir, { runs = 15, log = () => {} } = {}) {
   const env = cliEnv(join(dir, 'partnerctl.db'));
   const doc = join(dir, 'small.json');
   writeFileSync(doc, documentOf(200, 10, 'Bench'));
+  run([CLI, 'db', 'migrate'], env);
   run([CLI, 'apply', '-f', doc], env);
   const name = 'Bench 00007';
   run([CLI, 'map-company', name, '--from-file', '-'], env); // (empty input: nothing to do, exercises stdin)

@@ -11,10 +11,10 @@ if [ "$BACKEND" = pg ]; then
   DB=partnerctl_drill_$$
   psql -qh 127.0.0.1 -U postgres -c "CREATE DATABASE $DB" >/dev/null
   export DATABASE_URL=postgresql://postgres@127.0.0.1:5432/$DB
-  $P db migrate --json >/dev/null
 else
   export DATABASE_URL=file:$D/partnerctl.db
 fi
+$P db migrate --json >/dev/null
 python3 -m http.server 0 --bind 127.0.0.1 --directory "$D" >"$D/engine.log" 2>&1 & ENGINE=$!
 until grep -q 'port' "$D/engine.log"; do sleep 0.1; done
 EPORT=$(grep -o 'port [0-9]*' "$D/engine.log" | head -1 | cut -d' ' -f2)

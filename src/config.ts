@@ -220,6 +220,7 @@ function environmentSchema(z: Zod) {
     PARTNERCTL_SIGNING_KEY_FILE: text,
     PARTNERCTL_DB_POOL_SIZE: whole(1, 1000),
     XDG_DATA_HOME: z.string().optional(),
+    XDG_CONFIG_HOME: z.string().optional(),
     NO_COLOR: z.string().optional(),
     TERM: z.string().optional(),
     PARTNERCTL_WEBHOOK_RETRY_DELAYS: delays,
@@ -262,7 +263,7 @@ type CliVariables = z.output<Schemas['cli']>;
 type ServerVariables = z.output<Schemas['all']>;
 
 /** What the database and signing-key resolvers read. */
-export type DatabaseEnvironment = Readonly<Partial<Pick<CliVariables, 'DATABASE_URL' | 'PARTNERCTL_SIGNING_KEY_FILE' | 'PARTNERCTL_DB_POOL_SIZE' | 'XDG_DATA_HOME'>>>;
+export type DatabaseEnvironment = Readonly<Partial<Pick<CliVariables, 'DATABASE_URL' | 'PARTNERCTL_SIGNING_KEY_FILE' | 'PARTNERCTL_DB_POOL_SIZE' | 'XDG_DATA_HOME' | 'XDG_CONFIG_HOME'>>>;
 
 /** What `partnerctl serve` reads on top of the CLI's configuration. */
 export interface ServerConfig {
@@ -424,6 +425,7 @@ function cliConfig(values: CliVariables, server: ServerConfig | null): Config {
       PARTNERCTL_SIGNING_KEY_FILE: values.PARTNERCTL_SIGNING_KEY_FILE,
       PARTNERCTL_DB_POOL_SIZE: values.PARTNERCTL_DB_POOL_SIZE,
       XDG_DATA_HOME: values.XDG_DATA_HOME,
+      XDG_CONFIG_HOME: values.XDG_CONFIG_HOME,
     }),
     defaultActor: values.PARTNERCTL_ACTOR,
     colourAllowed: values.NO_COLOR === undefined && values.TERM !== 'dumb',
@@ -449,11 +451,22 @@ function dataDirectory(env: DatabaseEnvironment): string {
 
 const DEFAULT_DATABASE_FILE = 'partnerctl.db';
 
+/** The embedded default database: the one SQLite file partnerctl creates without being asked to. */
+export function defaultDatabasePath(env: DatabaseEnvironment): string {
+  return join(dataDirectory(env), DEFAULT_DATABASE_FILE);
+}
+
+/** Where the per-user settings live (contexts): $XDG_CONFIG_HOME/partnerctl, or ~/.config/partnerctl. */
+export function configDirectory(env: DatabaseEnvironment): string {
+  const base = env.XDG_CONFIG_HOME && isAbsolute(env.XDG_CONFIG_HOME) ? env.XDG_CONFIG_HOME : join(homedir(), '.config');
+  return join(base, 'partnerctl');
+}
+
 export function resolveDatabase(urlOption: string | undefined, env: DatabaseEnvironment, defaultPoolSize = 10): DatabaseConfig {
   const raw = (urlOption ?? env.DATABASE_URL ?? '').trim();
   const poolSize = env.PARTNERCTL_DB_POOL_SIZE ?? defaultPoolSize;
   if (raw === '') {
-    return { provider: 'sqlite', url: join(dataDirectory(env), DEFAULT_DATABASE_FILE), poolSize };
+    return { provider: 'sqlite', url: defaultDatabasePath(env), poolSize };
   }
   if (/^postgres(ql)?:\/\//i.test(raw)) {
     return { provider: 'postgresql', url: raw, poolSize };
@@ -482,7 +495,7 @@ export function resolveSigningKeyFile(database: DatabaseConfig, env: DatabaseEnv
   return join(dirname(database.url), 'signing-keys.json');
 }
 
-/** A URL safe to print: the password, if any, replaced. */
+/** A URL safe to print: the password, if any, replaced (in the authority or as a query parameter). */
 export function redactUrl(url: string): string {
-  return url.replace(/\/\/([^:/@]+):[^@/]*@/, '//$1:***@');
+  return url.replace(/\/\/([^:/@]+):[^@/]*@/, '//$1:***@').replace(/([?&]password=)[^&]*/gi, '$1***');
 }

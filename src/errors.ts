@@ -32,6 +32,7 @@ const CODES = {
   active_key_pair_exists: { status: 409, exit: EXIT.conflict },
   no_active_key_pair: { status: 409, exit: EXIT.conflict },
   partner_exists: { status: 409, exit: EXIT.conflict },
+  webhook_exists: { status: 409, exit: EXIT.conflict },
   partner_disabled: { status: 409, exit: EXIT.conflict },
   concurrent_update: { status: 409, exit: EXIT.conflict },
   payload_too_large: { status: 413, exit: EXIT.error },
@@ -43,8 +44,14 @@ const CODES = {
   bad_gateway: { status: 502, exit: EXIT.unavailable },
   upstream_unavailable: { status: 503, exit: EXIT.unavailable },
   database_unavailable: { status: 503, exit: EXIT.unavailable },
+  // An SQLite path other than the default where no file exists: a typo must not create an empty database.
+  database_not_found: { status: 503, exit: EXIT.notFound },
   schema_out_of_date: { status: 503, exit: EXIT.unavailable },
+  // Rows in the audit trail that the chain does not hold, below its start: writes wait for the owner's repair.
+  audit_chain_broken: { status: 503, exit: EXIT.unavailable },
   signing_key_unavailable: { status: 503, exit: EXIT.unavailable },
+  // GitHub's secret-scanning key list could not be fetched, so an alert's signature cannot be checked yet.
+  key_list_unavailable: { status: 503, exit: EXIT.unavailable },
   upstream_timeout: { status: 504, exit: EXIT.unavailable },
   not_confirmed: { status: 504, exit: EXIT.notConfirmed },
 } as const satisfies Record<string, { status: number; exit: number }>;

@@ -37,9 +37,33 @@ export function masked(value: string): string {
   return `'${terminalSafe(prefix)}…' (${chars.length} characters)`;
 }
 
-/** Secret keys and JWTs inside a message, each cut to its prefix: the last guard before a terminal. */
+/** A URL's user information masked: the user kept before a password (`user:***`); a lone user may be a token (`***`). */
+function maskedUserInfo(info: string): string {
+  const colon = info.indexOf(':');
+  return colon > 0 ? `${info.slice(0, colon)}:***` : '***';
+}
+
+/**
+ * A URL as someone typed it, safe to echo whether it parses or not: everything between its scheme and its
+ * last '@' is user information (a password may hold '/', '@' or spaces, and a broken URL has no parser's
+ * word on where its host starts).
+ */
+export function maskedUrl(raw: string): string {
+  const at = raw.lastIndexOf('@');
+  if (at < 0) return raw;
+  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(raw)?.[0] ?? '';
+  return at < scheme.length ? raw : `${scheme}${maskedUserInfo(raw.slice(scheme.length, at))}${raw.slice(at)}`;
+}
+
+/**
+ * Secret keys and JWTs inside a message, each cut to its prefix, and the passwords of URLs masked: the last
+ * guard before a terminal.
+ */
 export function withoutSecrets(text: string): string {
-  return text.replace(/pctl_sk_[A-Za-z0-9]+/g, 'pctl_sk_…').replace(/eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*/g, 'eyJ…');
+  return text
+    .replace(/pctl_sk_[A-Za-z0-9]+/g, 'pctl_sk_…')
+    .replace(/eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*/g, 'eyJ…')
+    .replace(/\b([a-z][a-z0-9+.-]*:\/\/)([^\s/?#'"]*)@/gi, (_match, scheme: string, info: string) => `${scheme}${maskedUserInfo(info)}@`);
 }
 
 /** Levenshtein distance, case-insensitive (for did-you-mean suggestions). */

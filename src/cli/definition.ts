@@ -48,8 +48,6 @@ export interface CommandDefinition {
    */
   notes?: string;
   examples?: Example[];
-  /** The command only reads: it must never create a database someone named by mistake. */
-  readOnly?: boolean | ((options: OptionValues) => boolean);
   /** The command reads the server's variables too (serve): these of its options win over the ones they name. */
   serverFlags?: (options: OptionValues) => ServerFlags;
   /** The exit code, or undefined for 0. A command with subcommands has no run of its own. */
@@ -59,21 +57,19 @@ export interface CommandDefinition {
 
 /** A command as its module writes it: what takes its options takes the type its option definitions derive. */
 export interface TypedCommandDefinition<Definitions extends readonly OptionDefinition[]>
-  extends Omit<CommandDefinition, 'options' | 'readOnly' | 'serverFlags' | 'run'> {
+  extends Omit<CommandDefinition, 'options' | 'serverFlags' | 'run'> {
   options?: Definitions;
-  readOnly?: boolean | ((options: OptionsOf<Definitions>) => boolean);
   serverFlags?: (options: OptionsOf<Definitions>) => ServerFlags;
   run?: Run<OptionsOf<Definitions>>;
 }
 
-/** A command whose run, readOnly and serverFlags receive the options its definitions derive (OptionsOf). */
+/** A command whose run and serverFlags receive the options its definitions derive (OptionsOf). */
 export function defineCommand<const Definitions extends readonly OptionDefinition[] = readonly []>(
   definition: TypedCommandDefinition<Definitions>,
 ): CommandDefinition {
-  const { readOnly, serverFlags, run } = definition;
+  const { serverFlags, run } = definition;
   return {
     ...definition,
-    readOnly: typeof readOnly === 'function' ? (options) => readOnly(parsedOptions<Definitions>(options)) : readOnly,
     serverFlags: serverFlags && ((options) => serverFlags(parsedOptions<Definitions>(options))),
     run: run && ((session, out, invocation) => run(session, out, { ...invocation, options: parsedOptions<Definitions>(invocation.options) })),
   };

@@ -4,6 +4,7 @@ import { defineOptions, type OptionsOf } from './options.js';
 export const GLOBAL_OPTIONS = defineOptions([
   { flags: '-V, --version', description: 'output the version number' },
   { flags: '--database-url <url>', description: 'database URL (default: SQLite file in the per-user data folder; see below)' },
+  { flags: '--context <name>', description: "use this context's database and actor (see 'partnerctl context')" },
   { flags: '--json', description: 'print exactly one JSON object on stdout (snake_case keys)' },
   { flags: '--no-color', description: 'no colour in the output' },
   { flags: '--no-input', description: 'never prompt; fail naming the missing flag instead' },

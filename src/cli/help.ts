@@ -8,12 +8,8 @@ import { parsedOptions } from './options.js';
 /** No help line is wider, whatever the terminal (commander wraps its own columns to this). */
 export const HELP_WIDTH = 80;
 
-/** Each command's definition, for the text after its options and for the reference. */
+/** Each command's definition, for the text after its options. */
 const definitions = new WeakMap<Command, CommandDefinition>();
-
-export function definitionOf(command: Command): CommandDefinition | undefined {
-  return definitions.get(command);
-}
 
 /**
  * Wraps prose lines longer than `width` at spaces. Lines that start with a space (tables, documents,

@@ -1,4 +1,4 @@
-import { readFile } from 'node:fs/promises';
+import { open, readFile } from 'node:fs/promises';
 import { AppError } from '../errors.js';
 import { isValidCompanyId } from '../domain/validation.js';
 import type { Session } from './session.js';
@@ -64,44 +64,93 @@ function firstCsvField(line: string): string {
   return value;
 }
 
+/** The longest line read: a company id is at most 128 characters (a CSV line may carry more columns); longer is bad. */
+const MAX_LINE_BYTES = 64 * 1024;
+
 /**
- * Company ids from a list file: one per line, surrounding white space dropped, blank lines and `#` comment
- * lines ignored; a `.csv` file gives its first column, its first line (the header) skipped. Every line is
- * checked before anything is returned: one bad line fails the whole input, naming every bad line number.
+ * The lines of a byte stream, split at '\n', one at a time: the input is never held whole. A line longer than
+ * MAX_LINE_BYTES is cut to that length (and refused by the reader).
  */
-export function parseCompanyList(text: string, source: string, csv: boolean): string[] {
-  const ids: string[] = [];
+async function* linesOf(source: AsyncIterable<Buffer | string>): AsyncGenerator<Buffer> {
+  let rest: Buffer = Buffer.alloc(0);
+  for await (const chunk of source) {
+    const data = Buffer.concat([rest, typeof chunk === 'string' ? Buffer.from(chunk) : chunk]);
+    let start = 0;
+    for (let end = data.indexOf(0x0a); end >= 0; end = data.indexOf(0x0a, start)) {
+      yield data.subarray(start, Math.min(end, start + MAX_LINE_BYTES));
+      start = end + 1;
+    }
+    // Copied, so that the chunk it came from can go.
+    rest = Buffer.from(data.subarray(start, start + MAX_LINE_BYTES + 1));
+  }
+  if (rest.length > 0) yield rest.subarray(0, MAX_LINE_BYTES);
+}
+
+/** A file's bytes as a stream, or stdin's for '-'; a file that cannot be opened is refused, naming it. */
+async function inputStream(session: Session, path: string, flag: string): Promise<AsyncIterable<Buffer | string>> {
+  if (path === '-') return session.terminal.in as AsyncIterable<Buffer | string>;
+  try {
+    const handle = await open(path);
+    return handle.createReadStream({ highWaterMark: 1024 * 1024 });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new AppError('invalid_argument', `${flag} ${path}: ${code === 'ENOENT' ? 'no such file' : `cannot be read (${code})`}`, {
+      hint: `give an existing file, or '-' for stdin`,
+      cause: error,
+    });
+  }
+}
+
+/**
+ * Company ids from a list file, read line by line: one per line, surrounding white space dropped, blank lines
+ * and `#` comment lines ignored; a `.csv` file gives its first column, its first line (the header) skipped;
+ * UTF-8 (a leading byte-order mark dropped). Every line is checked before anything is returned: one bad line
+ * fails the whole input, naming every bad line number. Each id is added to `into` (repeats once).
+ */
+export async function readCompanyList(source: AsyncIterable<Buffer | string>, name: string, csv: boolean, into: Set<string>): Promise<void> {
+  const decoder = new TextDecoder('utf-8', { fatal: true });
   const bad: number[] = [];
   let headerSkipped = !csv;
-  const lines = text.split('\n');
-  if (lines.at(-1) === '') lines.pop();
-  lines.forEach((raw, index) => {
-    const line = raw.replace(/\r$/, '').trim();
-    if (line === '' || line.startsWith('#')) return;
+  let number = 0;
+  for await (const bytes of linesOf(source)) {
+    number++;
+    if (bytes.length >= MAX_LINE_BYTES) {
+      bad.push(number);
+      continue;
+    }
+    let raw: string;
+    try {
+      raw = decoder.decode(bytes);
+    } catch {
+      throw new AppError('invalid_argument', `${name}: not valid UTF-8 on line ${number}; nothing was changed`, {
+        hint: 'save the file as UTF-8 (iconv -f latin1 -t utf-8 converts Latin-1)',
+      });
+    }
+    const line = (number === 1 ? raw.replace(/^\uFEFF/, '') : raw).replace(/\r$/, '').trim();
+    if (line === '' || line.startsWith('#')) continue;
     if (!headerSkipped) {
       headerSkipped = true;
-      return;
+      continue;
     }
     const id = csv ? firstCsvField(line) : line;
-    if (isValidCompanyId(id)) ids.push(id);
-    else bad.push(index + 1);
-  });
+    if (isValidCompanyId(id)) into.add(id);
+    else bad.push(number);
+  }
   if (bad.length > 0) {
+    const named = bad.length > 100 ? `${bad.slice(0, 100).join(', ')} and ${bad.length - 100} more` : bad.join(', ');
     throw new AppError(
       'invalid_argument',
-      `${source}: invalid company id on line${bad.length > 1 ? 's' : ''} ${bad.join(', ')} (ids are 1-128 visible ASCII characters); nothing was changed`,
+      `${name}: invalid company id on line${bad.length > 1 ? 's' : ''} ${named} (ids are 1-128 visible ASCII characters); nothing was changed`,
       { hint: 'fix those lines and run again' },
     );
   }
-  return ids;
 }
 
-/** The company ids a command was given: every --company, then the lines of --from-file. */
+/** The company ids a command was given, without repeats: every --company, then the lines of --from-file. */
 export async function companyIdsFromOptions(
   session: Session,
   options: { company?: string[]; fromFile?: string },
 ): Promise<string[]> {
-  const ids: string[] = [];
   const given = options.company ?? [];
   const bad = given.filter((id) => !isValidCompanyId(id));
   if (bad.length > 0) {
@@ -109,11 +158,10 @@ export async function companyIdsFromOptions(
     const { validateCompanyId } = await import('../domain/validation.js');
     validateCompanyId(bad[0]!);
   }
-  ids.push(...given);
+  const ids = new Set(given);
   if (options.fromFile !== undefined) {
-    const text = await readInput(session, options.fromFile, '--from-file');
-    const source = options.fromFile === '-' ? '--from-file - (stdin)' : `--from-file ${options.fromFile}`;
-    ids.push(...parseCompanyList(text, source, /\.csv$/i.test(options.fromFile)));
+    const name = options.fromFile === '-' ? '--from-file - (stdin)' : `--from-file ${options.fromFile}`;
+    await readCompanyList(await inputStream(session, options.fromFile, '--from-file'), name, /\.csv$/i.test(options.fromFile), ids);
   }
-  return ids;
+  return [...ids];
 }

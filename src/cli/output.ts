@@ -1,5 +1,5 @@
 import { jsonSafe, terminalSafe } from '../text.js';
-import { renderTable, type Column } from './table.js';
+import { renderTable, shortTime, type Cell, type Column } from './table.js';
 import type { Session } from './session.js';
 
 type Chalk = typeof import('chalk').default;
@@ -49,15 +49,15 @@ export class Output {
    * A table that fits the terminal (cells cut with '…'), or plain aligned columns with whole values when
    * stdout is a pipe or a file (see table.ts).
    */
-  async table(head: (string | Column)[], rows: (string | number | null)[][], options: { wide?: boolean } = {}): Promise<string> {
+  async table(head: (string | Column)[], rows: Cell[][], options: { wide?: boolean } = {}): Promise<string> {
     const chalk = await this.chalk();
     const terminal = this.session.terminal;
-    // --wide: every column, every value whole, however wide the terminal.
+    // --wide: every column, every value and time whole, however wide the terminal.
     const width = options.wide ? Number.POSITIVE_INFINITY : terminal.columns;
-    return renderTable(head, rows, { tty: terminal.outIsTTY, width, header: (text) => chalk.bold(text), colour: this.colour });
+    return renderTable(head, rows, { tty: terminal.outIsTTY, width, header: (text) => chalk.bold(text), colour: this.colour, fullTimes: options.wide === true });
   }
 
-  /** A time in a table: `2026-11-24 08:41` (UTC) on a terminal; the whole ISO time with --wide or through a pipe. */
+  /** A time inside a cell's text, as the table writes a time cell (a cell that is only a time: pass the Date). */
   tableTime(date: Date | null | undefined, wide = false): string | null {
     if (!date) return null;
     return this.session.terminal.outIsTTY && !wide ? shortTime(date) : date.toISOString();
@@ -73,9 +73,4 @@ export class Output {
 
 export function iso(date: Date | null | undefined): string | null {
   return date ? date.toISOString() : null;
-}
-
-/** `2026-11-24 08:41`: a UTC time to the minute, for tables at 80 columns. */
-export function shortTime(date: Date): string {
-  return date.toISOString().slice(0, 16).replace('T', ' ');
 }

@@ -1,10 +1,11 @@
 // The command tree: the global options, and the commands in the order the help lists them. Each command's
 // flags, help and run function live in its own module under commands/; this file only lists them.
-import { Command, CommanderError, Option, type OptionValues } from 'commander';
+import { Command, CommanderError, Option } from 'commander';
 import { VERSION } from '../config.js';
 import { applyCommand, exportCommand } from './commands/runbooks.js';
 import { auditCommand } from './commands/audit.js';
 import { completePartnersCommand, completionCommand } from './commands/completion.js';
+import { contextCommand } from './commands/context.js';
 import { listCompaniesCommand, mapCompanyCommand, unmapCompanyCommand } from './commands/companies.js';
 import { issueKeysCommand, mintTestTokenCommand, revokeKeysCommand, rotateKeysCommand } from './commands/keys.js';
 import { listKeysCommand, lookupCommand, revokeTokensCommand } from './commands/leaks.js';
@@ -39,12 +40,13 @@ export const PROGRAM = defineCommand({
   description: 'Provision partners of the price-recommendation API, manage their keys, and serve the public API.',
   options: GLOBAL_OPTIONS,
   notes: `Database:
-  DATABASE_URL or --database-url selects it. Default: an SQLite file in the
-  per-user data folder, $XDG_DATA_HOME/partnerctl/partnerctl.db (or
+  --database-url, else DATABASE_URL, else the context (--context or the
+  current one of 'partnerctl context use') selects it. Default: an SQLite file
+  in the per-user data folder, $XDG_DATA_HOME/partnerctl/partnerctl.db (or
   ~/.local/share/partnerctl/partnerctl.db), created and migrated on first use.
-  file:/path/x.db (or a plain path) for another SQLite file;
-  postgresql://user@host:5432/db for PostgreSQL (migrate it once with
-  'partnerctl db migrate').
+  file:/path/x.db (or a plain path) for another SQLite file, which must exist
+  ('partnerctl db migrate' creates it); postgresql://user@host:5432/db for
+  PostgreSQL (migrate it once with 'partnerctl db migrate').
 
 Environment:
   PARTNERCTL_SIGNING_KEY_FILE  token signing keys (default: signing-keys.json
@@ -56,10 +58,11 @@ Environment:
                                for serve, 2 otherwise)
   NO_COLOR                     no colour
 
-Exit codes: 0 ok, 1 error, 2 bad usage, 3 not found, 4 conflict with the
-            current state, 5 database or service unavailable, 6 committed but
-            not confirmed by every running server (a receipt), 7 permission
-            denied (the database role lacks the privilege), 130 cancelled.`,
+Exit codes: 0 ok, 1 error, 2 bad usage, 3 not found (a partner, or the SQLite
+            file named), 4 conflict with the current state, 5 database or
+            service unavailable, 6 committed but not confirmed by every
+            running server (a receipt), 7 permission denied (the database
+            role lacks the privilege), 130 cancelled.`,
   subcommands: [
     createPartnerCommand,
     listPartnersCommand,
@@ -88,6 +91,7 @@ Exit codes: 0 ok, 1 error, 2 bad usage, 3 not found, 4 conflict with the
     mintTestTokenCommand,
     auditCommand,
     webhooksCommand,
+    contextCommand,
     dbCommand,
     signingKeyCommand,
     serveCommand,
@@ -138,8 +142,3 @@ function collect(value: string, previous: string[] | undefined): string[] {
   return [...(previous ?? []), value];
 }
 
-/** Whether the command only reads (by its definition), given its own parsed options. */
-export function isReadOnly(definition: CommandDefinition, options: OptionValues): boolean {
-  const readOnly = definition.readOnly;
-  return typeof readOnly === 'function' ? readOnly(options) : readOnly === true;
-}

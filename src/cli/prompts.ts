@@ -21,14 +21,14 @@ export async function requireValue(
 export async function askText(
   session: Session,
   message: string,
-  validate?: (value: string) => string | true,
+  validate?: (value: string) => string | true | Promise<string | true>,
 ): Promise<string> {
   const { input } = await import('@inquirer/prompts');
   return input({ message, validate: validate ?? ((value) => (value.trim() === '' ? 'required' : true)) }, promptContext(session));
 }
 
-/** A partner picked from the database, searching by name. */
-export async function askPartner(session: Session, message = 'Partner'): Promise<string> {
+/** A partner picked from the database, searching by name as the person types; each shown with its status. */
+export async function askPartner(session: Session, message = 'Partner (type to filter by name)'): Promise<string> {
   const [{ search }, { searchPartners }, db] = await Promise.all([
     import('@inquirer/prompts'),
     import('../domain/partners.js'),
@@ -39,7 +39,7 @@ export async function askPartner(session: Session, message = 'Partner'): Promise
     source: async (term) => {
       const partners = await searchPartners(db, term ?? '', 20);
       return partners.map((partner) => ({
-        name: `${terminalSafe(partner.name)} (${partner.id}${partner.status === 'active' ? '' : `, ${partner.status}`})`,
+        name: `${terminalSafe(partner.name)} (${partner.id}, ${partner.status})`,
         value: partner.id,
       }));
     },
@@ -52,7 +52,7 @@ export async function askSecret(session: Session, message: string): Promise<stri
   return password({ message, mask: '*', validate: (value) => (value.trim() === '' ? 'required' : true) }, promptContext(session));
 }
 
-/** Destructive commands: --yes, or a person who says yes. */
+/** Destructive commands: --yes, or a person who says yes to a question naming the database it changes. */
 export async function confirmDestructive(session: Session, action: string): Promise<void> {
   if (session.options.yes) return;
   if (!session.interactive) {
@@ -61,8 +61,9 @@ export async function confirmDestructive(session: Session, action: string): Prom
     });
   }
   const { confirm } = await import('@inquirer/prompts');
-  if (!(await confirm({ message: `${terminalSafe(action)}?`, default: false }, promptContext(session)))) {
-    throw new AppError('cancelled', 'cancelled; nothing changed');
+  const message = `${terminalSafe(action)} in ${terminalSafe(session.databaseName)}?`;
+  if (!(await confirm({ message, default: false }, promptContext(session)))) {
+    throw new AppError('cancelled', 'nothing changed');
   }
 }
 

@@ -70,7 +70,7 @@ export async function withReceipt<T>(
     await waiting?.abandon();
     throw error;
   }
-  const committedAt = Date.now();
+  const committedAt = db.clock.now();
   if (out) noteCommit(out, debug, committedAt);
   return { result, receipt: waiting ? await waiting.finish(committedAt) : null };
 }

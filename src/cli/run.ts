@@ -2,11 +2,11 @@ import { CommanderError, type Command } from 'commander';
 import { loadConfig } from '../config.js';
 import { AppError, EXIT, firstLine } from '../errors.js';
 import { closest, jsonSafe, terminalSafe, withoutSecrets } from '../text.js';
-import { hintFor } from './hints.js';
+import { hintFor, messageFor } from './hints.js';
 import { Output } from './output.js';
 import type { GLOBAL_OPTIONS } from './global-options.js';
 import { parsedOptions } from './options.js';
-import { buildProgram, isReadOnly } from './program.js';
+import { buildProgram } from './program.js';
 import { Session } from './session.js';
 import type { Terminal } from './terminal.js';
 
@@ -16,7 +16,7 @@ async function report(thrown: unknown, session: Session | undefined, argv: reado
   const debug = session?.options.debug === true || argv.includes('--debug');
   const name = (error as Error | undefined)?.name;
   if (name === 'ExitPromptError' || name === 'AbortPromptError') {
-    error = new AppError('cancelled', 'cancelled; nothing changed');
+    error = new AppError('cancelled', 'nothing changed');
   }
   // A privilege the connected login lacks (PostgreSQL roles), refused before anything changed.
   if (String((error as { code?: unknown } | undefined)?.code ?? '') === '42501') {
@@ -33,7 +33,7 @@ async function report(thrown: unknown, session: Session | undefined, argv: reado
         : undefined;
   const code = known ? known.code : 'internal_error';
   // A secret key or a token inside a message is cut to its prefix, whatever produced the message.
-  const message = withoutSecrets(known ? known.message : firstLine(error));
+  const message = withoutSecrets(known ? messageFor(known) : firstLine(error));
   const hint = known ? hintFor(known) : 'this is a bug; run again with --debug for details';
   // One format for every error: `partnerctl: <code>: <message>; hint: <hint>` (no brackets around the hint).
   terminal.err.write(terminalSafe(`partnerctl: ${code}: ${oneLine(message)}${hint ? `; hint: ${hint}` : ''}\n`));
@@ -104,7 +104,6 @@ export async function runCli(argv: readonly string[], terminal: Terminal): Promi
         // The server's variables are read by serve alone, with its flags winning over them.
         loadConfig(terminal.env, definition.serverFlags?.(options)),
         terminal,
-        isReadOnly(definition, options),
       );
       const invocation = { args: command.processedArgs as (string | undefined)[], options, command };
       exitCode = (await definition.run!(session, new Output(session), invocation)) ?? EXIT.ok;

@@ -1,9 +1,11 @@
 import { existsSync } from 'node:fs';
 import { userInfo } from 'node:os';
-import { resolveDatabase, resolveSigningKeyFile, type Config, type DatabaseConfig } from '../config.js';
+import { defaultDatabasePath, redactUrl, resolveDatabase, resolveSigningKeyFile, type Config, type DatabaseConfig } from '../config.js';
 import type { Database } from '../db/client.js';
 import { AppError } from '../errors.js';
+import { terminalSafe } from '../text.js';
 import type { Actor } from '../domain/transactions.js';
+import { chooseDatabase, type DatabaseChoice } from './contexts.js';
 import type { GlobalOptions } from './global-options.js';
 import type { Terminal } from './terminal.js';
 
@@ -13,29 +15,39 @@ import type { Terminal } from './terminal.js';
  */
 export class Session {
   private database: Promise<Database> | undefined;
+  private choice: DatabaseChoice | undefined;
 
   constructor(
     readonly options: GlobalOptions,
     readonly config: Config,
     readonly terminal: Terminal,
-    /** The command only reads: it never creates a database someone named by mistake. */
-    readonly readOnly = false,
   ) {}
 
   /**
-   * A read-only command given an SQLite path (DATABASE_URL / --database-url) where no file exists refuses
-   * instead of creating an empty database there (a typo must not answer "no partners"). The embedded
-   * default, and every command that writes, still create the file on first use.
+   * An SQLite file that does not exist is created only at the embedded default path; any other path is
+   * refused (a typo in a runbook must not provision into a new, empty database). `db migrate` creates one.
+   * Returns whether the default is about to be created.
    */
-  refuseMissingDatabase(): void {
-    if (!this.readOnly) return;
-    const explicit = (this.options.databaseUrl ?? this.config.env.DATABASE_URL ?? '').trim() !== '';
+  requireDatabase(): boolean {
     const config = this.databaseConfig;
-    if (explicit && config.provider === 'sqlite' && !existsSync(config.url)) {
-      throw new AppError('database_unavailable', `no SQLite database at ${config.url} (a read-only command never creates one)`, {
-        hint: `check DATABASE_URL / --database-url, or create the database: 'partnerctl db migrate'`,
-      });
-    }
+    if (config.provider !== 'sqlite' || existsSync(config.url)) return false;
+    if (config.url === defaultDatabasePath(this.config.env)) return true;
+    const by = { flag: '--database-url', env: 'DATABASE_URL', context: `context '${this.databaseChoice.context?.name}'`, default: '' }[this.databaseChoice.source];
+    throw new AppError('database_not_found', `no SQLite database at ${config.url} (named by ${by})`, {
+      hint: `check ${by} for a typo; 'partnerctl db migrate' creates a new database there`,
+    });
+  }
+
+  /** Which database, and which setting chose it (the one resolution order: src/cli/contexts.ts). */
+  get databaseChoice(): DatabaseChoice {
+    this.choice ??= chooseDatabase(this.options.databaseUrl, this.config.env, this.options.context);
+    return this.choice;
+  }
+
+  /** The database as a person may read it: the SQLite path, or the URL without its password. */
+  get databaseName(): string {
+    const config = this.databaseConfig;
+    return config.provider === 'sqlite' ? config.url : redactUrl(config.url);
   }
 
   get json(): boolean {
@@ -49,7 +61,7 @@ export class Session {
 
   get databaseConfig(): DatabaseConfig {
     // One command needs one or two connections; a server's pool is larger (PARTNERCTL_DB_POOL_SIZE).
-    return resolveDatabase(this.options.databaseUrl, this.config.env, 2);
+    return resolveDatabase(this.databaseChoice.url, this.config.env, 2);
   }
 
   get signingKeyFile(): string {
@@ -57,7 +69,7 @@ export class Session {
   }
 
   get who(): Actor {
-    const actor = (this.options.actor ?? this.config.defaultActor ?? osUser()).trim();
+    const actor = (this.options.actor ?? this.config.defaultActor ?? this.contextActor ?? osUser()).trim();
     // biome-ignore lint/suspicious/noControlCharactersInRegex: an actor name may hold no C0 control character or DEL
     if (actor === '' || actor.length > 200 || /[\u0000-\u001f\u007f]/.test(actor)) {
       throw new AppError('invalid_argument', '--actor must be 1 to 200 characters without control characters');
@@ -65,13 +77,21 @@ export class Session {
     return { actor };
   }
 
+  /** The context's actor, when the context is the one that chose the database. */
+  get contextActor(): string | undefined {
+    const choice = this.databaseChoice;
+    return choice.source === 'context' ? choice.context?.entry.actor : undefined;
+  }
+
   /** The database, opened (and on SQLite migrated) on first use. */
   db(): Promise<Database> {
     this.database ??= (async () => {
-      this.refuseMissingDatabase();
+      const creating = this.requireDatabase();
       const config = this.databaseConfig;
       const { connect } = await import('../db/connect.js');
-      return connect(config);
+      const db = await connect(config);
+      if (creating) this.terminal.err.write(`partnerctl: created the database ${terminalSafe(config.url)} (the default; --database-url, DATABASE_URL or a context names another)\n`);
+      return db;
     })();
     return this.database;
   }

@@ -1,7 +1,9 @@
 // Tables for people and pipes, drawn by cli-table3. What this module adds is the fitting: on a terminal the
 // table fits its width (80 columns when unknown), optional columns dropped and long cells cut with '…' (keys
 // in the middle, where both ends identify them); through a pipe or into a file, one record per line, every
-// value whole, tab-separated, for grep, awk and cut. Full values are always in --json.
+// value whole, tab-separated, for grep, awk and cut. Full values are always in --json. Times are given as
+// Dates and written here, one way in every table: to the minute on a terminal (`2026-11-24 08:41`, UTC, never
+// cut), the whole ISO time through a pipe or with --wide.
 import { createRequire } from 'node:module';
 import type TableConstructor from 'cli-table3';
 import { terminalSafe } from '../text.js';
@@ -22,8 +24,11 @@ export interface Column {
   title: string;
   /** The narrowest this column may be cut to (default: the title's width, at least 6). */
   min?: number;
-  /** Where a cut value loses characters: 'end' (names) or 'middle' (keys, whose both ends identify them). */
-  truncate?: 'end' | 'middle';
+  /**
+   * Where a cut value loses characters: 'end' (names), 'middle' (keys, whose both ends identify them), or
+   * 'name' (`Acme Pricing (ptn_…)`: the name before the parenthesis, the id in it kept whole).
+   */
+  truncate?: 'end' | 'middle' | 'name';
   /** Never cut (ids a command needs, times, numbers): other columns are cut or dropped first. */
   whole?: boolean;
   /** Dropped (rightmost first) when even the narrowest cut does not fit. */
@@ -40,6 +45,15 @@ export interface TableOptions {
   header?: (text: string) => string;
   /** Colour is on: the cells' own colour sequences are kept (every other control character is escaped). */
   colour?: boolean;
+  /** Times whole (ISO) on a terminal too (--wide). */
+  fullTimes?: boolean;
+}
+
+export type Cell = string | number | Date | null;
+
+/** `2026-11-24 08:41`: a UTC time to the minute, the one way a table shows a time on a terminal. */
+export function shortTime(date: Date): string {
+  return date.toISOString().slice(0, 16).replace('T', ' ');
 }
 
 const GAP = 2;
@@ -48,8 +62,17 @@ export function visibleLength(text: string): number {
   return tables().strlen(text);
 }
 
-export function cut(text: string, width: number, how: 'end' | 'middle' = 'end'): string {
+/** The part of a 'name' cell that is never cut: its trailing ` (id)`. */
+function kept(text: string): string {
+  return / \([^()]*\)$/.exec(text)?.[0] ?? '';
+}
+
+export function cut(text: string, width: number, how: 'end' | 'middle' | 'name' = 'end'): string {
   if (visibleLength(text) <= width) return text;
+  if (how === 'name') {
+    const id = kept(text);
+    if (id !== '' && width > visibleLength(id)) return `${cut(text.slice(0, -id.length), width - visibleLength(id), 'end')}${id}`;
+  }
   // The cells cut here are ids, names and times, not coloured text.
   const chars = [...text];
   if (width <= 1) return chars.slice(0, width).join('');
@@ -61,12 +84,16 @@ export function cut(text: string, width: number, how: 'end' | 'middle' = 'end'):
   return `${chars.slice(0, width - 1).join('')}…`;
 }
 
-export function renderTable(columnsIn: readonly (Column | string)[], rowsIn: readonly (readonly (string | number | null)[])[], options: TableOptions): string {
-  let columns = columnsIn.map((column) => (typeof column === 'string' ? { title: column } : column));
+export function renderTable(columnsIn: readonly (Column | string)[], rowsIn: readonly (readonly Cell[])[], options: TableOptions): string {
+  // A column of times is never cut.
+  let columns = columnsIn.map((column, i) => {
+    const definition: Column = typeof column === 'string' ? { title: column } : column;
+    return rowsIn.some((row) => row[i] instanceof Date) ? { ...definition, whole: true } : definition;
+  });
+  const text = (cell: Cell): string =>
+    cell === null || cell === undefined ? '-' : cell instanceof Date ? (options.tty && !options.fullTimes ? shortTime(cell) : cell.toISOString()) : String(cell);
   // Control characters escaped before measuring, so that a cut never splits an escape from its width.
-  let rows = rowsIn.map((row) =>
-    row.map((cell) => terminalSafe((cell === null || cell === undefined ? '-' : String(cell)).replace(/[\r\n\t]/g, ' '), options.colour === true)),
-  );
+  let rows = rowsIn.map((row) => row.map((cell) => terminalSafe(text(cell).replace(/[\r\n\t]/g, ' '), options.colour === true)));
   const natural = () => columns.map((column, i) => Math.max(visibleLength(column.title), ...rows.map((row) => visibleLength(row[i] ?? ''))));
   // Through a pipe or into a file: one record per line, its values whole and tab-separated, no header
   // (for cut -f, awk -F'\t' and sort; --json has the names).
@@ -74,13 +101,26 @@ export function renderTable(columnsIn: readonly (Column | string)[], rowsIn: rea
   let widths = natural();
   const limit = Math.max(20, options.width ?? 80);
   const total = () => widths.reduce((sum, width) => sum + width, 0) + GAP * (widths.length - 1);
-  const floor = (i: number) =>
-    columns[i]!.whole ? widths[i]! : Math.min(widths[i]!, Math.max(columns[i]!.min ?? Math.max(6, visibleLength(columns[i]!.title)), 1));
-  // Drop optional columns (rightmost first) while even their narrowest cuts do not fit.
+  // Whether a name column may cut its ids too: only when nothing else is left to drop.
+  let idsMayBeCut = false;
+  const floor = (i: number) => {
+    const column = columns[i]!;
+    if (column.whole) return widths[i]!;
+    const narrowest = Math.max(column.min ?? Math.max(6, visibleLength(column.title)), 1);
+    // A name column keeps every id whole, and at least a letter of the name before it.
+    const ids = column.truncate === 'name' && !idsMayBeCut ? Math.max(0, ...rows.map((row) => visibleLength(kept(row[i] ?? '')) + 2)) : 0;
+    return Math.min(widths[i]!, Math.max(narrowest, ids));
+  };
+  // Drop optional columns (rightmost first) while even their narrowest cuts do not fit; then, if it still does
+  // not fit, let name columns cut their ids.
   const minimum = () => columns.reduce((sum, _c, i) => sum + floor(i), 0) + GAP * (columns.length - 1);
   while (minimum() > limit) {
     const drop = columns.map((column) => column.optional === true).lastIndexOf(true);
-    if (drop < 0) break;
+    if (drop < 0) {
+      if (idsMayBeCut) break;
+      idsMayBeCut = true;
+      continue;
+    }
     columns = columns.filter((_c, i) => i !== drop);
     rows = rows.map((row) => row.filter((_c, i) => i !== drop));
     widths = natural();

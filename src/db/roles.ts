@@ -79,6 +79,8 @@ GRANT INSERT ON signing_keys TO ${SERVER};
 GRANT SELECT ON webhook_endpoints, webhook_events, webhook_deliveries, webhook_reminders TO ${SERVER};
 GRANT INSERT ON webhook_events, webhook_deliveries, webhook_reminders TO ${SERVER};
 GRANT UPDATE (status, attempts, next_attempt_at, last_attempt_at, last_status, last_error, delivered_at) ON webhook_deliveries TO ${SERVER};
+-- The delivery lease it takes, renews and gives up (one instance delivers at a time).
+GRANT SELECT, INSERT, UPDATE, DELETE ON leases TO ${SERVER};
 -- Secret scanning (PUBLIC_API_SECRET_SCANNING=github): the alerts handled, and the containment of a leaked
 -- secret (its pair revoked) or token (the partner's brake), as revoke-keys and revoke-tokens do.
 GRANT SELECT, INSERT ON leak_reports TO ${SERVER};
@@ -93,15 +95,34 @@ export function isPermissionError(error: unknown): boolean {
 }
 
 /**
+ * The columns a statement needs its verb on: the select list, an INSERT's column list, an UPDATE's SET
+ * targets (candidates only: words that are not columns of the table are dropped by the lookup).
+ */
+function statementColumns(verb: string, statement: string): string[] {
+  const part =
+    verb === 'SELECT'
+      ? /^\s*SELECT\s+([\s\S]*?)\s+FROM\s/i.exec(statement)?.[1]
+      : verb === 'INSERT'
+        ? /^\s*INSERT\s+INTO\s+\S+\s*\(([^)]*)\)/i.exec(statement)?.[1]
+        : verb === 'UPDATE'
+          ? /\bSET\s+([\s\S]*?)(?:\s+WHERE\s|$)/i.exec(statement)?.[1]?.replace(/=[^,]*/g, '')
+          : undefined;
+  return [...new Set(part?.match(/[a-z_][a-z0-9_]*/gi) ?? [])];
+}
+
+/**
  * One line for a refused statement: the login, the privilege it lacks (the statement's verb on the table the
- * database named) and the first of the four roles that holds it here.
+ * database named, and on the columns it names) and the first of the four roles that holds it here and that
+ * the login is not already a member of. A refusal by one of the schema's own rules (a trigger's reason after
+ * the table's name) is passed on with its reason: no membership would change it.
  */
 export async function permissionDenied(db: Database, error: unknown): Promise<AppError> {
   const message = (error as Error).message ?? '';
   const statement = String((error as { statement?: unknown }).statement ?? '');
-  const object = /permission denied for (table|sequence|relation|schema|database) "?([\w.]+)"?/i.exec(message);
+  const object = /permission denied for (table|sequence|relation|schema|database) "?([\w.]+)"?(?::\s*(.+))?/i.exec(message);
   const kind = object?.[1]?.toLowerCase() ?? 'table';
   const target = object?.[2] ?? 'unknown';
+  const rule = object?.[3];
   const verb = kind === 'sequence' ? 'USAGE' : (/^\s*(SELECT|INSERT|UPDATE|DELETE|TRUNCATE)\b/i.exec(statement)?.[1]?.toUpperCase() ?? 'SELECT');
   let login = 'this login';
   let holder: string | undefined;
@@ -109,21 +130,50 @@ export async function permissionDenied(db: Database, error: unknown): Promise<Ap
     const check =
       kind === 'sequence'
         ? 'has_sequence_privilege(r.oid, $1, $2)'
-        : "(has_table_privilege(r.oid, $1, $2) OR ($2 IN ('SELECT', 'INSERT', 'UPDATE') AND has_any_column_privilege(r.oid, $1, $2)))";
+        : `(has_table_privilege(r.oid, $1, $2) OR ($2 IN ('SELECT', 'INSERT', 'UPDATE') AND EXISTS (
+             SELECT 1 FROM pg_attribute a WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped AND a.attname = ANY($4::text[]))
+           AND NOT EXISTS (
+             SELECT 1 FROM pg_attribute a WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped AND a.attname = ANY($4::text[])
+             AND NOT has_column_privilege(r.oid, $1, a.attname, $2))))`;
     const rows = await db.sql.query<{ login: string; holder: string | null }>(
       `SELECT session_user AS login,
-              (SELECT r.rolname FROM pg_roles r WHERE r.rolname = ANY($3::text[]) AND ${check}
+              (SELECT r.rolname FROM pg_roles r WHERE r.rolname = ANY($3::text[]) AND NOT pg_has_role(session_user, r.oid, 'MEMBER') AND ${check}
                ORDER BY array_position($3::text[], r.rolname::text) LIMIT 1) AS holder`,
-      [target, verb, [...ROLES]],
+      [target, verb, [...ROLES], ...(kind === 'sequence' ? [] : [statementColumns(verb, statement)])],
     );
     login = rows[0]?.login ?? login;
     holder = rows[0]?.holder ?? undefined;
   } catch {
     // The words stay useful without the lookup.
   }
+  if (rule) {
+    return new AppError('permission_denied', `${verb} on ${target} refused for ${login}: ${rule}`, { hint: 'see docs/roles.md', cause: error });
+  }
   const who = holder ? `${holder} has it` : "none of the roles of 'partnerctl db roles' has it";
   return new AppError('permission_denied', `${verb} on ${target} is not granted to ${login}; ${who}`, {
     hint: holder ? `ask for membership: GRANT ${holder} TO ${login} (docs/roles.md)` : 'see docs/roles.md',
     cause: error,
   });
+}
+
+export interface Principal {
+  /** The login the database knows this connection as (session_user). */
+  readonly login: string;
+  /** Which of the four roles it holds, directly or through another (a superuser holds them all). */
+  readonly roles: readonly string[];
+  readonly superuser: boolean;
+}
+
+/** Who the database says this connection is: what `context show` verifies, not what the URL claims. */
+export async function sessionPrincipal(db: Database): Promise<Principal> {
+  const rows = await db.sql.query<{ login: string; roles: string[] | null; superuser: boolean }>(
+    `SELECT session_user AS login,
+            ARRAY(SELECT r.rolname::text FROM pg_roles r
+                  WHERE r.rolname = ANY($1::text[]) AND pg_has_role(session_user, r.oid, 'MEMBER')
+                  ORDER BY array_position($1::text[], r.rolname::text)) AS roles,
+            (SELECT rolsuper FROM pg_roles WHERE rolname = session_user) AS superuser`,
+    [[...ROLES]],
+  );
+  const row = rows[0]!;
+  return { login: row.login, roles: row.roles ?? [], superuser: row.superuser === true };
 }

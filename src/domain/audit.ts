@@ -1,7 +1,10 @@
 import type { Database } from '../db/client.js';
 import { eventHash, GENESIS } from '../db/audit-hash.js';
-import { auditPage, chainPage, chainStart, latestChained, type ChainRow } from '../db/repositories/audit.js';
+import { auditPage, chainPage, chainRowsAt, chainStart, latestChained, type ChainRow } from '../db/repositories/audit.js';
+import type { Queryable } from '../db/unit.js';
 import { AppError } from '../errors.js';
+import { closest } from '../text.js';
+import { AUDIT_ACTIONS, isAuditAction, type AuditAction } from './audit-actions.js';
 import { findPartner } from './partners.js';
 import { CONTROL, isValidCompanyId } from './validation.js';
 
@@ -18,28 +21,11 @@ export interface AuditRecord {
   details: Record<string, unknown>;
 }
 
-/** The actions recorded today (the README lists them); `--action` takes any name of this shape. */
-const AUDIT_ACTIONS = [
-  'partner.created',
-  'partner.disabled',
-  'partner.enabled',
-  'partner.limits_set',
-  'keys.issued',
-  'keys.rotated',
-  'keys.retired',
-  'keys.revoked',
-  'tokens.revoked',
-  'company.mapped',
-  'company.unmapped',
-  'token.test_minted',
-  'leak.reported',
-  'webhook.added',
-  'webhook.removed',
-] as const;
 
 export interface AuditQuery {
   partner?: string;
   since?: Date;
+  /** Any text: one outside the vocabulary is refused, naming the nearest actions. */
   action?: string;
   principal?: string;
   company?: string;
@@ -53,27 +39,33 @@ function namesCompany(details: Record<string, unknown>, company: string): boolea
   return Array.isArray(details.company_ids) && details.company_ids.includes(company);
 }
 
+/** An action of the vocabulary, or a refusal naming the nearest ones (a typo must not answer "No audit events"). */
+function auditAction(value: string): AuditAction {
+  if (isAuditAction(value)) return value;
+  const near = closest(value, AUDIT_ACTIONS);
+  throw new AppError('invalid_argument', `no audit action '${value.slice(0, 40)}'${near.length > 0 ? `; did you mean ${near.join(', ')}?` : ''}`, {
+    field: 'action',
+    hint: `the actions: ${AUDIT_ACTIONS.join(', ')}`,
+  });
+}
+
 /** Newest first, a page at a time; `nextCursor` continues after the last event of this page. */
 export async function auditEventsPage(db: Database, options: AuditQuery): Promise<{ events: AuditRecord[]; nextCursor: string | null }> {
-  if (options.action !== undefined && !/^[a-z_]{1,40}\.[a-z_]{1,40}$/.test(options.action)) {
-    throw new AppError('invalid_argument', `--action must be an action name such as keys.revoked, got '${options.action.slice(0, 40)}'`, {
-      hint: `recorded actions: ${AUDIT_ACTIONS.join(', ')}`,
-    });
-  }
+  const action = options.action === undefined ? undefined : auditAction(options.action);
   if (options.principal !== undefined && (options.principal === '' || options.principal.length > 200 || CONTROL.test(options.principal))) {
-    throw new AppError('invalid_argument', '--principal must be 1 to 200 characters without control characters');
+    throw new AppError('invalid_argument', 'principal must be 1 to 200 characters without control characters', { field: 'principal' });
   }
   if (options.company !== undefined && !isValidCompanyId(options.company)) {
     throw new AppError('invalid_argument', 'company id may hold only visible ASCII characters, 1 to 128', { field: 'company_id' });
   }
   if (options.cursor !== undefined && !/^[1-9]\d{0,15}$/.test(options.cursor)) {
-    throw new AppError('invalid_argument', `--cursor '${options.cursor.slice(0, 40)}' is not a cursor from a previous page`);
+    throw new AppError('invalid_argument', `cursor '${options.cursor.slice(0, 40)}' is not a cursor from a previous page`, { field: 'cursor' });
   }
   const partnerId = options.partner ? (await findPartner(db.sql, options.partner)).id : undefined;
   const rows = await auditPage(db.sql, {
     ...(partnerId ? { partnerId } : {}),
     ...(options.since ? { since: options.since } : {}),
-    ...(options.action ? { action: options.action } : {}),
+    ...(action ? { action } : {}),
     ...(options.principal ? { principal: options.principal } : {}),
     ...(options.company ? { company: options.company } : {}),
     ...(options.cursor ? { beforeId: Number(options.cursor) } : {}),
@@ -87,17 +79,12 @@ export async function auditEventsPage(db: Database, options: AuditQuery): Promis
   return { events, nextCursor };
 }
 
-/** Newest first: one page's events. */
-export async function listAuditEvents(db: Database, options: AuditQuery): Promise<AuditRecord[]> {
-  return (await auditEventsPage(db, options)).events;
-}
-
 /** The latest event of the chain: what `audit head` prints, to be kept where the database's owner cannot rewrite it. */
 export async function auditHead(db: Database): Promise<{ id: number; seq: number; hash: string } | null> {
   return latestChained(db.sql);
 }
 
-export type BreakReason = 'altered' | 'removed' | 'inserted';
+export type BreakReason = 'altered' | 'removed' | 'inserted' | 'reordered';
 
 export interface ChainReport {
   ok: boolean;
@@ -117,18 +104,20 @@ export interface ChainReport {
 const HEX_64 = /^[0-9a-f]{64}$/;
 
 /**
- * Walks the chain in commit order and checks every link: each event's hash over its content and the hash
- * before it, and its position one past the previous. The first event that fails is named with a reason:
- * altered (its content, or the content behind a re-computed hash), removed (positions missing before it) or
- * inserted (not part of the chain at that place). With `expectedHead` (from an earlier `audit head`), a
- * chain that no longer contains that hash has lost its tail.
+ * Walks every event in commit (id) order, whatever its id, and checks every link: each event's hash over
+ * its content and the hash before it, and its position one past the previous. The first event that fails
+ * is named with a reason: altered (its content, or the content behind a re-computed hash), removed
+ * (positions missing before it), inserted (not part of the chain at that place: a copy, or a row slipped
+ * in) or reordered (chain positions stored out of commit order). With `expectedHead` (from an earlier
+ * `audit head`), a chain that no longer contains that hash has lost its tail.
  */
 export async function verifyAuditChain(db: Database, options: { expectedHead?: string } = {}): Promise<ChainReport> {
   const expected = options.expectedHead?.trim().toLowerCase();
   if (expected !== undefined && !HEX_64.test(expected)) {
-    throw new AppError('invalid_argument', "--head must be a hash printed by 'partnerctl audit head' (64 hex digits)");
+    throw new AppError('invalid_argument', 'head must be a hash of the audit chain\'s head (64 hex digits)', { field: 'head' });
   }
   const since = await chainStart(db.sql);
+  const chainStarted = (await latestChained(db.sql)) !== null;
   let walked = 0;
   let previous: ChainRow | null = null;
   let headFound = expected === undefined;
@@ -141,35 +130,30 @@ export async function verifyAuditChain(db: Database, options: { expectedHead?: s
     message,
     since,
   });
-  for (let afterId = 0; ; ) {
+  for (let afterId: number | null = null; ; ) {
     const page = await chainPage(db.sql, afterId, 2000);
     if (page.length === 0) break;
     for (const row of page) {
       afterId = row.id;
       if (row.hash === null || row.seq === null || row.prevHash === null) {
-        if (since && row.id <= since.legacyThrough) {
-          return broken(row, 'inserted', `event #${row.id} predates the chain and is not chained yet: run 'partnerctl db migrate'`);
+        if (since && row.id > 0 && row.id <= since.legacyThrough && !chainStarted) {
+          return broken(row, 'inserted', `event #${row.id} predates the chain and is not chained yet: migrating the database chains it`);
+        }
+        if (row.id <= (since?.legacyThrough ?? 0)) {
+          return broken(
+            row,
+            'inserted',
+            `event #${row.id} sits below the start of the chain without chain data: it was written around partnerctl, and writes are refused until the database's owner removes it`,
+          );
         }
         return broken(row, 'inserted', `event #${row.id} carries no chain data: it was written around partnerctl`);
       }
       if (eventHash({ ...row, seq: row.seq, prevHash: row.prevHash }) !== row.hash) {
         return broken(row, 'altered', `event #${row.id} does not match its hash: its content was changed`);
       }
-      const expectedSeq = (previous?.seq ?? 0) + 1;
-      const expectedPrev = previous?.hash ?? GENESIS;
-      if (row.seq === expectedSeq && row.prevHash === expectedPrev) {
-        // linked
-      } else if (previous && row.seq === previous.seq && row.prevHash === previous.prevHash) {
-        // This event takes the place the previous one claimed: the previous one was slipped in.
-        return broken(previous, 'inserted', `event #${previous.id} is not part of the chain: it was inserted before #${row.id}`);
-      } else if (row.seq > expectedSeq) {
-        const missing = row.seq - expectedSeq;
-        return broken(row, 'removed', `${missing} event(s) before #${row.id} were removed (chain positions ${expectedSeq}-${row.seq - 1})`);
-      } else if (previous && row.seq === expectedSeq) {
-        // In place, but not linked to what is before it: the previous event was rewritten, hash and all.
-        return broken(previous, 'altered', `event #${previous.id} was rewritten (its hash no longer links to #${row.id})`);
-      } else {
-        return broken(row, 'inserted', `event #${row.id} is not part of the chain (position ${row.seq} where ${expectedSeq} was due)`);
+      if (row.seq !== (previous?.seq ?? 0) + 1 || row.prevHash !== (previous?.hash ?? GENESIS)) {
+        const found = await explainBreak(db.sql, previous, row as Chained);
+        return broken(found.at, found.reason, found.message);
       }
       walked += 1;
       previous = row;
@@ -192,4 +176,64 @@ export async function verifyAuditChain(db: Database, options: { expectedHead?: s
     message: `the chain of ${walked} event(s) is intact`,
     since,
   };
+}
+
+type Chained = ChainRow & { seq: number; prevHash: string; hash: string };
+
+/** Why `row`, whose hash is right, does not follow `previous` (the last event that did): which event to name. */
+async function explainBreak(
+  q: Queryable,
+  previous: ChainRow | null,
+  row: Chained,
+): Promise<{ at: ChainRow; reason: BreakReason; message: string }> {
+  const expectedSeq = (previous?.seq ?? 0) + 1;
+  const expectedPrev = previous?.hash ?? GENESIS;
+  if (previous && row.seq === previous.seq && row.prevHash === previous.prevHash) {
+    if (row.hash === previous.hash) {
+      return { at: row, reason: 'inserted', message: `event #${row.id} repeats #${previous.id} (chain position ${row.seq}): it was inserted` };
+    }
+    // Two events claim one position: the one the next position links to is the chain's.
+    const next = await chainRowsAt(q, row.seq + 1);
+    if (next.some((later) => later.prevHash === previous.hash) && !next.some((later) => later.prevHash === row.hash)) {
+      return { at: row, reason: 'inserted', message: `event #${row.id} is not part of the chain: it claims the position of #${previous.id}` };
+    }
+    return { at: previous, reason: 'inserted', message: `event #${previous.id} is not part of the chain: it was inserted before #${row.id}` };
+  }
+  if (row.seq < expectedSeq) {
+    const holder = (await chainRowsAt(q, row.seq)).find((other) => other.id < row.id);
+    const message =
+      holder?.hash === row.hash
+        ? `event #${row.id} repeats #${holder.id} (chain position ${row.seq}): it was inserted`
+        : `event #${row.id} is not part of the chain: position ${row.seq} is ${holder ? `#${holder.id}'s` : 'behind it'}`;
+    return { at: row, reason: 'inserted', message };
+  }
+  if (row.seq > expectedSeq) {
+    const due = (await chainRowsAt(q, expectedSeq)).find((other) => other.id > row.id && other.prevHash === expectedPrev);
+    const twin = (await chainRowsAt(q, row.seq)).find((other) => other.id !== row.id);
+    if (due && twin) {
+      // The chain goes on in order after it, and its position is held by another event: it is the stray.
+      const message =
+        twin.hash === row.hash
+          ? `event #${row.id} repeats #${twin.id} (chain position ${row.seq}): it was inserted`
+          : `event #${row.id} is not part of the chain: position ${row.seq} is #${twin.id}'s`;
+      return { at: row, reason: 'inserted', message };
+    }
+    if (due) {
+      return {
+        at: row,
+        reason: 'reordered',
+        message: `event #${row.id} (chain position ${row.seq}) is stored before #${due.id} (position ${expectedSeq}): the events were reordered`,
+      };
+    }
+    return {
+      at: row,
+      reason: 'removed',
+      message: `${row.seq - expectedSeq} event(s) before #${row.id} were removed (chain positions ${expectedSeq}-${row.seq - 1})`,
+    };
+  }
+  if (previous) {
+    // In place, but not linked to what is before it: the previous event was rewritten, hash and all.
+    return { at: previous, reason: 'altered', message: `event #${previous.id} was rewritten (its hash no longer links to #${row.id})` };
+  }
+  return { at: row, reason: 'inserted', message: `event #${row.id} is not part of the chain (it links to no event before it)` };
 }

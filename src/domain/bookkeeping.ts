@@ -1,3 +1,4 @@
+import type { Clock } from '../clock.js';
 import type { Database } from '../db/client.js';
 import { keyPairById, noteSwitch, touchLastRefused, touchLastUsed, touchUnlistedRefused } from '../db/repositories/key-pairs.js';
 import { announceRevision, bumpRevision } from '../db/repositories/revision.js';
@@ -32,9 +33,9 @@ export class Bookkeeping extends DeferredWrites {
 
   constructor(
     db: Database,
-    private readonly options: { maxPending?: number; onFailure?: OnWriteFailure } = {},
+    private readonly options: { maxPending?: number; onFailure?: OnWriteFailure; clock?: Clock } = {},
   ) {
-    super(db, options.onFailure);
+    super(db, options.clock ?? db.clock, options.onFailure);
   }
 
   /** A pair minted a token at `at`. */
@@ -105,7 +106,7 @@ export class Bookkeeping extends DeferredWrites {
     this.switches.clear();
     this.overlapsEnded.clear();
     const written = await this.write(async (tx) => {
-      if (kids.length > 0) await recordSigningKeys(tx, kids, new Date());
+      if (kids.length > 0) await recordSigningKeys(tx, kids, new Date(this.clock.now()));
       for (const [pairId, at] of uses) await touchLastUsed(tx, pairId, at);
       for (const [pairId, at] of refusals) await touchLastRefused(tx, pairId, at);
       for (const [pairId, { at, address }] of unlisted) await touchUnlistedRefused(tx, pairId, at, address);
@@ -126,7 +127,7 @@ export class Bookkeeping extends DeferredWrites {
         // Into the one chain, under the revision row's lock as every unit of work (and the change reaches
         // the other servers as any other).
         await bumpRevision(tx);
-        await appendToChain(tx, rows, new Date());
+        await appendToChain(tx, rows, new Date(this.clock.now()));
         await announceRevision(tx);
       }
     });

@@ -1,41 +1,9 @@
 import type { Database } from '../db/client.js';
-import { deleteMapping, deleteMappings, insertMapping, insertMappings, isMapped, mappingPage } from '../db/repositories/companies.js';
+import { deleteMappings, insertMappings, mappingPage } from '../db/repositories/companies.js';
 import { AppError } from '../errors.js';
 import { findPartner, type PartnerRecord } from './partners.js';
 import { runUnit, type Actor, type Unit, type UnitPolicy } from './transactions.js';
 import { isValidCompanyId, validateCompanyId } from './validation.js';
-
-export interface MappingChange {
-  partner: PartnerRecord;
-  companyId: string;
-  /** False when the mapping was already as asked (runbooks re-run). */
-  changed: boolean;
-}
-
-async function mapCompanyIn(unit: Unit, reference: string, company: string): Promise<MappingChange> {
-  const companyId = validateCompanyId(company);
-  const partner = await findPartner(unit.tx, reference);
-  if (await isMapped(unit.tx, partner.id, companyId)) return { partner, companyId, changed: false };
-  await insertMapping(unit.tx, partner.id, companyId, new Date());
-  unit.audit({ action: 'company.mapped', partnerId: partner.id, details: { company_id: companyId } });
-  return { partner, companyId, changed: true };
-}
-
-export function mapCompany(db: Database, who: Actor, reference: string, company: string): Promise<MappingChange> {
-  return runUnit(db, who, (unit) => mapCompanyIn(unit, reference, company));
-}
-
-async function unmapCompanyIn(unit: Unit, reference: string, company: string): Promise<MappingChange> {
-  const companyId = validateCompanyId(company);
-  const partner = await findPartner(unit.tx, reference);
-  if ((await deleteMapping(unit.tx, partner.id, companyId)) === 0) return { partner, companyId, changed: false };
-  unit.audit({ action: 'company.unmapped', partnerId: partner.id, details: { company_id: companyId } });
-  return { partner, companyId, changed: true };
-}
-
-export function unmapCompany(db: Database, who: Actor, reference: string, company: string): Promise<MappingChange> {
-  return runUnit(db, who, (unit) => unmapCompanyIn(unit, reference, company));
-}
 
 /**
  * Company ids per audit event of a bulk change: the trail still answers "who mapped company X to this
@@ -57,9 +25,9 @@ function distinctCompanyIds(ids: readonly string[]): string[] {
   return [...new Set(ids)];
 }
 
-function auditChunks(unit: Unit, action: string, partnerId: string, ids: readonly string[]): void {
+function auditChunks(unit: Unit, action: 'company.mapped' | 'company.unmapped', partnerId: string, ids: readonly string[]): void {
   if (ids.length === 1) {
-    // One company: the same event as the one-shot command writes.
+    // One company (map-company): one event naming it.
     unit.audit({ action, partnerId, details: { company_id: ids[0] } });
     return;
   }
@@ -77,7 +45,7 @@ export async function mapCompaniesIn(
   progress?: (done: number) => void,
 ): Promise<BulkMappingChange> {
   const distinct = distinctCompanyIds(ids);
-  const added = await insertMappings(unit.tx, partner.id, distinct, new Date(), progress);
+  const added = await insertMappings(unit.tx, partner.id, distinct, new Date(unit.clock.now()), progress);
   if (added.length > 0) auditChunks(unit, 'company.mapped', partner.id, added);
   return { partner, total: distinct.length, changedIds: added };
 }
@@ -129,7 +97,7 @@ export interface CompanyPage {
 /** One page of a partner's companies, by id. */
 export async function listCompanies(db: Database, reference: string, options: { limit: number; cursor?: string }): Promise<CompanyPage> {
   if (options.cursor !== undefined && !isValidCompanyId(options.cursor)) {
-    throw new AppError('invalid_argument', '--cursor is not a cursor from a previous page', { field: 'cursor' });
+    throw new AppError('invalid_argument', 'cursor is not a cursor from a previous page', { field: 'cursor' });
   }
   const partner = await findPartner(db.sql, reference);
   const rows = await mappingPage(db.sql, partner.id, { cursor: options.cursor, limit: options.limit + 1 });

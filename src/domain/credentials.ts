@@ -214,10 +214,10 @@ export class CredentialExchange {
         if (this.lastUsedWrites.size > this.maxCached) this.lastUsedWrites.clear();
         return;
       } catch (error) {
-        if (performance.now() + pause > deadline) {
-          throw new AppError('database_unavailable', 'the service cannot issue a token right now', { cause: error });
-        }
-        await new Promise((resolve) => setTimeout(resolve, pause));
+        // The last try is at the deadline itself: the whole bound is waited, never a pause short of it.
+        const left = deadline - performance.now();
+        if (left <= 0) throw new AppError('database_unavailable', 'the service cannot issue a token right now', { cause: error });
+        await new Promise((resolve) => setTimeout(resolve, Math.min(pause, left)));
       }
     }
   }

@@ -2,6 +2,7 @@
 // request path (a reference and a time, nothing allocated); off the path, the slots are read in a batch, the
 // cap applied (per partner and per client address per minute), and what the cap held back counted, one
 // counter row per minute and key. Records, not state: nothing reads them to decide.
+import type { Clock } from '../clock.js';
 import type { Database } from '../db/client.js';
 import { addUnrecorded, insertDecisions, partnersOfPairs, pruneRecords, type DecisionRow, type UnrecordedDelta } from '../db/repositories/decisions.js';
 import { DeferredWrites, type OnWriteFailure } from './deferred-writes.js';
@@ -28,7 +29,7 @@ export interface RefusedRequest {
   readonly companyNamed: string | null;
   readonly client: string;
   readonly status: number;
-  readonly reason: string | null;
+  readonly reason?: string;
   /** Present on a token exchange. */
   readonly exchange?: object;
 }
@@ -57,10 +58,11 @@ export class DecisionRecorder extends DeferredWrites {
 
   constructor(
     db: Database,
+    clock: Clock,
     private readonly instanceId: string,
     private readonly options: DecisionRecorderOptions,
   ) {
-    super(db, options.onFailure);
+    super(db, clock, options.onFailure);
   }
 
   /** Prunes at once, then every hour (each instance does; the deletes agree). */
@@ -79,7 +81,7 @@ export class DecisionRecorder extends DeferredWrites {
     }
     const slot = (this.head + this.used) % RING_SIZE;
     this.slots[slot] = request;
-    this.times[slot] = this.db.clock.now();
+    this.times[slot] = this.clock.now();
     this.used++;
     this.schedule(WRITE_INTERVAL_MS);
   }
@@ -90,7 +92,7 @@ export class DecisionRecorder extends DeferredWrites {
 
   /** Deletes what is older than the retention: decisions, their counters, exposure hours. */
   async prune(): Promise<boolean> {
-    const before = new Date(this.db.clock.now() - this.options.retentionMs);
+    const before = new Date(this.clock.now() - this.options.retentionMs);
     return this.write(async (tx) => {
       await pruneRecords(tx, before);
     });
@@ -127,7 +129,7 @@ export class DecisionRecorder extends DeferredWrites {
     const kept = rows.concat(this.rows);
     const excess = kept.length - MAX_PENDING_ROWS;
     this.rows = excess > 0 ? kept.slice(excess) : kept;
-    if (excess > 0) this.countUnrecorded(this.db.clock.now(), 'overflow', '', excess);
+    if (excess > 0) this.countUnrecorded(this.clock.now(), 'overflow', '', excess);
     for (const delta of unrecorded) this.countUnrecorded(delta.minute.getTime(), delta.keyKind, delta.keyValue, delta.refusals);
     const delay = this.retryMs;
     this.retryMs = Math.min(RETRY_MAX_MS, this.retryMs * 2);
@@ -138,7 +140,7 @@ export class DecisionRecorder extends DeferredWrites {
   /** The ring into rows under the cap and counters beyond it. */
   private drain(): void {
     const cap = this.options.capPerMinute ?? DECISION_CAP_PER_MINUTE;
-    const now = this.db.clock.now();
+    const now = this.clock.now();
     const currentMinute = Math.floor(now / MINUTE_MS);
     for (const key of this.recorded.keys()) {
       if (Number(key.slice(0, key.indexOf('|'))) < currentMinute - 1) this.recorded.delete(key);

@@ -1,3 +1,4 @@
+import type { Clock } from '../clock.js';
 import type { Database } from '../db/client.js';
 import type { SqlTx } from '../db/unit.js';
 
@@ -27,6 +28,7 @@ export abstract class DeferredWrites {
 
   constructor(
     protected readonly db: Database,
+    protected readonly clock: Clock,
     private readonly onFailure?: OnWriteFailure,
   ) {}
 
@@ -76,12 +78,13 @@ export abstract class DeferredWrites {
     this.stopped = true;
     this.cancelTimer();
     await this.flushing;
-    const deadline = Date.now() + limitMs;
+    // A real-time bound on waiting (a test clock may stand still): the instants written still come from the clock.
+    const deadline = performance.now() + limitMs;
     let delay = STOP_RETRY_MIN_MS;
     for (;;) {
       if (this.pending === 0) return true;
       if ((await this.flush()) && this.pending === 0) return true;
-      if (Date.now() + delay > deadline) return this.pending === 0;
+      if (performance.now() + delay > deadline) return this.pending === 0;
       await new Promise((resolve) => setTimeout(resolve, delay));
       delay = Math.min(STOP_RETRY_MAX_MS, delay * 2);
     }

@@ -259,7 +259,7 @@ export async function applyDesiredState(
   const pairs = new Map<string, NewKeyPair>();
   if (options.issueKeys) {
     const before = await planDesiredState(db, state, options);
-    for (const plan of before.partners) if (plan.issueKeys) pairs.set(plan.name, await newKeyPair());
+    for (const plan of before.partners) if (plan.issueKeys) pairs.set(plan.name, await newKeyPair(db.clock));
   }
   const size = state.partners.reduce((sum, partner) => sum + 1 + (partner.companies?.length ?? 0), 0);
   return runUnit(
@@ -284,7 +284,7 @@ export async function applyDesiredState(
         if (step.map.length) await mapCompaniesIn(unit, partner, step.map);
         if (step.unmap.length) await unmapCompaniesIn(unit, partner, step.unmap);
         if (step.network) await setNetworkIn(unit, partner.id, step.network);
-        if (step.issueKeys) issued.push(await issueKeyPairIn(unit, partner.id, pairs.get(step.name) ?? (await newKeyPair())));
+        if (step.issueKeys) issued.push(await issueKeyPairIn(unit, partner.id, pairs.get(step.name) ?? (await newKeyPair(unit.clock))));
         done += 1 + step.map.length + step.unmap.length;
         progress?.(done, size);
       }

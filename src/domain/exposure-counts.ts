@@ -1,3 +1,4 @@
+import type { Clock } from '../clock.js';
 import type { Database } from '../db/client.js';
 import { addExposure, type ExposureDelta } from '../db/repositories/exposure.js';
 import { DeferredWrites, type OnWriteFailure } from './deferred-writes.js';
@@ -33,9 +34,10 @@ export class ExposureCounter extends DeferredWrites {
 
   constructor(
     db: Database,
+    clock: Clock,
     private readonly options: { intervalMs?: number; onFailure?: OnWriteFailure } = {},
   ) {
-    super(db, options.onFailure);
+    super(db, clock, options.onFailure);
   }
 
   start(): void {
@@ -46,7 +48,7 @@ export class ExposureCounter extends DeferredWrites {
 
   /** A data request that passed the gate (its token and company accepted), with the status it was answered. */
   record(partnerId: string, keyPairId: string | null, tokenId: string, companyId: string, address: string, status: number): void {
-    const now = this.db.clock.now();
+    const now = this.clock.now();
     const hour = Math.floor(now / HOUR_MS);
     let tokens = this.hours.get(hour);
     if (tokens === undefined) {

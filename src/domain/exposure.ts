@@ -115,7 +115,7 @@ async function resolve(db: Database, value: string, openKeys: () => Promise<Sign
   const now = db.clock.now();
   if (found.token) {
     const jti = found.token.jti;
-    if (jti === null) throw new AppError('not_found', 'the token carries no token id: its use cannot be traced', { field: 'token' });
+    if (jti === null) throw new AppError('not_found', 'the token carries no token id: its use cannot be traced', { field: 'token_id' });
     const issued = found.token.issuedAt?.getTime() ?? null;
     const braked = brake !== null && issued !== null && issued < brake ? brake : null;
     const containedAt = earliest(braked, found.pair ? pairContainedAt(found.pair, brake, now) : null);

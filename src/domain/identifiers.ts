@@ -8,7 +8,7 @@ export const ACCESS_KEY_PREFIX = 'pctl_ak_';
 export const SECRET_KEY_PREFIX = 'pctl_sk_';
 
 /** A prefixed ULID: sorts by creation time, so list pages can use the id as their cursor. */
-export function newId(prefix: 'ptn' | 'kp', now = Date.now()): string {
+export function newId(prefix: 'ptn' | 'kp', now: number): string {
   let time = '';
   for (let rest = now, i = 0; i < 10; i++, rest = Math.floor(rest / 32)) time = CROCKFORD[rest % 32] + time;
   const random = randomBytes(16);
@@ -37,14 +37,14 @@ const CRC_TABLE = (() => {
   return table;
 })();
 
-export function crc32(text: string): number {
+function crc32(text: string): number {
   let crc = 0xffffffff;
   for (const byte of Buffer.from(text, 'utf8')) crc = CRC_TABLE[(crc ^ byte) & 0xff]! ^ (crc >>> 8);
   return (crc ^ 0xffffffff) >>> 0;
 }
 
 /** The checksum that ends a key: CRC32 of everything before it (prefix included), 6 base62 characters. */
-export function checksumOf(body: string): string {
+function checksumOf(body: string): string {
   let value = crc32(body);
   let out = '';
   for (let i = 0; i < CHECKSUM_LENGTH; i++, value = Math.floor(value / 62)) out = BASE62[value % 62] + out;
@@ -58,16 +58,17 @@ const PAIR_PART_LENGTH = 26;
 /**
  * Access key: `pctl_ak_` + 128 random bits (22 base62) + checksum. Secret key: `pctl_sk_` + the pair's id
  * without `kp_` (26 Crockford characters, not secret) + 256 random bits from the CSPRNG (43 base62) + checksum.
+ * Without a pair (a stand-in that is never stored), the id's time is the epoch: no clock is read.
  */
-export function newKeyMaterial(keyPairId: string = newId('kp')): { accessKey: string; secretKey: string } {
+export function newKeyMaterial(keyPairId: string = newId('kp', 0)): { accessKey: string; secretKey: string } {
   const accessBody = ACCESS_KEY_PREFIX + base62(randomBytes(16));
   const secretBody = SECRET_KEY_PREFIX + keyPairId.slice('kp_'.length) + base62(randomBytes(32));
   return { accessKey: accessBody + checksumOf(accessBody), secretKey: secretBody + checksumOf(secretBody) };
 }
 
 /** Keys issued from the key_lifecycle release on: what the README publishes for secret scanners. */
-export const ACCESS_KEY_FORMAT = /^pctl_ak_[0-9A-Za-z]{28}$/;
-export const SECRET_KEY_FORMAT = /^pctl_sk_[0-9A-HJKMNP-TV-Z]{26}[0-9A-Za-z]{49}$/;
+const ACCESS_KEY_FORMAT = /^pctl_ak_[0-9A-Za-z]{28}$/;
+const SECRET_KEY_FORMAT = /^pctl_sk_[0-9A-HJKMNP-TV-Z]{26}[0-9A-Za-z]{49}$/;
 /** Keys issued before: no checksum, no pair in the secret. They keep working. */
 const LEGACY_ACCESS_KEY_FORMAT = /^pctl_ak_[0-9A-Za-z]{22}$/;
 const LEGACY_SECRET_KEY_FORMAT = /^pctl_sk_[0-9A-Za-z]{43}$/;
@@ -78,7 +79,7 @@ export const PARTNER_ID_PATTERN = /^ptn_[0-9A-HJKMNP-TV-Z]{26}$/;
 export const KEY_PAIR_ID_PATTERN = /^kp_[0-9A-HJKMNP-TV-Z]{26}$/;
 
 /** Whether a new-format key's checksum matches (offline: no database). */
-export function checksumValid(key: string): boolean {
+function checksumValid(key: string): boolean {
   const body = key.slice(0, -CHECKSUM_LENGTH);
   return key.length > CHECKSUM_LENGTH && checksumOf(body) === key.slice(-CHECKSUM_LENGTH);
 }
@@ -104,7 +105,7 @@ export function parseKey(value: string): ParsedKey {
   if (LEGACY_ACCESS_KEY_FORMAT.test(value)) return { kind: 'access_key', legacy: true };
   if (LEGACY_SECRET_KEY_FORMAT.test(value)) return { kind: 'secret_key', legacy: true };
   const what = value.startsWith(SECRET_KEY_PREFIX) ? 'secret key' : 'access key';
-  throw new AppError('invalid_argument', `not a well-formed ${what}: wrong length or characters (a partnerctl ${what} is ${what === 'secret key' ? 'pctl_sk_ + 75' : 'pctl_ak_ + 28'} letters and digits)`);
+  throw new AppError('invalid_argument', `not a well-formed ${what}: wrong length or characters (a ${what} here is ${what === 'secret key' ? 'pctl_sk_ + 75' : 'pctl_ak_ + 28'} letters and digits)`);
 }
 
 function badChecksum(what: string): AppError {

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
+import type { Clock } from '../clock.js';
 import type { Database } from '../db/client.js';
 import { announceInstance, beatInstance, listInstances, removeInstance, type InstanceRow } from '../db/repositories/instances.js';
 import { currentRevision } from '../db/repositories/revision.js';
@@ -19,7 +20,7 @@ export function newInstanceId(): string {
   return `srv_${randomBytes(8).toString('hex')}`;
 }
 
-export function isStale(lastSeenAt: Date, now = Date.now()): boolean {
+export function isStale(lastSeenAt: Date, now: number): boolean {
   return now - lastSeenAt.getTime() > STALE_AFTER_MS;
 }
 
@@ -42,7 +43,7 @@ export class InstanceRegistry extends DeferredWrites {
   readonly instanceId = newInstanceId();
   readonly host = hostname();
   readonly pid = process.pid;
-  readonly startedAt = new Date();
+  readonly startedAt: Date;
   private address: string | null = null;
   /** The applied revision last written (undefined: nothing written yet). */
   private written: number | null | undefined;
@@ -53,14 +54,16 @@ export class InstanceRegistry extends DeferredWrites {
 
   constructor(
     db: Database,
+    clock: Clock,
     private readonly version: string,
     private readonly appliedRevision: () => number | null,
     private readonly events: RegistryEvents = {},
   ) {
-    super(db, (error, failures) => {
+    super(db, clock, (error, failures) => {
       this.lastError = error;
       events.onFailure?.(error, failures);
     });
+    this.startedAt = new Date(clock.now());
   }
 
   /** Registers the instance (at its listening address) and starts the heartbeat. */
@@ -91,7 +94,7 @@ export class InstanceRegistry extends DeferredWrites {
       version: this.version,
       address: this.address,
       startedAt: this.startedAt,
-      lastSeenAt: new Date(),
+      lastSeenAt: new Date(this.clock.now()),
       appliedRevision: applied,
     };
     this.due = false;
@@ -104,8 +107,9 @@ export class InstanceRegistry extends DeferredWrites {
       this.reportedStale = false;
     } else {
       this.due = true;
-      this.failingSince ??= Date.now();
-      if (!this.reportedStale && Date.now() - this.failingSince > STALE_AFTER_MS) {
+      const now = this.clock.now();
+      this.failingSince ??= now;
+      if (!this.reportedStale && now - this.failingSince > STALE_AFTER_MS) {
         this.reportedStale = true;
         this.events.onStale?.(this.lastError);
       }
@@ -127,10 +131,10 @@ export class InstanceRegistry extends DeferredWrites {
     if (this.stopped) return true;
     await super.stop().catch(() => false);
     if (this.address === null) return true;
-    const deadline = Date.now() + REMOVE_FOR_MS;
+    const deadline = performance.now() + REMOVE_FOR_MS;
     for (;;) {
       if (await this.write((tx) => removeInstance(tx, this.instanceId).then(() => undefined))) return true;
-      if (Date.now() + RETRY_MS * 2 > deadline) break;
+      if (performance.now() + RETRY_MS * 2 > deadline) break;
       await new Promise((resolve) => setTimeout(resolve, RETRY_MS * 2));
     }
     this.events.onGaveUp?.(this.lastError);
@@ -148,7 +152,7 @@ export interface InstanceStatus extends InstanceRow {
 export async function instanceReport(db: Database): Promise<{ revision: number; instances: InstanceStatus[] }> {
   const revision = (await currentRevision(db.sql)) ?? 0;
   const rows = await listInstances(db.sql);
-  const now = Date.now();
+  const now = db.clock.now();
   return {
     revision,
     instances: rows.map((row) => {

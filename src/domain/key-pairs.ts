@@ -1,4 +1,4 @@
-import { setTimeout as sleep } from 'node:timers/promises';
+import type { Clock } from '../clock.js';
 import type { Database } from '../db/client.js';
 import { lastEventAt } from '../db/repositories/audit.js';
 import {
@@ -43,8 +43,8 @@ export interface NewKeyPair {
   secretHash: string;
 }
 
-export async function newKeyPair(): Promise<NewKeyPair> {
-  const id = newId('kp');
+export async function newKeyPair(clock: Clock): Promise<NewKeyPair> {
+  const id = newId('kp', clock.now());
   const material = newKeyMaterial(id);
   return { ...material, id, secretHash: await hashSecret(material.secretKey) };
 }
@@ -66,13 +66,13 @@ export async function issueKeyPairIn(unit: Unit, reference: string, pair: NewKey
   unit.audit({
     action: 'keys.issued',
     partnerId: partner.id,
-    details: { key_pair_id: pair.id, access_key: pair.accessKey, ...(expiresAt ? { expires_at: expiresAt.toISOString() } : {}) },
+    details: { key_pair_id: pair.id, access_key: pair.accessKey, expires_at: expiresAt ? expiresAt.toISOString() : null },
   });
   return { partner, keyPairId: pair.id, accessKey: pair.accessKey, secretKey: pair.secretKey, expiresAt };
 }
 
 export async function issueKeyPair(db: Database, who: Actor, reference: string, options: KeyPairOptions = {}): Promise<IssuedKeyPair> {
-  const pair = await newKeyPair();
+  const pair = await newKeyPair(db.clock);
   return runUnit(db, who, (unit) => issueKeyPairIn(unit, reference, pair, options));
 }
 
@@ -166,26 +166,22 @@ export interface RotationOptions extends KeyPairOptions {
   overlapMs?: number;
   /** `--after-switch`: the overlap ends this long (ms) after the new pair's first exchange; 0 allowed, at most the overlap. */
   afterSwitchMs?: number;
-  /** Test hook for the crash-safety test: holds the rotation open inside its transaction. */
-  pauseInsideMs?: number;
-  /** Told when the test hook's pause begins (the CLI says so on stderr). */
-  onPaused?: () => void;
 }
 
 /** Refuses overlap options that make no sense together (before anything is asked or written). */
 export function checkRotationOptions(options: RotationOptions): void {
   const { overlapMs, afterSwitchMs } = options;
   if (overlapMs !== undefined && options.revokeIssuedTokens) {
-    throw new AppError('invalid_argument', '--overlap cannot be combined with --revoke-issued-tokens: a leaked key never overlaps');
+    throw new AppError('invalid_argument', 'overlap cannot be combined with revoking the issued tokens: a leaked key never overlaps', { field: 'overlap' });
   }
   if (overlapMs !== undefined && overlapMs > MAX_OVERLAP_MS) {
-    throw new AppError('invalid_argument', `--overlap must be at most 30d, got ${formatDuration(overlapMs)}`);
+    throw new AppError('invalid_argument', `overlap must be at most 30d, got ${formatDuration(overlapMs)}`, { field: 'overlap' });
   }
   if (afterSwitchMs !== undefined && overlapMs === undefined) {
-    throw new AppError('invalid_argument', '--after-switch needs --overlap');
+    throw new AppError('invalid_argument', 'after_switch needs an overlap', { field: 'after_switch' });
   }
   if (afterSwitchMs !== undefined && overlapMs !== undefined && afterSwitchMs > overlapMs) {
-    throw new AppError('invalid_argument', `--after-switch must be at most the overlap (${formatDuration(overlapMs)}), got ${formatDuration(afterSwitchMs)}`);
+    throw new AppError('invalid_argument', `after_switch must be at most the overlap (${formatDuration(overlapMs)}), got ${formatDuration(afterSwitchMs)}`, { field: 'after_switch' });
   }
 }
 
@@ -236,10 +232,6 @@ async function rotateKeyPairIn(unit: Unit, reference: string, pair: NewKeyPair, 
     if (retiresAt && afterSwitchMs !== null) await retireKeyPair(unit.tx, active.id, retiresAt, Math.round(afterSwitchMs / 1000));
     else await supersedeKeyPair(unit.tx, active.id, now);
   }
-  if (options.pauseInsideMs) {
-    options.onPaused?.();
-    await sleep(options.pauseInsideMs);
-  }
   const expiresAt = expiryOf(now, options);
   await insertKeyPair(unit.tx, { ...pair, partnerId: partner.id, expiresAt }, now);
   const retiringKeyPairId = retiresAt ? active.id : null;
@@ -279,7 +271,7 @@ async function rotateKeyPairIn(unit: Unit, reference: string, pair: NewKeyPair, 
 
 export async function rotateKeyPair(db: Database, who: Actor, reference: string, options: RotationOptions = {}): Promise<RotatedKeyPair> {
   checkRotationOptions(options);
-  const pair = await newKeyPair();
+  const pair = await newKeyPair(db.clock);
   return runUnit(db, who, (unit) => rotateKeyPairIn(unit, reference, pair, options));
 }
 
@@ -410,7 +402,7 @@ export async function listKeyPairs(
   },
 ): Promise<KeyPairListing> {
   if (options.cursor !== undefined && !KEY_PAIR_ID_PATTERN.test(options.cursor)) {
-    throw new AppError('invalid_argument', `--cursor '${options.cursor.slice(0, 40)}' is not a cursor from a previous page`);
+    throw new AppError('invalid_argument', `cursor '${options.cursor.slice(0, 40)}' is not a cursor from a previous page`, { field: 'cursor' });
   }
   const partnerId = options.partner === undefined ? undefined : (await findPartner(db.sql, options.partner)).id;
   const now = new Date(db.clock.now());

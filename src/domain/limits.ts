@@ -76,7 +76,7 @@ async function setLimitsIn(
       ratePeriodSeconds: after.rate?.periodSeconds ?? null,
       burst: after.burst,
       dailyQuota: after.dailyQuota,
-      updatedAt: new Date(),
+      updatedAt: new Date(unit.clock.now()),
     });
   }
   unit.audit({ action: 'partner.limits_set', partnerId: partner.id, details: { before: limitsJson(before), after: limitsJson(after) } });

@@ -28,12 +28,22 @@ export function canonicalCidr(value: string): string {
   if (ipaddr.IPv4.isValidFourPartDecimal(address)) {
     const bits = slash < 0 ? 32 : prefixOf(text.slice(slash + 1), 32);
     if (bits === null) throw invalid();
-    return `${ipaddr.IPv4.networkAddressFromCIDR(`${address}/${bits}`).toString()}/${bits}`;
+    return usable(`${ipaddr.IPv4.networkAddressFromCIDR(`${address}/${bits}`).toString()}/${bits}`, invalid);
   }
   if (!address.includes(':') || !ipaddr.IPv6.isValid(address) || address.includes('%')) throw invalid();
   const bits = slash < 0 ? 128 : prefixOf(text.slice(slash + 1), 128);
   if (bits === null) throw invalid();
-  return `${ipaddr.IPv6.networkAddressFromCIDR(`${address}/${bits}`).toString()}/${bits}`;
+  return usable(`${ipaddr.IPv6.networkAddressFromCIDR(`${address}/${bits}`).toString()}/${bits}`, invalid);
+}
+
+/** A rule the CLI accepts is one the server's matcher can use. */
+function usable(cidr: string, invalid: () => AppError): string {
+  try {
+    compiled([cidr]);
+  } catch {
+    throw invalid();
+  }
+  return cidr;
 }
 
 function prefixOf(text: string, max: number): number | null {
@@ -61,13 +71,43 @@ export type AddressMatcher = (address: string) => boolean;
 
 const matchers = new Map<string, AddressMatcher>();
 
-/** A matcher for stored rules (cached by their text); null for no rules. */
+/**
+ * Matches addresses against rules: proxy-addr's compiled matcher, plus the /0 prefixes it refuses to compile:
+ * `0.0.0.0/0` is every IPv4 address (IPv4-mapped IPv6 included), `::/0` every address. Throws on a rule it
+ * cannot use.
+ */
+function compiled(rules: readonly string[]): AddressMatcher {
+  const ipaddr = require('ipaddr.js') as IpAddr;
+  const everyIPv4 = rules.some((rule) => rule.endsWith('/0') && !rule.includes(':'));
+  const every = rules.some((rule) => rule.endsWith('/0') && rule.includes(':'));
+  const rest = rules.filter((rule) => !rule.endsWith('/0'));
+  const trust = rest.length > 0 ? (require('@fastify/proxy-addr') as ProxyAddr).compile(rest) : () => false;
+  if (!every && !everyIPv4) return (address) => address !== '' && trust(address, 0);
+  return (address) => {
+    if (!ipaddr.isValid(address)) return false;
+    const ip = ipaddr.parse(address);
+    return every || ip.kind() === 'ipv4' || (ip as InstanceType<IpAddr['IPv6']>).isIPv4MappedAddress() || trust(address, 0);
+  };
+}
+
+/**
+ * A matcher for stored rules (cached by their text); null for no rules. Rules it cannot use (written around
+ * set-network, which refuses them) refuse every address, with one warning naming them: the partner gets 403
+ * address_not_allowed, never a 500 or a database error.
+ */
 export function matcherOf(column: string | null): AddressMatcher | null {
   if (column === null || column === '') return null;
   let matcher = matchers.get(column);
   if (matcher === undefined) {
-    const trust = (require('@fastify/proxy-addr') as ProxyAddr).compile(rulesFromColumn(column));
-    matcher = (address) => address !== '' && trust(address, 0);
+    try {
+      matcher = compiled(rulesFromColumn(column));
+    } catch (error) {
+      process.emitWarning(
+        `network rules '${column.slice(0, 200)}' cannot be used (${(error as Error).message}): every address is refused until set-network replaces them`,
+        { code: 'PARTNERCTL_NETWORK_RULES' },
+      );
+      matcher = () => false;
+    }
     if (matchers.size >= 10_000) matchers.clear();
     matchers.set(column, matcher);
   }
@@ -95,7 +135,7 @@ export async function setNetworkIn(unit: Unit, reference: string, allow: readonl
   const before = await partnerNetworkOn(unit.tx, partner.id);
   if (before.join(',') === rules.join(',')) return { partner, allow: before, changed: false };
   if (rules.length === 0) await deleteNetwork(unit.tx, partner.id);
-  else await upsertNetwork(unit.tx, partner.id, rules.join(','), new Date());
+  else await upsertNetwork(unit.tx, partner.id, rules.join(','), new Date(unit.clock.now()));
   unit.audit({ action: 'partner.network_set', partnerId: partner.id, details: { before: { allow: before }, after: { allow: rules } } });
   return { partner, allow: rules, changed: true };
 }

@@ -22,8 +22,6 @@ export const WEBHOOK_EVENT_TYPES = [
   'quota.threshold',
 ] as const;
 
-export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
-
 export const EVENT_SET: ReadonlySet<string> = new Set<string>(WEBHOOK_EVENT_TYPES);
 
 /** An event's id: the `webhook-id` header every attempt carries (receivers dedupe on it). */
@@ -36,6 +34,8 @@ export interface NewWebhookEvent {
   type: string;
   partnerId: string | null;
   data: Record<string, unknown>;
+  /** The audit event it reports (its seq); absent for the reminders a delivering server finds. */
+  auditSeq?: number;
 }
 
 /**
@@ -63,7 +63,7 @@ export async function writeOutbox(tx: SqlTx, events: readonly NewWebhookEvent[],
       timestamp: at.toISOString(),
       data: { partner_id: event.partnerId, partner_name: partnerName, ...event.data },
     };
-    await insertOutboxEvent(tx, { id: newEventId(), type: event.type, partnerId: event.partnerId, data: JSON.stringify(body), createdAt: at }, targets);
+    await insertOutboxEvent(tx, { id: newEventId(), type: event.type, partnerId: event.partnerId, data: JSON.stringify(body), createdAt: at, auditSeq: event.auditSeq ?? null }, targets);
     written++;
   }
   return written;
@@ -75,9 +75,16 @@ function wants(endpoint: WebhookEndpoint, type: string, partnerId: string | null
 }
 
 /** The audit rows of a unit as webhook events: the actor and the event's details (never a secret: audit details hold none). */
-export function auditRowsAsEvents(rows: readonly { actor: string; action: string; partnerId: string | null; details: string }[]): NewWebhookEvent[] {
+export function auditRowsAsEvents(
+  rows: readonly { seq: number; actor: string; action: string; partnerId: string | null; details: string }[],
+): NewWebhookEvent[] {
   return rows
     .filter((row) => EVENT_SET.has(row.action))
-    .map((row) => ({ type: row.action, partnerId: row.partnerId, data: { actor: row.actor, ...(JSON.parse(row.details) as Record<string, unknown>) } }));
+    .map((row) => ({
+      type: row.action,
+      partnerId: row.partnerId,
+      data: { actor: row.actor, ...(JSON.parse(row.details) as Record<string, unknown>) },
+      auditSeq: row.seq,
+    }));
 }
 

@@ -35,13 +35,14 @@ export async function findPartner(reader: Queryable, reference: string): Promise
     // A partner named so before these prefixes were reserved is still found by its name.
     found = pair ? await partnerById(reader, pair.partnerId) : await partnerNamed(reader, reference);
   } else if (reference.startsWith(SECRET_KEY_PREFIX)) {
-    throw new AppError('invalid_argument', "a secret key does not name a partner here (keep it off command lines); use 'partnerctl lookup' on it");
+    throw new AppError('invalid_argument', 'a secret key does not name a partner here (keep it off command lines)', { field: 'secret_key' });
   } else found = await partnerNamed(reader, reference);
   if (!found) {
     // A reference that may be a credential pasted in the wrong place is never echoed whole.
     const shown = /pctl_sk_|^eyJ|^[A-Za-z0-9_+/=-]{32,}$/.test(reference) ? masked(reference) : `'${printable(reference)}'`;
     throw new AppError('partner_not_found', `no partner with id, name, access key or key-pair id ${shown}`, {
       hint: await didYouMeanPartner(reader, reference),
+      field: 'partner',
     });
   }
   return found as PartnerRecord;
@@ -64,20 +65,19 @@ export async function refuseSimilarName(reader: Queryable, name: string): Promis
   }
 }
 
-/** The closest names (or ids, for an id) to a reference that found nothing, as a hint. */
-async function didYouMeanPartner(reader: Queryable, reference: string): Promise<string> {
-  const fallback = "see 'partnerctl list-partners'";
-  if (reference.includes('pctl_') || reference.length > 100) return fallback;
+/** The closest names (or ids, for an id) to a reference that found nothing, as a hint; undefined when none is close. */
+async function didYouMeanPartner(reader: Queryable, reference: string): Promise<string | undefined> {
+  if (reference.includes('pctl_') || reference.length > 100) return undefined;
   // Few enough partners to compare them all here; an error path, not a hot one.
   const partners = await partnersMatching(reader, '', 5000);
   const byId = reference.toLowerCase().startsWith('ptn_');
   const near = closest(reference, partners.map((partner) => (byId ? partner.id : partner.name)), 3);
-  if (near.length === 0) return fallback;
+  if (near.length === 0) return undefined;
   const shown = near.map((value) => {
     const partner = partners.find((candidate) => (byId ? candidate.id : candidate.name) === value)!;
     return `'${printable(partner.name)}' (${partner.id})`;
   });
-  return `did you mean ${shown.join(' or ')}? ${fallback}`;
+  return `did you mean ${shown.join(' or ')}?`;
 }
 
 export async function createPartnerIn(
@@ -91,7 +91,7 @@ export async function createPartnerIn(
     throw new AppError('partner_exists', `a partner named '${printable(name)}' already exists (${existing.id})`);
   }
   await refuseSimilarName(unit.tx, name);
-  const partner = (await insertPartner(unit.tx, { id: newId('ptn'), name, nameKey: nameKey(name) }, new Date(unit.clock.now()))) as PartnerRecord;
+  const partner = (await insertPartner(unit.tx, { id: newId('ptn', unit.clock.now()), name, nameKey: nameKey(name) }, new Date(unit.clock.now()))) as PartnerRecord;
   unit.audit({ action: 'partner.created', partnerId: partner.id, details: { name } });
   return { partner, created: true };
 }
@@ -137,10 +137,10 @@ export async function listPartners(
   options: { status?: PartnerStatus; limit: number; cursor?: string; companyId?: string },
 ): Promise<PartnerPage> {
   if (!Number.isInteger(options.limit) || options.limit < 1 || options.limit > 1000) {
-    throw new AppError('invalid_argument', `--limit must be a whole number from 1 to 1000, got '${options.limit}'`);
+    throw new AppError('invalid_argument', `limit must be a whole number from 1 to 1000, got '${options.limit}'`, { field: 'limit' });
   }
   if (options.cursor !== undefined && !PARTNER_ID_PATTERN.test(options.cursor)) {
-    throw new AppError('invalid_argument', `--cursor '${printable(options.cursor)}' is not a cursor from a previous page`);
+    throw new AppError('invalid_argument', `cursor '${printable(options.cursor)}' is not a cursor from a previous page`, { field: 'cursor' });
   }
   const rows = await partnerPage(db.sql, { ...options, limit: options.limit + 1 });
   const page = rows.slice(0, options.limit) as PartnerPage['partners'];

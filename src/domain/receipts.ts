@@ -24,7 +24,7 @@ export function parseWait(value: string): number {
   const match = /^(\d{1,6})(ms|s|m)$/.exec(value);
   const ms = match ? Number(match[1]) * (match[2] === 'ms' ? 1 : match[2] === 's' ? 1_000 : 60_000) : -1;
   if (!match || ms <= 0 || ms > 600_000) {
-    throw new AppError('invalid_argument', `--wait must be a duration such as 500ms, 3s or 1m (at most 10m), got '${value.slice(0, 40)}'`);
+    throw new AppError('invalid_argument', `wait must be a duration such as 500ms, 3s or 1m (at most 10m), got '${value.slice(0, 40)}'`, { field: 'wait' });
   }
   return ms;
 }
@@ -67,7 +67,7 @@ export class ConfirmationWatch {
     const check = async (): Promise<boolean> => {
       this.announced = false;
       rows = await listInstances(this.db.sql);
-      const now = Date.now();
+      const now = this.db.clock.now();
       let done = true;
       for (const row of rows) {
         // A stale instance is never awaited, nor counted as confirming (it may be dead).
@@ -81,10 +81,10 @@ export class ConfirmationWatch {
       return done;
     };
     const pollMs = POLL_MS[this.db.provider];
-    while (!(await check()) && Date.now() < deadline) {
+    while (!(await check()) && this.db.clock.now() < deadline) {
       if (this.announced) continue;
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(done, Math.max(0, Math.min(pollMs, deadline - Date.now())));
+        const timer = setTimeout(done, Math.max(0, Math.min(pollMs, deadline - this.db.clock.now())));
         function done() {
           clearTimeout(timer);
           resolve();
@@ -93,7 +93,7 @@ export class ConfirmationWatch {
       });
       this.wake = undefined;
     }
-    const now = Date.now();
+    const now = this.db.clock.now();
     const receipt: Receipt = { revision, confirmed: [], unconfirmed: [], stale: [] };
     for (const row of rows) {
       const who = { instanceId: row.instanceId, host: row.host, pid: row.pid };

@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import type { Database } from '../db/client.js';
 import { countSigningKeys, recordSigningKeys } from '../db/repositories/signing-keys.js';
+import type { Clock } from '../clock.js';
 import { AppError, isAppError } from '../errors.js';
 import type { Bookkeeping } from './bookkeeping.js';
 import { rotateSigningKey, SigningKeys } from './signing-keys.js';
@@ -14,9 +15,7 @@ function keyFileMissing(path: string, known: number): AppError {
   return new AppError(
     'signing_key_unavailable',
     `signing-key file ${path} is missing, but the database records ${known} signing key(s) that have signed tokens; a new file would make every token in flight invalid`,
-    {
-      hint: "restore the file from a backup (every serve instance and the CLI must share it); if it is truly lost, 'partnerctl signing-key rotate --new-file' starts a new one",
-    },
+    { field: 'signing_key_file' },
   );
 }
 
@@ -36,7 +35,7 @@ export async function openSigningKeys(db: Database, path: string, options: { all
     }
     if (known > 0) throw keyFileMissing(path, known);
   }
-  return SigningKeys.open(path);
+  return SigningKeys.open(path, db.clock);
 }
 
 /**
@@ -50,8 +49,9 @@ export async function rotateSigningKeyFile(
   options: { allowNew?: boolean } = {},
 ): Promise<ReturnType<typeof rotateSigningKey>> {
   await openSigningKeys(db, path, options);
-  const result = rotateSigningKey(path);
-  await db.sql.transaction((tx) => recordSigningKeys(tx, SigningKeys.open(path).kids(), new Date()), { timeoutMs: 5_000 });
+  const now = new Date(db.clock.now());
+  const result = rotateSigningKey(path, now);
+  await db.sql.transaction((tx) => recordSigningKeys(tx, SigningKeys.open(path, db.clock).kids(), now), { timeoutMs: 5_000 });
   return result;
 }
 
@@ -77,6 +77,7 @@ export class SigningKeyWatch {
     private readonly verifier: TokenVerifier,
     private readonly bookkeeping: Bookkeeping,
     private readonly log: KeyFileLog | undefined,
+    private readonly clock: Clock,
   ) {}
 
   start(): void {
@@ -89,7 +90,7 @@ export class SigningKeyWatch {
     clearInterval(this.timer);
   }
 
-  check(now = Date.now()): void {
+  check(now = this.clock.now()): void {
     const path = this.keys.path;
     let result: ReturnType<SigningKeys['poll']>;
     try {

@@ -1,6 +1,7 @@
 import { createPrivateKey, createPublicKey, generateKeyPairSync, randomUUID, type KeyObject } from 'node:crypto';
 import { closeSync, linkSync, mkdirSync, openSync, readFileSync, renameSync, statSync, unlinkSync, writeSync, type Stats } from 'node:fs';
 import { dirname } from 'node:path';
+import type { Clock } from '../clock.js';
 import { AppError } from '../errors.js';
 
 // Tokens are signed with Ed25519 (JWS alg EdDSA): the key file holds private keys, but the public halves
@@ -94,6 +95,7 @@ export class SigningKeys {
 
   private constructor(
     readonly path: string,
+    private readonly clock: Clock,
     file: KeyFile,
     signature: string,
   ) {
@@ -101,15 +103,15 @@ export class SigningKeys {
     this.signature = signature;
   }
 
-  /** Loads the key file, creating it (mode 0600) with a first key when it does not exist. */
-  static open(path: string): SigningKeys {
+  /** Loads the key file, creating it (mode 0600) with a first key when it does not exist; `clock` says which keys still verify. */
+  static open(path: string, clock: Clock): SigningKeys {
     let text: string;
     try {
       text = readFileSync(path, 'utf8');
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw unreadable(path, 'cannot be read', error);
       try {
-        writeKeyFile(path, { keys: [newStoredKey(new Date())] }, true);
+        writeKeyFile(path, { keys: [newStoredKey(new Date(clock.now()))] }, true);
       } catch (createError) {
         // Another process created it first: use theirs.
         if ((createError as NodeJS.ErrnoException).code !== 'EEXIST') throw unreadable(path, 'cannot be created', createError);
@@ -117,12 +119,7 @@ export class SigningKeys {
       text = readFileSync(path, 'utf8');
     }
     const stat = statSync(path);
-    return new SigningKeys(path, parseKeyFile(path, text), signatureOf(stat));
-  }
-
-  /** Re-reads the file when it has changed on disk (a rotation by the CLI or by another instance). */
-  reloadIfChanged(): boolean {
-    return this.poll().state === 'reloaded';
+    return new SigningKeys(path, clock, parseKeyFile(path, text), signatureOf(stat));
   }
 
   /**
@@ -130,7 +127,7 @@ export class SigningKeys {
    * keys in memory are kept). `lost` names the keys that still verified tokens here and that the reloaded
    * file no longer holds: tokens they signed are refused from now on.
    */
-  poll(now = Date.now()): { state: 'unchanged' | 'reloaded' | 'missing'; lost: string[] } {
+  poll(now = this.clock.now()): { state: 'unchanged' | 'reloaded' | 'missing'; lost: string[] } {
     let signature: string;
     try {
       signature = signatureOf(statSync(this.path));
@@ -165,7 +162,7 @@ export class SigningKeys {
   }
 
   /** The public key for a kid, while it is current or within its overlap after retirement. */
-  verificationKey(kid: string | undefined, now = Date.now()): KeyObject | undefined {
+  verificationKey(kid: string | undefined, now = this.clock.now()): KeyObject | undefined {
     if (!kid) return undefined;
     const stored = this.file.keys.find((key) => key.kid === kid);
     if (!stored || !stillVerifies(stored, now)) return undefined;
@@ -197,8 +194,8 @@ function stillVerifies(key: StoredKey, now: number): boolean {
  * Adds a new current key; the previous one is retired but still verifies the tokens it signed until they
  * have expired. Keys retired longer ago than that are dropped from the file.
  */
-export function rotateSigningKey(path: string, now = new Date()): { kid: string; retiredKid: string | null; pruned: number } {
-  const existing = SigningKeys.open(path);
+export function rotateSigningKey(path: string, now: Date): { kid: string; retiredKid: string | null; pruned: number } {
+  const existing = SigningKeys.open(path, { now: () => now.getTime() });
   const file = parseKeyFile(path, readFileSync(path, 'utf8'));
   const kept = file.keys.filter((key) => stillVerifies(key, now.getTime()));
   const retiredKid = existing.current().kid;

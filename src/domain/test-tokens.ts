@@ -15,7 +15,7 @@ export async function mintTestToken(
   ttlSeconds: number = TOKEN_TTL_SECONDS,
 ): Promise<MintedToken> {
   if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1 || ttlSeconds > TOKEN_TTL_SECONDS) {
-    throw new AppError('invalid_argument', `--ttl must be a whole number of seconds from 1 to ${TOKEN_TTL_SECONDS}, got '${ttlSeconds}'`);
+    throw new AppError('invalid_argument', `ttl must be a whole number of seconds from 1 to ${TOKEN_TTL_SECONDS}, got '${ttlSeconds}'`, { field: 'ttl' });
   }
   return runUnit(db, who, async (unit) => {
     const partner = await findPartner(unit.tx, reference);
@@ -24,7 +24,7 @@ export async function mintTestToken(
     }
     const minted = await mintToken(keys, { partnerId: partner.id, keyPairId: null }, ttlSeconds);
     // The database remembers which keys have signed tokens, so a lost key file is never silently replaced.
-    await recordSigningKeys(unit.tx, keys.kids(), new Date());
+    await recordSigningKeys(unit.tx, keys.kids(), new Date(unit.clock.now()));
     unit.audit({ action: 'token.test_minted', partnerId: partner.id, details: { jti: minted.claims.jti, ttl: ttlSeconds } });
     return minted;
   });

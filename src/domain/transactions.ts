@@ -9,6 +9,7 @@ import { touchPartners } from '../db/repositories/partners.js';
 import { announceRevision, bumpRevision } from '../db/repositories/revision.js';
 import { TransactionTimeout, type SqlTx } from '../db/unit.js';
 import { AppError } from '../errors.js';
+import type { AuditAction } from './audit-actions.js';
 import { auditRowsAsEvents, writeOutbox } from './outbox.js';
 
 export interface Actor {
@@ -17,7 +18,7 @@ export interface Actor {
 }
 
 export interface AuditEntry {
-  action: string;
+  action: AuditAction;
   partnerId?: string | null;
   details?: Record<string, unknown>;
 }
@@ -110,11 +111,7 @@ export async function appendToChain(
   at: Date,
 ): Promise<void> {
   const head = await chainHead(tx);
-  if (head.unchained) {
-    throw new AppError('schema_out_of_date', 'audit events written before the audit chain existed are not chained yet', {
-      hint: "run 'partnerctl db migrate' once as the database's owner",
-    });
-  }
+  if (head.unchained.length > 0) throw unchainedEvents(head.unchained, head.seq > 0);
   // PostgreSQL's trigger writes session_user whatever is sent; the hash must cover the same value.
   const principal = tx.provider === 'postgresql' ? head.sessionUser : localPrincipal();
   let seq = head.seq;
@@ -129,7 +126,27 @@ export async function appendToChain(
   });
   await insertAuditEvents(tx, chained);
   // The webhook events these changes make, in the same transaction (the outbox): none without its change.
-  await writeOutbox(tx, auditRowsAsEvents(events), at);
+  await writeOutbox(tx, auditRowsAsEvents(chained), at);
+}
+
+/**
+ * Events below the chain's start without chain data (the first few): before any event is chained, those with
+ * positive ids are a database's older events, which the migration runner chains; the others are rows
+ * written around partnerctl, which only the owner can take out.
+ */
+function unchainedEvents(ids: readonly number[], chainStarted: boolean): AppError {
+  const foreign = ids.filter((id) => chainStarted || id <= 0);
+  if (foreign.length === 0) {
+    return new AppError('schema_out_of_date', 'audit events written before the audit chain existed are not chained yet');
+  }
+  const shown = foreign.slice(0, 5);
+  return new AppError(
+    'audit_chain_broken',
+    `audit event(s) ${shown.map((id) => `#${id}`).join(', ')}${foreign.length > shown.length ? ' and more' : ''} sit at or below the start of the audit chain but are not part of it: they were written around partnerctl, and no change is recorded until they are gone`,
+    {
+      hint: `the database's owner removes them (DELETE FROM audit_events WHERE hash IS NULL AND id IN (${shown.join(', ')})) (docs/roles.md#the-audit-chain)`,
+    },
+  );
 }
 
 let cachedLocalPrincipal: string | undefined;
@@ -168,12 +185,9 @@ export function translateDatabaseError(error: unknown): AppError {
   }
   if (error instanceof TransactionTimeout || code === '57014' || /^SQLITE_BUSY/.test(code) || /database is locked/i.test(message)) {
     return new AppError('database_unavailable', 'the database stayed busy for too long', {
-      hint: 'another partnerctl may be holding a long write; try again',
+      hint: 'another process may be holding a long write; try again',
       cause: error,
     });
   }
-  return new AppError('database_unavailable', 'the database failed the request', {
-    hint: 'run again with --debug to see the database error',
-    cause: error,
-  });
+  return new AppError('database_unavailable', 'the database failed the request', { cause: error });
 }

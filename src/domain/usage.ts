@@ -1,3 +1,4 @@
+import type { Clock } from '../clock.js';
 import type { Database } from '../db/client.js';
 import { addUsage, usageRows, type UsageDelta, type UsageGrouping, type UsageRow } from '../db/repositories/usage.js';
 import { DeferredWrites, type OnWriteFailure } from './deferred-writes.js';
@@ -35,10 +36,10 @@ export class UsageCounter extends DeferredWrites {
 
   constructor(
     db: Database,
-    private readonly clock: { now(): number },
+    clock: Clock,
     private readonly options: { intervalMs?: number; onFailure?: OnWriteFailure } = {},
   ) {
-    super(db, options.onFailure);
+    super(db, clock, options.onFailure);
   }
 
   start(): void {

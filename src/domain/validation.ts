@@ -74,7 +74,7 @@ export function formatDuration(ms: number): string {
 }
 
 /** An ISO time (`2026-11-22T03:00:00Z`, `2026-11-22`) or a duration back from now (`2h`). */
-export function parseTimeOrDuration(value: string, flag: string, now = Date.now()): Date {
+export function parseTimeOrDuration(value: string, flag: string, now: number): Date {
   if (/^\d{1,6}[smhd]$/.test(value)) return new Date(now - parseDuration(value, flag));
   const date = /^\d{4}-\d{2}-\d{2}([T ][\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(value) ? new Date(value) : null;
   if (!date || Number.isNaN(date.getTime())) {

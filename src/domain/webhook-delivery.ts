@@ -28,7 +28,7 @@ type WebhookClass = new (secret: string) => { sign(msgId: string, timestamp: Dat
 /** Each attempt waits this long for an answer (the status line and the body) before it counts as failed. */
 export const WEBHOOK_TIMEOUT_MS = 10_000;
 /** A claimed delivery is due again this long after its claim if its sender never records an outcome (killed). */
-const LEASE_MS = WEBHOOK_TIMEOUT_MS + 5_000;
+const CLAIM_MS = WEBHOOK_TIMEOUT_MS + 5_000;
 const DAY_MS = 86_400_000;
 /** keys.expiring: these many days before a live pair's expires_at, the nearest only when several are due. */
 export const EXPIRY_REMINDER_DAYS = [30, 7, 1] as const;
@@ -144,7 +144,8 @@ export interface RunSummary {
 /**
  * Sends what is due, each delivery on its own (a slow or dead receiver holds only its own), records each
  * outcome, and schedules retries with the configured delays. Claims make it safe to run several at once
- * (on PostgreSQL the server runs one at a time under an advisory lock anyway): at least once, never lost.
+ * (on PostgreSQL the server runs one at a time under a lease anyway, its claims fenced by it): at least once,
+ * never lost.
  */
 export class WebhookDeliverer {
   private readonly inFlight = new Map<string, Promise<void>>();
@@ -164,19 +165,20 @@ export class WebhookDeliverer {
     private readonly options: DelivererOptions,
   ) {}
 
-  /** Runs in the background until stop(); on PostgreSQL only while this instance holds the advisory lock. */
+  /** Runs in the background until stop(); on PostgreSQL only while this instance holds the delivery lease. */
   start(): void {
     if (this.db.provider === 'postgresql') {
       const log = this.options.log;
-      this.leadership = holdLeadership(this.db.config, 'webhookDelivery', {
-        onTaken: () => log?.info({}, 'webhook delivery: this instance delivers (advisory lock taken)'),
-        onLost: () => log?.warn({}, 'webhook delivery: lost the advisory lock connection; trying to take it again'),
+      this.leadership = holdLeadership(this.db.sql, 'webhook_delivery', {
+        onTaken: () => log?.info({}, 'webhook delivery: this instance delivers (lease taken)'),
+        onLost: () =>
+          log?.warn({}, 'webhook delivery: lease lost (not renewed in time: this instance was paused or the database unreachable); another instance may deliver'),
       });
     }
     this.schedule(0);
   }
 
-  /** Whether this instance may deliver now: always on SQLite, while it holds the lock on PostgreSQL. */
+  /** Whether this instance may deliver now: always on SQLite, while it holds the lease on PostgreSQL. */
   get delivering(): boolean {
     return this.leadership === null || this.leadership.held;
   }
@@ -230,7 +232,7 @@ export class WebhookDeliverer {
     await this.write(async (tx) => {
       claimed.length = 0;
       for (const row of due.slice(0, free)) {
-        if (await claimDelivery(tx, row, new Date(now + LEASE_MS))) claimed.push(row);
+        if (await claimDelivery(tx, row, new Date(now + CLAIM_MS), this.leadership?.fence)) claimed.push(row);
       }
     });
     for (const row of claimed) {
@@ -242,6 +244,9 @@ export class WebhookDeliverer {
   }
 
   private async attempt(row: DueDelivery): Promise<void> {
+    // Paused between its claim and now, past its lease: another instance may be the leader, so this one sends
+    // nothing more (the claim makes the delivery due again after its lease).
+    if (!this.delivering) return;
     const result = await sendWebhook(
       { url: row.url, secret: row.secret },
       { id: row.eventId, body: row.data },
@@ -268,7 +273,7 @@ export class WebhookDeliverer {
       const total = delays.reduce((sum, delay) => sum + delay, 0);
       this.options.log?.error(
         { webhook_id: row.endpointId, event_id: row.eventId, type: row.type, attempts, last_status: result.status, last_error: result.error },
-        `WEBHOOK DELIVERY GAVE UP: event ${row.eventId} (${row.type}) to ${row.endpointId} failed ${attempts} attempts over ${formatDuration(total)}; see 'partnerctl webhooks deliveries ${row.endpointId} --failed'`,
+        `WEBHOOK DELIVERY GAVE UP: event ${row.eventId} (${row.type}) to ${row.endpointId} failed ${attempts} attempts over ${formatDuration(total)}`,
       );
     }
     this.unwritten.set(keyOf(row), { eventId: row.eventId, endpointId: row.endpointId, outcome });

@@ -98,3 +98,77 @@ describe('tables at 80 columns keep ids, times and actions whole (defect 12)', (
     expect(wide.stdout).toContain('a-company-with-a-long-identifier');
   });
 });
+
+// Every table on a terminal: one time format (to the minute, never cut), partner ids whole at any width, and
+// audit details a summary to read (whole in --wide and --json).
+describe('tables keep their promise (issue 30, point 9)', () => {
+  let backend: TestBackend;
+  const partners: string[] = [];
+  const ISO = /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}/;
+  const CUT_TIME = /\d{4}-\d{2}-\d{2}[T ]?[\d:]*…/;
+
+  beforeAll(async () => {
+    backend = await createBackend('sqlite');
+    for (const name of ['A partner whose name is far longer than any column could ever hope to hold whole', 'Short']) {
+      const created = await runCli(['create-partner', '--name', name, '--json'], backend.env);
+      partners.push(created.json().partner_id);
+      expect((await runCli(['map-company', name, '--company', `c-${partners.length}`], backend.env)).code).toBe(0);
+    }
+    expect((await runCli(['webhooks', 'add', '--url', 'https://ops.example.com/hooks'], backend.env)).code).toBe(0);
+    for (const id of partners) expect((await runCli(['issue-keys', id], backend.env)).code).toBe(0);
+    expect((await runCli(['rotate-keys', partners[0]!, '--overlap', '7d'], backend.env)).code).toBe(0);
+    // A leak report with a long URL: the widest cell of list-keys.
+    const file = new Database(join(backend.dir, 'partnerctl.db'));
+    file
+      .prepare('UPDATE key_pairs SET leak_reported_at = created_at, leak_url = ? WHERE partner_id = ?')
+      .run(`https://github.com/acme/some-repository/blob/${'f'.repeat(40)}/config/settings.yaml#L12`, partners[0]);
+    file.close();
+  });
+  afterAll(() => backend.dispose());
+
+  it('shows every time to the minute, whole, in every table at 80 columns', async () => {
+    const commands = [
+      ['list-partners'], ['show-partner', partners[0]!], ['list-companies', partners[0]!], ['list-keys'], ['audit'],
+      ['webhooks', 'list'], ['webhooks', 'deliveries'],
+    ];
+    for (const args of commands) {
+      const { code, stdout } = await onTerminal(args, backend.env, 80);
+      expect(code, args.join(' ')).toBe(0);
+      // The table's lines (show-partner's fields above its key pairs are not a table).
+      const table = args[0] === 'show-partner' ? stdout.slice(stdout.indexOf('KEY PAIR')).split('\n').filter((line) => /^kp_\w+ {2}/.test(line)).join('\n') : stdout;
+      expect(table, args.join(' ')).toMatch(SHORT_TIME);
+      expect(table, args.join(' ')).not.toMatch(ISO);
+      expect(stdout, args.join(' ')).not.toMatch(CUT_TIME);
+    }
+    // --wide and pipes carry the whole time.
+    expect((await onTerminal(['webhooks', 'list'], backend.env, 80)).stdout).not.toMatch(ISO);
+    expect((await runCli(['webhooks', 'list'], backend.env)).stdout).toMatch(ISO);
+  });
+
+  it('never cuts a partner id in list-keys where the width allows it (120 and 200 columns)', async () => {
+    for (const args of [['list-keys']]) {
+      for (const width of [120, 200]) {
+        const { stdout, stderr } = await onTerminal(args, backend.env, width);
+        expect(stderr).toBe('');
+        for (const line of stdout.trimEnd().split('\n')) expect([...line].length, line).toBeLessThanOrEqual(width);
+        for (const id of partners) expect(stdout, `${args.join(' ')} at ${width}`).toContain(`(${id})`);
+      }
+    }
+    const keys = (await onTerminal(['list-keys'], backend.env, 200)).stdout;
+    expect(keys).toMatch(/ {2}A[^\n]*… \(ptn_\w{26}\) {2}/);
+  });
+
+  it("summarises audit details at 80 columns; --wide and --json give the whole", async () => {
+    const { stdout } = await onTerminal(['audit', partners[0]!, '--action', 'keys.rotated'], backend.env, 80);
+    expect(stdout.trimEnd().split('\n')[2]).toMatch(/ {2}key_pair=kp_\w{6}… /);
+    expect(stdout).not.toContain('{"');
+    // Wider, the rest of the summary: short ids, times to the minute, the overlap as it was asked for.
+    const roomy = (await onTerminal(['audit', partners[0]!, '--action', 'keys.rotated'], backend.env, 300)).stdout;
+    expect(roomy).toMatch(/ {2}key_pair=kp_\w{6}… retiring_key_pair=kp_\w{6}… retires=\d{4}-\d{2}-\d{2} \d{2}:\d{2} after_switch=\S+\n/);
+    expect(roomy).not.toMatch(/access_key|revoked_issued_tokens/);
+    const wide = (await onTerminal(['audit', partners[0]!, '--action', 'keys.rotated', '--wide'], backend.env, 80)).stdout;
+    expect(wide).toContain('{"key_pair_id":"kp_');
+    const json = (await runCli(['audit', partners[0]!, '--action', 'keys.rotated', '--json'], backend.env)).json();
+    expect(json.events[0].details).toMatchObject({ key_pair_id: expect.stringMatching(/^kp_/), access_key: expect.any(String) });
+  });
+});

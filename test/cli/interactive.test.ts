@@ -1,37 +1,6 @@
-import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createBackend, type TestBackend } from '../support/backends.js';
-import { BIN, runCli } from '../support/cli.js';
-
-/**
- * Runs the CLI on a real pseudo-terminal (util-linux `script`), answering each prompt when its text appears.
- */
-function onTerminal(args: string[], env: NodeJS.ProcessEnv, answers: [RegExp, string][]): Promise<{ code: number | null; screen: string }> {
-  const command = [process.execPath, BIN, ...args].map((word) => `'${word.replace(/'/g, `'\\''`)}'`).join(' ');
-  const child = spawn('script', ['-qfec', command, '/dev/null'], { env: { ...env, TERM: 'xterm' }, stdio: ['pipe', 'pipe', 'pipe'] });
-  let screen = '';
-  let answeredUpTo = 0;
-  const pending = [...answers];
-  // Each prompt is looked for only in what the terminal showed after the previous answer.
-  const onData = (chunk: Buffer) => {
-    screen += chunk.toString('utf8');
-    const next = pending[0];
-    if (next?.[0].test(screen.slice(answeredUpTo))) {
-      pending.shift();
-      answeredUpTo = screen.length;
-      child.stdin.write(next[1]);
-    }
-  };
-  child.stdout.on('data', onData);
-  child.stderr.on('data', onData);
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, screen });
-    });
-  });
-}
+import { onTerminal, runCli } from '../support/cli.js';
 
 describe.skipIf(process.platform !== 'linux')('partnerctl on a terminal', () => {
   let backend: TestBackend;
@@ -52,7 +21,8 @@ describe.skipIf(process.platform !== 'linux')('partnerctl on a terminal', () => 
     await runCli(['create-partner', '--name', 'Zebra Pricing'], backend.env);
     const { code, screen } = await onTerminal(['map-company', '--company', 'c-7'], backend.env, [
       [/Partner/, 'Zebra'],
-      [/Partner Zebra\s*\n.*Zebra Pricing \(ptn_/, '\r'],
+      // It says that typing filters, and shows each partner's status.
+      [/Partner \(type to filter by name\) Zebra\s*\n.*Zebra Pricing \(ptn_\w+, active\)/, '\r'],
     ]);
     expect(code, screen).toBe(0);
     expect(screen).toMatch(/Mapped company c-7 to Zebra Pricing/);
@@ -62,7 +32,7 @@ describe.skipIf(process.platform !== 'linux')('partnerctl on a terminal', () => 
     await runCli(['map-company', 'Zebra Pricing', '--company', 'c-8'], backend.env);
     const refused = await onTerminal(['unmap-company', 'Zebra Pricing', '--company', 'c-8'], backend.env, [[/Unmap company/, 'n\r']]);
     expect(refused.code, refused.screen).toBe(130);
-    expect(refused.screen).toMatch(/cancelled; nothing changed/);
+    expect(refused.screen).toMatch(/partnerctl: cancelled: nothing changed/);
     const shown = (await runCli(['show-partner', 'Zebra Pricing', '--json'], backend.env)).json();
     expect(shown.companies.map((company: { company_id: string }) => company.company_id)).toContain('c-8');
 

@@ -2,15 +2,16 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { checksumOf, newKeyMaterial } from '../../src/domain/identifiers.js';
+import { newKeyMaterial } from '../../src/domain/identifiers.js';
+import { BASE62, checksumOf } from '../support/key-format.js';
 import { SigningKeys } from '../../src/domain/signing-keys.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { runCli, type CliResult } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
 import { startUpstream, type TestUpstream } from '../http/support.js';
 import { PartnerClient } from '@partnerctl/client';
+import { systemClock } from '../../src/clock.js';
 
-const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
 interface Keys {
   partner_id: string;
@@ -175,7 +176,7 @@ describe.each(BACKENDS)('leaked credentials on %s: lookup and containment agains
       expect(oldJti.stderr).toMatch(/cannot be traced/);
 
       // An expired token signed by our key: genuine, not accepted.
-      const keys = SigningKeys.open(String(backend.env.PARTNERCTL_SIGNING_KEY_FILE));
+      const keys = SigningKeys.open(String(backend.env.PARTNERCTL_SIGNING_KEY_FILE), systemClock);
       const { kid, key } = keys.current();
       const iat = Math.floor(Date.now() / 1000) - 2_000;
       const expired = await new SignJWT({ kp: a.key_pair_id })

@@ -30,6 +30,21 @@ describe('network rules and trusted proxies', () => {
     expect(matcherOf(null)).toBeNull();
   });
 
+  it('reads a /0 prefix as every address of its family, and a stored rule it cannot use as none', () => {
+    expect(canonicalCidr('0.0.0.0/0')).toBe('0.0.0.0/0');
+    expect(canonicalCidr('10.1.2.3/0')).toBe('0.0.0.0/0');
+    expect(canonicalCidr('::/0')).toBe('::/0');
+    const everyIPv4 = matcherOf('0.0.0.0/0')!;
+    expect([everyIPv4('203.0.113.9'), everyIPv4('::ffff:10.0.0.1'), everyIPv4('2001:db8::1'), everyIPv4('')]).toEqual([true, true, false, false]);
+    const mixed = matcherOf('0.0.0.0/0,2001:db8::/32')!;
+    expect([mixed('198.51.100.1'), mixed('2001:db8::1'), mixed('2001:db9::1')]).toEqual([true, true, false]);
+    const every = matcherOf('::/0')!;
+    expect([every('2001:db8::1'), every('::1'), every('127.0.0.1'), every('::ffff:10.0.0.1'), every('')]).toEqual([true, true, true, true, false]);
+    // Written around set-network: refused for every address, never thrown (a 500 or a database error).
+    const broken = matcherOf('10.0.0.0/99,garbage')!;
+    expect([broken('10.0.0.1'), broken('203.0.113.9')]).toEqual([false, false]);
+  });
+
   it('sets, shows, audits and clears the rules; an invalid CIDR exits 2 naming it', async () => {
     const bad = await cli('set-network', 'Netted', '--allow', '192.0.2.0/24', '--allow', '192.0.2.999');
     expect(bad.code).toBe(2);

@@ -44,6 +44,7 @@ describe("a command's options", () => {
     expectTypeOf<GlobalOptions>().toEqualTypeOf<{
       version?: true;
       databaseUrl?: string;
+      context?: string;
       json?: true;
       color: boolean;
       input: boolean;

@@ -1,5 +1,6 @@
-import { writeFileSync } from 'node:fs';
+import { createWriteStream, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, backendAvailable, createBackend, type TestBackend } from '../support/backends.js';
 import { runBinary, runCli } from '../support/cli.js';
@@ -134,6 +135,30 @@ describe.each(BACKENDS)('bulk mapping and support queries on %s', (provider) => 
       expect(text.stdout).toContain(`Companies (${seen.length})`);
       expect(text.stdout).toMatch(/and \d+ more: partnerctl list-companies ptn_\w+/);
     });
+
+    it.skipIf(provider !== 'sqlite')('maps a million ids from a file through the real binary, streamed, in a bounded heap', async () => {
+      const path = join(backend.dir, 'million.txt');
+      const out = createWriteStream(path);
+      for (let i = 0; i < 1_000_000; i++) out.write(`million-${String(i).padStart(7, '0')}\n`);
+      await new Promise((resolve) => out.end(resolve));
+      expect((await cli('create-partner', '--name', 'Bulk Million')).code).toBe(0);
+      // The heap capped well below what holding the file, its lines and their copies whole would take.
+      const mapped = await runBinary(['map-company', 'Bulk Million', '--from-file', path, '--json'], {
+        ...backend.env,
+        NODE_OPTIONS: '--max-old-space-size=192',
+      });
+      expect(mapped.code, mapped.stderr.slice(0, 500)).toBe(0);
+      expect(mapped.json()).toMatchObject({ added: 1_000_000, unchanged: 0, total: 1_000_000 });
+      const file = new BetterSqlite3(backend.url.replace(/^file:/, ''), { readonly: true });
+      try {
+        const row = file
+          .prepare("SELECT COUNT(*) AS n FROM company_mappings m JOIN partners p ON p.id = m.partner_id WHERE p.name = 'Bulk Million'")
+          .get() as { n: number };
+        expect(row.n).toBe(1_000_000);
+      } finally {
+        file.close();
+      }
+    }, 180_000);
 
     it('maps 20,000 ids from a pipe through the real binary, whole', async () => {
       const ids = Array.from({ length: 20_000 }, (_, i) => `piped-${String(i).padStart(6, '0')}`);

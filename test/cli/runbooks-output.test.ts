@@ -98,7 +98,7 @@ describe.each(BACKENDS)('output for people and pipes on %s', (provider) => {
         for (const line of shown.stdout.split('\n')) expect([...line].length, `${args.join(' ')}: ${line}`).toBeLessThanOrEqual(80);
       }
       const list = await onTerminal(['list-partners'], backend.env, 80);
-      expect(list.stdout).toMatch(/A partner w[^\n]*…/);
+      expect(list.stdout).toMatch(/A partner[^\n]*…/);
       // Full values stay in --json.
       expect((await cli('list-partners', '--json')).json().partners.map((p: { name: string }) => p.name)).toContain(
         'A partner whose name is far too long for any reasonable table column',
@@ -154,35 +154,52 @@ COMP_WORDS=(${words.map((word) => JSON.stringify(word)).join(' ')}); COMP_CWORD=
   });
 });
 
-describe('safety of read-only commands and db migrate', () => {
+describe('the database named must exist (only the embedded default creates itself)', () => {
   let backend: TestBackend;
   beforeAll(async () => {
     backend = await createBackend('sqlite');
   });
   afterAll(() => backend.dispose());
 
-  it('refuses a read-only command on an SQLite path that does not exist, creating nothing', async () => {
+  it('refuses every command but db migrate on an SQLite path that does not exist, creating nothing', async () => {
     const missing = join(backend.dir, 'typo-folder', 'with-a-typo.db');
     const document = join(backend.dir, 'desired.yaml');
     writeFileSync(document, 'partners:\n  - name: Someone\n');
-    for (const args of [['list-partners'], ['show-partner', 'x'], ['audit'], ['export'], ['list-companies', 'x'], ['db', 'status'], ['apply', '-f', document, '--dry-run']]) {
+    const commands = [
+      ['create-partner', '--name', 'X'], ['list-partners'], ['show-partner', 'x'], ['issue-keys', 'x'], ['map-company', 'x', '--company', 'c'],
+      ['audit'], ['export'], ['list-companies', 'x'], ['db', 'status'], ['apply', '-f', document], ['apply', '-f', document, '--dry-run'],
+      ['webhooks', 'add', '--url', 'https://example.com/h'], ['serve', '--port', '0'],
+    ];
+    for (const args of commands) {
       const refused = await runCli(args, { ...backend.env, DATABASE_URL: `file:${missing}` });
-      expect(refused.code, args.join(' ')).toBe(5);
-      expect(refused.stderr).toContain(`no SQLite database at ${missing}`);
+      expect(refused.code, args.join(' ')).toBe(3);
+      expect(refused.stderr).toMatch(/^partnerctl: database_not_found: /);
+      expect(refused.stderr).toContain(`no SQLite database at ${missing} (named by DATABASE_URL)`);
       // The hint names the command that creates the database.
-      expect(refused.stderr).toMatch(/; hint: check DATABASE_URL \/ --database-url, or create the database: 'partnerctl db migrate'\n$/);
+      expect(refused.stderr).toMatch(/; hint: check DATABASE_URL for a typo; 'partnerctl db migrate' creates a new database there\n$/);
       expect(existsSync(join(backend.dir, 'typo-folder'))).toBe(false);
     }
-    const viaFlag = await runCli(['--database-url', join(backend.dir, 'other.db'), 'list-partners'], backend.env);
-    expect(viaFlag.code).toBe(5);
+    const viaFlag = await runCli(['--database-url', join(backend.dir, 'other.db'), 'create-partner', '--name', 'X', '--json'], backend.env);
+    expect(viaFlag.code).toBe(3);
+    expect(viaFlag.json().error.code).toBe('database_not_found');
+    expect(viaFlag.stderr).toContain('(named by --database-url)');
     expect(existsSync(join(backend.dir, 'other.db'))).toBe(false);
-    // A command that writes creates it, as before; and the embedded default still creates itself.
-    expect((await runCli(['create-partner', '--name', 'First'], { ...backend.env, DATABASE_URL: `file:${missing}` })).code).toBe(0);
+    // db migrate creates it; then every command works on it.
+    const migrated = await runCli(['db', 'migrate'], { ...backend.env, DATABASE_URL: `file:${missing}` });
+    expect(migrated.code, migrated.stderr).toBe(0);
     expect(existsSync(missing)).toBe(true);
+    expect((await runCli(['create-partner', '--name', 'First'], { ...backend.env, DATABASE_URL: `file:${missing}` })).code).toBe(0);
+  });
+
+  it('creates the embedded default on first use, saying so once on stderr', async () => {
     const { DATABASE_URL: _unused, ...withoutUrl } = backend.env;
+    const path = join(backend.dir, 'xdg', 'partnerctl', 'partnerctl.db');
     const fresh = await runCli(['list-partners', '--json'], withoutUrl);
     expect(fresh.code, fresh.stderr).toBe(0);
-    expect(existsSync(join(backend.dir, 'xdg', 'partnerctl', 'partnerctl.db'))).toBe(true);
+    expect(fresh.stderr).toBe(`partnerctl: created the database ${path} (the default; --database-url, DATABASE_URL or a context names another)\n`);
+    expect(existsSync(path)).toBe(true);
+    const again = await runCli(['list-partners', '--json'], withoutUrl);
+    expect([again.code, again.stderr]).toEqual([0, '']);
   });
 
   it('draws a progress bar for a large input only when stderr is a terminal', async () => {

@@ -114,24 +114,33 @@ export function committedNames(provider: Provider): string[] {
 }
 
 /**
- * A history's statements with each `ALTER TABLE "t" ADD COLUMN …` folded into the `CREATE TABLE "t"` it
- * extends (columns appended after the existing ones, before the table's constraints), which is what the
- * engine writes for the same table from scratch.
+ * A history's statements with each change of a table folded into the `CREATE TABLE "t"` it changes, which is
+ * what the engine writes for the same table from scratch: `ADD COLUMN …` (columns appended after the
+ * existing ones, before the table's constraints), PostgreSQL's `ALTER COLUMN "c" SET DATA TYPE …`, and
+ * SQLite's redefinition (`CREATE TABLE "new_t"`, copy, drop, rename, between PRAGMAs) replacing the table.
  */
-export function foldAddColumns(list: string[]): string[] {
-  const result = [...list];
+export function foldTableChanges(list: string[]): string[] {
+  const result: string[] = [];
+  const createOf = (table: string) => result.findIndex((candidate) => candidate.startsWith(`CREATE TABLE "${table}" (`));
   for (const statement of list) {
-    const match = /^ALTER TABLE "([^"]+)" (ADD COLUMN .*)$/.exec(statement);
-    if (!match) continue;
-    const [, table, rest] = match;
-    const columns = rest!.split(/, ADD COLUMN /).map((part) => part.replace(/^ADD COLUMN /, ''));
-    const index = result.findIndex((candidate) => candidate.startsWith(`CREATE TABLE "${table}" (`));
-    if (index < 0) continue;
-    const create = result[index]!;
-    const constraint = create.indexOf(', CONSTRAINT ');
-    const cut = constraint >= 0 ? constraint : create.lastIndexOf(')');
-    result[index] = `${create.slice(0, cut)}, ${columns.join(', ')}${create.slice(cut)}`;
-    result.splice(result.indexOf(statement), 1);
+    const added = /^ALTER TABLE "([^"]+)" (ADD COLUMN .*)$/.exec(statement);
+    const retyped = /^ALTER TABLE "([^"]+)" ALTER COLUMN "([^"]+)" SET DATA TYPE (.*)$/.exec(statement);
+    const redefined = /^CREATE TABLE "new_([^"]+)" \((.*)$/.exec(statement);
+    if (added && createOf(added[1]!) >= 0) {
+      const index = createOf(added[1]!);
+      const columns = added[2]!.split(/, ADD COLUMN /).map((part) => part.replace(/^ADD COLUMN /, ''));
+      const create = result[index]!;
+      const constraint = create.indexOf(', CONSTRAINT ');
+      const cut = constraint >= 0 ? constraint : create.lastIndexOf(')');
+      result[index] = `${create.slice(0, cut)}, ${columns.join(', ')}${create.slice(cut)}`;
+    } else if (retyped && createOf(retyped[1]!) >= 0) {
+      const index = createOf(retyped[1]!);
+      result[index] = result[index]!.replace(new RegExp(`"${retyped[2]}" [A-Z0-9()]+`), `"${retyped[2]}" ${retyped[3]}`);
+    } else if (redefined && createOf(redefined[1]!) >= 0) {
+      result[createOf(redefined[1]!)] = `CREATE TABLE "${redefined[1]}" (${redefined[2]}`;
+    } else if (!/^(PRAGMA |INSERT INTO "new_|DROP TABLE "|ALTER TABLE "new_[^"]+" RENAME TO )/.test(statement)) {
+      result.push(statement);
+    }
   }
   return result;
 }

@@ -12,7 +12,7 @@ import { adminQuery, backendAvailable, BACKENDS, createBackend, type TestBackend
 import { expectAppError } from '../domain/fixtures.js';
 import {
   committedNames,
-  foldAddColumns,
+  foldTableChanges,
   diffLiveToDatamodel,
   historySql,
   initMigrationSql,
@@ -30,8 +30,9 @@ async function count(db: Database, sql: string): Promise<number> {
 const PARTIAL_INDEX_SQL = `CREATE UNIQUE INDEX "${PARTIAL_INDEX}" ON "key_pairs"("partner_id") WHERE "status" = 'active'`;
 const REVISION_SEED_SQL = `INSERT INTO "revision" ("id", "value") VALUES (1, 0)`;
 
-// Hand-written in the audit-chain migration: where the chain starts (both), and on PostgreSQL the triggers
-// that vouch for the principal and keep the trail append-only. Each appears exactly once.
+// Hand-written in the audit-chain and unit-of-work-guards migrations: where the chain starts (both), and on
+// PostgreSQL the triggers that vouch for the principal, keep the trail append-only and hold every role but
+// the owner to what a unit of work writes. Each appears exactly once.
 const AUDIT_TAIL: Record<'sqlite' | 'postgresql', RegExp[]> = {
   sqlite: [/^INSERT INTO "audit_chain" \("id", "started_at", "legacy_through"\) SELECT 1, /],
   postgresql: [
@@ -41,6 +42,16 @@ const AUDIT_TAIL: Record<'sqlite' | 'postgresql', RegExp[]> = {
     /^CREATE FUNCTION "audit_events_append_only"\(\) RETURNS trigger LANGUAGE plpgsql AS E'BEGIN IF pg_has_role\(current_user, /,
     /^CREATE TRIGGER "audit_events_append_only" BEFORE UPDATE OR DELETE ON "audit_events" FOR EACH ROW EXECUTE FUNCTION "audit_events_append_only"\(\)$/,
     /^CREATE TRIGGER "audit_events_no_truncate" BEFORE TRUNCATE ON "audit_events" FOR EACH STATEMENT EXECUTE FUNCTION "audit_events_append_only"\(\)$/,
+    // The unit-of-work guards: the revision, the audit events and the outbox written only as a unit writes them.
+    /^CREATE FUNCTION "partnerctl_in_this_transaction"\(xid\) RETURNS boolean LANGUAGE sql AS 'SELECT \$1::text = /,
+    ...['revision_moves_by_one', 'revision_with_audit', 'audit_events_appended', 'webhook_events_vouched', 'webhook_deliveries_vouched'].map(
+      (name) => new RegExp(`^CREATE FUNCTION "${name}"\\(\\) RETURNS trigger LANGUAGE plpgsql AS E'(BEGIN|DECLARE) `),
+    ),
+    /^CREATE TRIGGER "revision_moves_by_one" BEFORE UPDATE ON "revision" FOR EACH ROW EXECUTE FUNCTION "revision_moves_by_one"\(\)$/,
+    /^CREATE CONSTRAINT TRIGGER "revision_with_audit" AFTER UPDATE ON "revision" DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "revision_with_audit"\(\)$/,
+    /^CREATE TRIGGER "audit_events_appended" BEFORE INSERT ON "audit_events" FOR EACH ROW EXECUTE FUNCTION "audit_events_appended"\(\)$/,
+    /^CREATE TRIGGER "webhook_events_vouched" BEFORE INSERT ON "webhook_events" FOR EACH ROW EXECUTE FUNCTION "webhook_events_vouched"\(\)$/,
+    /^CREATE TRIGGER "webhook_deliveries_vouched" BEFORE INSERT ON "webhook_deliveries" FOR EACH ROW EXECUTE FUNCTION "webhook_deliveries_vouched"\(\)$/,
   ],
 };
 
@@ -130,10 +141,12 @@ async function catalogOf(url: string): Promise<CatalogSnapshot> {
     const indexes = await client.query<{ line: string }>(`
       SELECT indexdef AS line FROM pg_indexes
       WHERE schemaname = 'public' AND tablename <> '_prisma_migrations'`);
+    // A constraint trigger is hand-written (the tail checked below), not the datamodel's.
     const constraints = await client.query<{ line: string }>(`
       SELECT concat_ws(' | ', rel.relname, con.conname, pg_get_constraintdef(con.oid)) AS line
       FROM pg_constraint con JOIN pg_class rel ON rel.oid = con.conrelid
-      WHERE con.connamespace = 'public'::regnamespace AND rel.relname <> '_prisma_migrations'`);
+      WHERE con.connamespace = 'public'::regnamespace AND rel.relname <> '_prisma_migrations'
+        AND con.contype <> 't'`);
     const lines = (result: { rows: { line: string }[] }) => result.rows.map((row) => row.line).sort();
     return { columns: lines(columns), indexes: lines(indexes), constraints: lines(constraints) };
   } finally {
@@ -187,7 +200,7 @@ describe.each(BACKENDS)('%s: the committed history is the engine SQL for schema.
       expect(statements(initMigrationSql(provider).sql)).toEqual(
         expect.arrayContaining([PARTIAL_INDEX_SQL, REVISION_SEED_SQL]),
       );
-      const history = foldAddColumns(statements(historySql(provider)));
+      const history = foldTableChanges(statements(historySql(provider)));
       for (const pattern of AUDIT_TAIL[provider]) expect(history.filter((statement) => pattern.test(statement))).toHaveLength(1);
       const tail = (statement: string) => AUDIT_TAIL[provider].some((pattern) => pattern.test(statement));
       expect(history.filter((statement) => !tail(statement)).sort()).toEqual([...generated, PARTIAL_INDEX_SQL, REVISION_SEED_SQL].sort());

@@ -1,6 +1,7 @@
 // The four roles of `partnerctl db roles` on a real PostgreSQL, used by real login roles (unique names per
 // run, dropped afterwards): what each may do, that a refusal changes nothing, and that the audit trail
 // records the login whatever --actor claims.
+import type { Database } from '../../src/db/client.js';
 import { generateKeyPairSync, randomBytes, sign } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -9,6 +10,8 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
+import { atText, eventHash, GENESIS } from '../../src/db/audit-hash.js';
+import { permissionDenied } from '../../src/db/roles.js';
 import { adminQuery, backendAvailable, createBackend, type TestBackend } from '../support/backends.js';
 import { runBinary, runCli, type CliResult } from '../support/cli.js';
 import { serve } from '../support/serve.js';
@@ -39,6 +42,45 @@ describe.skipIf(!backendAvailable('postgresql'))('PostgreSQL roles with real log
     }
   };
   const auditCount = async () => Number((await query('SELECT COUNT(*) AS n FROM audit_events'))[0].n);
+  /** A login's own connection, closed after `work`. */
+  const connectedAs = async <T>(login: string, work: (client: pg.Client) => Promise<T>): Promise<T> => {
+    const client = new pg.Client({ connectionString: urlAs(login) });
+    await client.connect();
+    try {
+      return await work(client);
+    } finally {
+      await client.end();
+    }
+  };
+  /**
+   * By hand, what a unit of work writes for one event on a login's connection, inside the caller's
+   * transaction: the revision bumped first, then the event at the chain's head with the hash of its content.
+   */
+  const appendLikeAUnit = async (
+    client: pg.Client,
+    login: string,
+    event: { action: string; partnerId?: string | null; details?: string; principal?: string },
+  ): Promise<number> => {
+    await client.query('UPDATE revision SET value = value + 1 WHERE id = 1');
+    const [head] = (await client.query('SELECT seq, hash FROM audit_events WHERE seq IS NOT NULL ORDER BY seq DESC LIMIT 1')).rows;
+    const at = new Date();
+    const content = {
+      seq: Number(head?.seq ?? 0) + 1,
+      at: atText('postgresql', at),
+      actor: 'by-hand',
+      principal: login,
+      principalVerified: true,
+      action: event.action,
+      partnerId: event.partnerId ?? null,
+      details: event.details ?? '{}',
+      prevHash: head?.hash ?? GENESIS,
+    };
+    await client.query(
+      'INSERT INTO audit_events (at, actor, action, partner_id, details, seq, prev_hash, hash, principal) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)',
+      [at, content.actor, content.action, content.partnerId, content.details, content.seq, content.prevHash, eventHash(content), event.principal ?? login],
+    );
+    return content.seq;
+  };
 
   beforeAll(async () => {
     backend = await createBackend('postgresql');
@@ -105,8 +147,10 @@ describe.skipIf(!backendAvailable('postgresql'))('PostgreSQL roles with real log
     try {
       await expect(client.query("UPDATE audit_events SET details = '{}'")).rejects.toMatchObject({ code: '42501' });
       await expect(client.query('DELETE FROM audit_events')).rejects.toMatchObject({ code: '42501' });
-      // And a principal it sends is replaced by its login.
-      await client.query("INSERT INTO audit_events (actor, action, principal) VALUES ('x', 'test.forged', 'someone_else')");
+      // And a principal it sends, in an event written as a unit writes it, is replaced by its login.
+      await client.query('BEGIN');
+      await appendLikeAUnit(client, logins.support, { action: 'test.forged', principal: 'someone_else' });
+      await client.query('COMMIT');
       const [row] = (await client.query("SELECT principal, principal_verified FROM audit_events WHERE action = 'test.forged'")).rows;
       expect(row).toEqual({ principal: logins.support, principal_verified: true });
     } finally {
@@ -240,5 +284,134 @@ describe.skipIf(!backendAvailable('postgresql'))('PostgreSQL roles with real log
     expect(result.code).toBe(7);
     expect(result.stderr.trim().split('\n')).toHaveLength(1);
     expect(result.stderr).toContain('permission_denied: UPDATE on partners');
+  });
+  it('writes audit events only as a unit of work does: no forged id at or below the chain, no event outside the write lock', async () => {
+    const before = await auditCount();
+    await connectedAs(logins.support, async (client) => {
+      for (const id of [0, -1]) {
+        await expect(client.query(`INSERT INTO audit_events (id, actor, action) VALUES (${id}, 'x', 'keys.revoked')`)).rejects.toMatchObject({ code: '42501' });
+      }
+      // Without the revision row's lock, in a well-formed shape.
+      const [head] = (await client.query('SELECT seq, hash FROM audit_events WHERE seq IS NOT NULL ORDER BY seq DESC LIMIT 1')).rows;
+      await expect(
+        client.query("INSERT INTO audit_events (actor, action, seq, prev_hash, hash) VALUES ('x', 'keys.revoked', $1, $2, $3)", [
+          Number(head.seq) + 1,
+          head.hash,
+          'f'.repeat(64),
+        ]),
+      ).rejects.toMatchObject({ code: '42501' });
+      // Under the lock, but an explicit id below the others, a position off the head, or a hash that is not its content's.
+      for (const forge of [
+        "INSERT INTO audit_events (id, actor, action) VALUES (0, 'x', 'keys.revoked')",
+        "INSERT INTO audit_events (actor, action, seq, prev_hash, hash) VALUES ('x', 'keys.revoked', 1, repeat('0', 64), repeat('a', 64))",
+        `INSERT INTO audit_events (actor, action, seq, prev_hash, hash) VALUES ('x', 'keys.revoked', ${Number(head.seq) + 1}, '${head.hash}', repeat('a', 64))`,
+      ]) {
+        await client.query('BEGIN');
+        await client.query('UPDATE revision SET value = value + 1 WHERE id = 1');
+        await expect(client.query(forge)).rejects.toMatchObject({ code: '42501' });
+        await client.query('ROLLBACK');
+      }
+    });
+    expect(await auditCount()).toBe(before);
+    // Every role's writes go on, and the chain is whole.
+    expect((await as(logins.support, 'map-company', 'acme', '--company', 'shop-after-forgery')).code).toBe(0);
+    const verified = await owner('--json', 'audit', 'verify');
+    expect(verified.json(), verified.stdout).toMatchObject({ ok: true });
+  });
+
+  it('moves the revision only by one, with the audit events of a change, and past int4', async () => {
+    await connectedAs(logins.support, async (client) => {
+      await expect(client.query('UPDATE revision SET value = 2147483647 WHERE id = 1')).rejects.toMatchObject({ code: '42501' });
+      await expect(client.query('UPDATE revision SET value = value - 1 WHERE id = 1')).rejects.toMatchObject({ code: '42501' });
+      // By one, but with no change behind it: refused when it would commit.
+      await expect(client.query('UPDATE revision SET value = value + 1 WHERE id = 1')).rejects.toMatchObject({ code: '42501' });
+    });
+    await adminQuery(backend.url, 'UPDATE revision SET value = 2147483646 WHERE id = 1');
+    for (const company of ['shop-int4-a', 'shop-int4-b']) {
+      const mapped = await as(logins.support, 'map-company', 'acme', '--company', company);
+      expect(mapped.code, mapped.stderr).toBe(0);
+    }
+    const [revision] = await query('SELECT value FROM revision WHERE id = 1');
+    expect(String(revision.value)).toBe('2147483648');
+  });
+
+  it('on-call cannot write an outbox event or delivery that no audit event of the same transaction vouches for', async () => {
+    const added = await owner('--json', 'webhooks', 'add', '--url', 'http://127.0.0.1:9/forged', '--insecure');
+    expect(added.code, added.stderr).toBe(0);
+    const endpoint = added.json<{ id: string }>().id;
+    const body = (type: string, data: Record<string, unknown>) =>
+      JSON.stringify({ type, timestamp: new Date().toISOString(), data: { partner_id: partner.partner_id, partner_name: 'acme', actor: 'by-hand', ...data } });
+    const insertEvent = (client: pg.Client, id: string, type: string, data: string, auditSeq: number | null) =>
+      client.query('INSERT INTO webhook_events (id, type, partner_id, data, created_at, audit_seq) VALUES ($1, $2, $3, $4, now(), $5)', [
+        id,
+        type,
+        partner.partner_id,
+        data,
+        auditSeq,
+      ]);
+    try {
+      await connectedAs(logins.oncall, async (client) => {
+        // No audit event at all.
+        await expect(insertEvent(client, 'msg_forged_1', 'keys.revoked', body('keys.revoked', {}), null)).rejects.toMatchObject({ code: '42501' });
+        // An audit event of an earlier transaction.
+        const [old] = (await client.query("SELECT seq FROM audit_events WHERE action = 'tokens.revoked' ORDER BY seq DESC LIMIT 1")).rows;
+        await expect(insertEvent(client, 'msg_forged_2', 'tokens.revoked', body('tokens.revoked', {}), Number(old.seq))).rejects.toMatchObject({ code: '42501' });
+        // An audit event of this transaction, but a body that says more than it.
+        await client.query('BEGIN');
+        const seq = await appendLikeAUnit(client, logins.oncall, { action: 'tokens.revoked', partnerId: partner.partner_id });
+        await expect(insertEvent(client, 'msg_forged_3', 'tokens.revoked', body('tokens.revoked', { note: 'pay to IBAN …' }), seq)).rejects.toMatchObject({
+          code: '42501',
+        });
+        await client.query('ROLLBACK');
+        // A delivery of an existing event, written outside that event's transaction.
+        const [existing] = (await client.query('SELECT id FROM webhook_events LIMIT 1')).rows;
+        expect(existing).toBeDefined();
+        await expect(
+          client.query(
+            "INSERT INTO webhook_deliveries (event_id, endpoint_id, status, attempts, next_attempt_at, created_at) VALUES ($1, $2, 'pending', 0, now(), now())",
+            [existing.id, endpoint],
+          ),
+        ).rejects.toMatchObject({ code: '42501' });
+        // What the unit of work writes is accepted: the event exactly as its audit event says, with its delivery.
+        await client.query('BEGIN');
+        const vouched = await appendLikeAUnit(client, logins.oncall, { action: 'tokens.revoked', partnerId: partner.partner_id });
+        await insertEvent(client, 'msg_vouched', 'tokens.revoked', body('tokens.revoked', {}), vouched);
+        await client.query(
+          "INSERT INTO webhook_deliveries (event_id, endpoint_id, status, attempts, next_attempt_at, created_at) VALUES ('msg_vouched', $1, 'pending', 0, now(), now())",
+          [endpoint],
+        );
+        await client.query('ROLLBACK');
+      });
+      expect(await query("SELECT id FROM webhook_events WHERE id LIKE 'msg_forged%'")).toEqual([]);
+      // On-call's own commands still write their events.
+      expect((await as(logins.oncall, 'revoke-tokens', 'acme')).code).toBe(0);
+      const [written] = await query(`SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = '${endpoint}'`);
+      expect(Number(written.n)).toBe(1);
+    } finally {
+      expect((await owner('webhooks', 'remove', endpoint)).code).toBe(0);
+    }
+  });
+
+  it('names the role that holds the signing secret when support tests a webhook', async () => {
+    const added = await owner('--json', 'webhooks', 'add', '--url', 'http://127.0.0.1:9/hint', '--insecure');
+    const endpoint = added.json<{ id: string }>().id;
+    try {
+      const tested = await as(logins.support, 'webhooks', 'test', endpoint);
+      expect(tested.code).toBe(7);
+      expect(tested.stderr).toMatch(/^partnerctl: permission_denied: SELECT on webhook_endpoints is not granted to pctl_sup_\S+; partnerctl_admin has it/);
+      expect(tested.stderr).not.toContain('partnerctl_support');
+      // A refusal by a rule of the schema says its reason, not a grant.
+      const refusal = await connectedAs(logins.support, async (client) => {
+        const statement = "INSERT INTO audit_events (id, actor, action) VALUES (0, 'x', 'y')";
+        const error = await client.query(statement).catch((caught: unknown) => Object.assign(caught as Error, { statement }));
+        // Only the handle's reads are used: those of this login's own connection.
+        const sql = { provider: 'postgresql', query: async (text: string, params?: readonly unknown[]) => (await client.query(text, params as unknown[])).rows };
+        return permissionDenied({ provider: 'postgresql', sql } as unknown as Database, error);
+      });
+      expect(refusal.message).toMatch(/^INSERT on audit_events refused for pctl_sup_\S+: events are appended by a change that holds the write lock/);
+      expect(refusal.hint).toBe('see docs/roles.md');
+    } finally {
+      await owner('webhooks', 'remove', endpoint);
+    }
   });
 });

@@ -52,6 +52,7 @@ describe('the SQLite and PostgreSQL schemas', () => {
       'GateDecisionUnrecorded',
       'KeyPair',
       'LeakReport',
+      'Lease',
       'Partner',
       'PartnerLimit',
       'PartnerNetwork',

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resolveDatabase } from '../../src/config.js';
 import { openDatabase, type Database } from '../../src/db/client.js';
 import { AccessState } from '../../src/domain/access.js';
-import { mapCompany, unmapCompany } from '../../src/domain/companies.js';
+import { mapCompany, unmapCompany } from '../support/domain.js';
 import { issueKeyPair, revokeKeyPair, revokeTokens, rotateKeyPair } from '../../src/domain/key-pairs.js';
 import { createPartner, setPartnerStatus } from '../../src/domain/partners.js';
 import type { TokenClaims } from '../../src/domain/tokens.js';

@@ -101,6 +101,58 @@ describe.each(BACKENDS)('%s: the audit chain', (provider) => {
       expect(report, JSON.stringify(report)).toMatchObject({ ok: false, broken_at: 5, reason: 'inserted' });
     });
 
+    it("names a copy of an event at the copy's own id: 'inserted'", async () => {
+      const { tamper, verify, cli } = await chainOf(4);
+      await tamper(
+        `INSERT INTO audit_events (id, at, actor, principal, principal_verified, action, partner_id, details, seq, prev_hash, hash)
+         SELECT 6, at, actor, principal, principal_verified, action, partner_id, details, seq, prev_hash, hash FROM audit_events WHERE id = 5`,
+      );
+      if (provider === 'postgresql') await tamper("SELECT setval('audit_events_id_seq', 6)");
+      expect((await cli('map-company', 'acme', '--company', 'shop-late')).code).toBe(0);
+      const { code, report } = await verify();
+      expect(code).toBe(1);
+      expect(report, JSON.stringify(report)).toMatchObject({ ok: false, broken_at: 6, reason: 'inserted', events: 5 });
+      expect(report.message).toContain('#6 repeats #5');
+    });
+
+    it("names two events whose ids were swapped: 'reordered', not 'removed'", async () => {
+      const { tamper, verify } = await chainOf(4);
+      await tamper('UPDATE audit_events SET id = -4 WHERE id = 4');
+      await tamper('UPDATE audit_events SET id = 4 WHERE id = 5');
+      await tamper('UPDATE audit_events SET id = 5 WHERE id = -4');
+      const { code, report } = await verify();
+      expect(code).toBe(1);
+      expect(report, JSON.stringify(report)).toMatchObject({ ok: false, broken_at: 4, reason: 'reordered', events: 3 });
+      expect(report.message).toContain('#4 (chain position 5) is stored before #5 (position 4)');
+    });
+
+    it('walks the events at or below id 0 too, and a write says what such a row is and how to repair it', async () => {
+      const { tamper, verify, cli } = await chainOf(2);
+      // A copy of a chained event, slipped in below every id: not part of the chain.
+      await tamper(
+        `INSERT INTO audit_events (id, at, actor, principal, principal_verified, action, partner_id, details, seq, prev_hash, hash)
+         SELECT 0, at, actor, principal, principal_verified, action, partner_id, details, seq, prev_hash, hash FROM audit_events WHERE id = 2`,
+      );
+      expect((await verify()).report).toMatchObject({ ok: false, broken_at: 0, reason: 'inserted' });
+      expect((await cli('map-company', 'acme', '--company', 'shop-x')).code).toBe(0);
+      await tamper('DELETE FROM audit_events WHERE id = 0');
+      expect((await verify()).report).toMatchObject({ ok: true, events: 4 });
+      // A back-dated row without chain data, below the chain's legacy mark (0 here): writes stop, and say why.
+      await tamper("INSERT INTO audit_events (id, at, actor, action, details) VALUES (-7, $1, 'root', 'keys.revoked', '{}')", [new Date(0)]);
+      const { code, report } = await verify();
+      expect(code).toBe(1);
+      expect(report).toMatchObject({ ok: false, broken_at: -7, reason: 'inserted' });
+      expect(report.message).toContain('written around partnerctl');
+      const refused = await cli('map-company', 'acme', '--company', 'shop-y');
+      expect(refused.code).toBe(5);
+      expect(refused.stderr).toMatch(/^partnerctl: audit_chain_broken: audit event\(s\) #-7 sit at or below the start of the audit chain/);
+      expect(refused.stderr).toContain('DELETE FROM audit_events WHERE hash IS NULL AND id IN (-7)');
+      expect(refused.stderr).not.toContain('db migrate');
+      await tamper('DELETE FROM audit_events WHERE id = -7');
+      expect((await cli('map-company', 'acme', '--company', 'shop-y')).code).toBe(0);
+      expect((await verify()).report).toMatchObject({ ok: true, events: 5 });
+    });
+
     it('verify --head catches a truncated tail that the chain alone cannot see', async () => {
       const { tamper, verify, cli } = await chainOf(3);
       const head = (await cli('--json', 'audit', 'head')).json();
@@ -113,6 +165,7 @@ describe.each(BACKENDS)('%s: the audit chain', (provider) => {
       const bad = await cli('audit', 'verify', '--head', 'not-a-hash');
       expect(bad.code).toBe(2);
       expect(bad.stderr).toMatch(/^partnerctl: invalid_argument: --head must be a hash/);
+      expect(bad.stderr).toContain("hint: the hash 'partnerctl audit head' printed");
     });
 
     it('stays one chain under concurrent commands from several processes', async () => {

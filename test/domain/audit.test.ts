@@ -2,14 +2,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { listAuditEvents } from '../../src/domain/audit.js';
-import { mapCompany, unmapCompany } from '../../src/domain/companies.js';
+import { listAuditEvents, mapCompany, unmapCompany } from '../support/domain.js';
 import { issueKeyPair, revokeKeyPair, rotateKeyPair } from '../../src/domain/key-pairs.js';
 import { createPartner, setPartnerStatus } from '../../src/domain/partners.js';
 import { SigningKeys } from '../../src/domain/signing-keys.js';
 import { mintTestToken } from '../../src/domain/test-tokens.js';
 import { backendAvailable, BACKENDS } from '../support/backends.js';
 import { expectAppError, revisionOf, uniqueName, useMigratedDatabase } from './fixtures.js';
+import { systemClock } from '../../src/clock.js';
 
 const keyFolder = mkdtempSync(join(tmpdir(), 'partnerctl-audit-keys-'));
 afterAll(() => rmSync(keyFolder, { recursive: true, force: true }));
@@ -19,7 +19,7 @@ describe.each(BACKENDS)('audit trail and revision on %s', (provider) => {
     const ctx = useMigratedDatabase(provider);
 
     it('records every mutation with actor, action and partner, bumping the revision each time', async () => {
-      const keys = SigningKeys.open(join(keyFolder, `${provider}.json`));
+      const keys = SigningKeys.open(join(keyFolder, `${provider}.json`), systemClock);
       const name = uniqueName('audited');
       let partnerId = '';
       const steps: [string, string, () => Promise<unknown>][] = [

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { mapCompany, unmapCompany } from '../../src/domain/companies.js';
+import { mapCompany, unmapCompany } from '../support/domain.js';
 import { createPartner } from '../../src/domain/partners.js';
 import { backendAvailable, BACKENDS } from '../support/backends.js';
 import { hintFor } from '../../src/cli/hints.js';

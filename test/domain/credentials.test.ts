@@ -10,6 +10,7 @@ import { SigningKeys } from '../../src/domain/signing-keys.js';
 import { TokenVerifier } from '../../src/domain/tokens.js';
 import { backendAvailable, BACKENDS } from '../support/backends.js';
 import { ALICE, expectAppError, uniqueName, useMigratedDatabase } from './fixtures.js';
+import { systemClock } from '../../src/clock.js';
 
 const folder = mkdtempSync(join(tmpdir(), 'partnerctl-credentials-test-'));
 afterAll(() => rmSync(folder, { recursive: true, force: true }));
@@ -17,7 +18,7 @@ afterAll(() => rmSync(folder, { recursive: true, force: true }));
 describe.each(BACKENDS)('CredentialExchange on %s', (provider) => {
   describe.skipIf(!backendAvailable(provider))(provider, () => {
     const ctx = useMigratedDatabase(provider);
-    const keys = SigningKeys.open(join(folder, `${provider}.json`));
+    const keys = SigningKeys.open(join(folder, `${provider}.json`), systemClock);
 
     async function partnerWithKeys(): Promise<IssuedKeyPair> {
       const { partner } = await createPartner(ctx.db, ALICE, { name: uniqueName() });

@@ -1,19 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import {
-  ACCESS_KEY_FORMAT,
-  checksumOf,
-  checksumValid,
-  crc32,
-  newId,
-  newKeyMaterial,
-  parseKey,
-  SECRET_KEY_FORMAT,
-} from '../../src/domain/identifiers.js';
+import { newId, newKeyMaterial, parseKey } from '../../src/domain/identifiers.js';
 import { AppError } from '../../src/errors.js';
 import { parseTokenId } from '../../src/domain/tokens.js';
-
-const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+import { ACCESS_KEY_FORMAT, BASE62, checksumOf, checksumValid, crc32, SECRET_KEY_FORMAT } from '../support/key-format.js';
 
 /** The regular expressions the docs publish for secret scanners, from the "Key formats" block of docs/leaked-credentials.md. */
 function readmePatterns(): { access: RegExp; secret: RegExp } {
@@ -40,12 +30,12 @@ function typos(key: string, count: number): string[] {
 }
 
 describe('key formats', () => {
-  it('computes the standard CRC32 (check value of "123456789")', () => {
+  it('holds keys against the standard CRC32 (check value of "123456789")', () => {
     expect(crc32('123456789')).toBe(0xcbf43926);
   });
 
   it('issues keys in the published formats, the secret naming its pair, each ending in its checksum', () => {
-    const id = newId('kp');
+    const id = newId('kp', Date.now());
     const { accessKey, secretKey } = newKeyMaterial(id);
     expect(accessKey).toMatch(ACCESS_KEY_FORMAT);
     expect(secretKey).toMatch(SECRET_KEY_FORMAT);
@@ -62,7 +52,7 @@ describe('key formats', () => {
   it('publishes in docs/leaked-credentials.md regular expressions that match freshly issued keys and only them', () => {
     const { access, secret } = readmePatterns();
     for (let i = 0; i < 50; i++) {
-      const { accessKey, secretKey } = newKeyMaterial(newId('kp'));
+      const { accessKey, secretKey } = newKeyMaterial(newId('kp', Date.now()));
       expect(`found ${accessKey} in a log`).toMatch(access);
       expect(`"${secretKey}"`).toMatch(secret);
       expect(access.exec(` ${accessKey} `)?.[0]).toBe(accessKey);
@@ -77,7 +67,7 @@ describe('key formats', () => {
 
   it('tells a one-character typo from a real key offline: the checksum rejects it, saying checksum', () => {
     for (let round = 0; round < 20; round++) {
-      const { accessKey, secretKey } = newKeyMaterial(newId('kp'));
+      const { accessKey, secretKey } = newKeyMaterial(newId('kp', Date.now()));
       for (const key of [...typos(accessKey, 20), ...typos(secretKey, 40)]) {
         expect(checksumValid(key)).toBe(false);
         let error: unknown;
@@ -112,8 +102,8 @@ describe('key formats', () => {
   });
 
   it('reads token ids: partner, key pair (or test), issue time in ms; older ids are not traceable', () => {
-    const partnerId = newId('ptn');
-    const keyPairId = newId('kp');
+    const partnerId = newId('ptn', Date.now());
+    const keyPairId = newId('kp', Date.now());
     expect(parseTokenId(`${partnerId}.${keyPairId}.1795391427874.86afcf9fcc3735d5`)).toEqual({ partnerId, keyPairId, issuedAtMs: 1795391427874 });
     expect(parseTokenId(`${partnerId}.test.1795391427874.86afcf9fcc3735d5`)).toEqual({ partnerId, keyPairId: null, issuedAtMs: 1795391427874 });
     expect(parseTokenId('3b241101-e2bb-4255-8caf-4136c566a962')).toBeNull();

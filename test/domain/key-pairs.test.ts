@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { resolveDatabase } from '../../src/config.js';
 import type { Database } from '../../src/db/client.js';
 import { issueKeyPair, revokeKeyPair, rotateKeyPair } from '../../src/domain/key-pairs.js';
-import { ACCESS_KEY_FORMAT as ACCESS_KEY_PATTERN, SECRET_KEY_FORMAT as SECRET_KEY_PATTERN } from '../../src/domain/identifiers.js';
+import { ACCESS_KEY_FORMAT as ACCESS_KEY_PATTERN, SECRET_KEY_FORMAT as SECRET_KEY_PATTERN } from '../support/key-format.js';
 import { createPartner } from '../../src/domain/partners.js';
 import { backendAvailable, BACKENDS } from '../support/backends.js';
 import { hintFor } from '../../src/cli/hints.js';

@@ -1,3 +1,4 @@
+import { systemClock } from '../../src/clock.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -45,7 +46,7 @@ describe('leakAction: what the receiver does, from the typed containment', () =>
 describe.each(BACKENDS)('handleLeakAlerts on %s', (provider) => {
   describe.skipIf(!backendAvailable(provider))(provider, () => {
     const ctx = useMigratedDatabase(provider);
-    const keys = SigningKeys.open(join(folder, `${provider}.json`));
+    const keys = SigningKeys.open(join(folder, `${provider}.json`), systemClock);
     const alert = (token: string, url = `https://github.com/octo/repo/blob/${uniqueName('c')}`): LeakAlert => ({
       token,
       type: 'partnerctl_secret_key',

@@ -4,7 +4,7 @@ import { resolveDatabase } from '../../src/config.js';
 import { openDatabase, type Database } from '../../src/db/client.js';
 import { ACCESS_CHANNEL } from '../../src/db/repositories/revision.js';
 import { AccessState } from '../../src/domain/access.js';
-import { mapCompany, unmapCompany } from '../../src/domain/companies.js';
+import { mapCompany, unmapCompany } from '../support/domain.js';
 import { issueKeyPair, revokeKeyPair } from '../../src/domain/key-pairs.js';
 import { createPartner, setPartnerStatus } from '../../src/domain/partners.js';
 import type { TokenClaims } from '../../src/domain/tokens.js';

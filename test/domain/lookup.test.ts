@@ -1,3 +1,4 @@
+import { systemClock } from '../../src/clock.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -46,7 +47,7 @@ async function reasonOf(action: Promise<unknown>): Promise<string | null> {
 describe.each(BACKENDS)('lookup on %s', (provider) => {
   describe.skipIf(!backendAvailable(provider))(provider, () => {
     const ctx = useMigratedDatabase(provider);
-    const keys = SigningKeys.open(join(folder, `${provider}.json`));
+    const keys = SigningKeys.open(join(folder, `${provider}.json`), systemClock);
     const openKeys = async () => keys;
 
     function timed() {

@@ -8,7 +8,7 @@ import {
 } from '../../src/domain/partners.js';
 import { showPartner } from '../../src/domain/partner-details.js';
 import { issueKeyPair } from '../../src/domain/key-pairs.js';
-import { mapCompany } from '../../src/domain/companies.js';
+import { mapCompany } from '../support/domain.js';
 import { PARTNER_ID_PATTERN } from '../../src/domain/identifiers.js';
 import { backendAvailable, BACKENDS } from '../support/backends.js';
 import { hintFor } from '../../src/cli/hints.js';

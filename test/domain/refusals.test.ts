@@ -2,7 +2,6 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../../src/db/client.js';
 import { insertDecisions, type DecisionRow } from '../../src/db/repositories/decisions.js';
-import { mapCompany } from '../../src/domain/companies.js';
 import { issueKeyPair, revokeKeyPair, revokeTokens } from '../../src/domain/key-pairs.js';
 import { setNetwork } from '../../src/domain/networks.js';
 import { createPartner, setPartnerStatus } from '../../src/domain/partners.js';
@@ -11,6 +10,7 @@ import { GATE_REFUSAL_REASONS } from '../../src/domain/verdict.js';
 import { DecisionRecorder } from '../../src/domain/decision-records.js';
 import { loadConfig } from '../../src/config.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
+import { mapCompany } from '../support/domain.js';
 
 const who = { actor: 'test' };
 
@@ -118,7 +118,7 @@ describe.each(BACKENDS)('every reason code explained (%s)', (provider) => {
           );
         }
       }, { timeoutMs: 5_000 });
-      const recorder = new DecisionRecorder(db, 'srv_prune', { retentionMs: 86_400_000 });
+      const recorder = new DecisionRecorder(db, db.clock, 'srv_prune', { retentionMs: 86_400_000 });
       expect(await recorder.prune()).toBe(true);
       const left = async (sql: string) => Number((await db.sql.query<{ n: number | string }>(sql))[0]!.n);
       expect(await left("SELECT COUNT(*) AS n FROM gate_decisions WHERE instance_id = 'srv_prune'")).toBe(1);

@@ -10,6 +10,7 @@ import { mintTestToken } from '../../src/domain/test-tokens.js';
 import { mintToken, TOKEN_AUDIENCE, TOKEN_ISSUER, TokenVerifier } from '../../src/domain/tokens.js';
 import { backendAvailable, BACKENDS } from '../support/backends.js';
 import { ALICE, auditCount, expectAppError, uniqueName, useMigratedDatabase } from './fixtures.js';
+import { systemClock } from '../../src/clock.js';
 
 const folder = mkdtempSync(join(tmpdir(), 'partnerctl-token-test-'));
 afterAll(() => rmSync(folder, { recursive: true, force: true }));
@@ -54,13 +55,13 @@ async function craft(keys: SigningKeys, { header = {}, claims = {}, key }: Craft
 describe('signing keys', () => {
   it('creates the key file on first use, mode 0600, with one Ed25519 key', () => {
     const path = keyFile();
-    const keys = SigningKeys.open(path);
+    const keys = SigningKeys.open(path, systemClock);
     expect(statSync(path).mode & 0o777).toBe(0o600);
     const stored = JSON.parse(readFileSync(path, 'utf8')) as { keys: { kid: string; crv: string; d: string }[] };
     expect(stored.keys).toHaveLength(1);
     expect(stored.keys[0]).toMatchObject({ kid: keys.current().kid, crv: 'Ed25519' });
     // A second open reads the same key instead of making another.
-    expect(SigningKeys.open(path).current().kid).toBe(keys.current().kid);
+    expect(SigningKeys.open(path, systemClock).current().kid).toBe(keys.current().kid);
     expect(JSON.stringify(keys.publicJwks())).not.toContain(stored.keys[0]!.d);
   });
 
@@ -71,19 +72,19 @@ describe('signing keys', () => {
   ])('refuses a key file holding %s with signing_key_unavailable', async (_, text) => {
     const path = keyFile();
     writeFileSync(path, text, { mode: 0o600 });
-    await expectAppError(() => SigningKeys.open(path), 'signing_key_unavailable');
+    await expectAppError(() => SigningKeys.open(path, systemClock), 'signing_key_unavailable');
   });
 
   it('rotation adds a current key and retires the previous one; old retired keys are pruned', () => {
     const path = keyFile();
-    const first = SigningKeys.open(path).current().kid;
+    const first = SigningKeys.open(path, systemClock).current().kid;
     const start = Date.now();
     const second = rotateSigningKey(path, new Date(start));
     expect(second).toMatchObject({ retiredKid: first, pruned: 0 });
-    expect(SigningKeys.open(path).current().kid).toBe(second.kid);
+    expect(SigningKeys.open(path, systemClock).current().kid).toBe(second.kid);
     const third = rotateSigningKey(path, new Date(start + (RETIRED_KEY_OVERLAP_SECONDS + 1) * 1000));
     expect(third).toMatchObject({ retiredKid: second.kid, pruned: 1 });
-    const kids = SigningKeys.open(path).publicJwks().keys.map((key) => (key as { kid: string }).kid);
+    const kids = SigningKeys.open(path, systemClock).publicJwks().keys.map((key) => (key as { kid: string }).kid);
     expect(kids).toEqual([second.kid, third.kid]);
     expect(statSync(path).mode & 0o777).toBe(0o600);
   });
@@ -91,7 +92,7 @@ describe('signing keys', () => {
 
 describe('mintToken and TokenVerifier', () => {
   const path = keyFile();
-  const keys = SigningKeys.open(path);
+  const keys = SigningKeys.open(path, systemClock);
   const verifier = () => new TokenVerifier(keys);
 
   it('mints a 900-second EdDSA JWT with the expected claims, and accepts it', async () => {
@@ -201,12 +202,12 @@ describe('mintToken and TokenVerifier', () => {
 describe('signing-key rotation and verification', () => {
   it('still verifies tokens of the retired key within the overlap, and signs new ones with the new key', async () => {
     const path = keyFile();
-    const before = SigningKeys.open(path);
+    const before = SigningKeys.open(path, systemClock);
     const old = await mintToken(before, SUBJECT);
     const { kid, retiredKid } = rotateSigningKey(path, new Date());
     expect(retiredKid).toBe(before.current().kid);
 
-    const after = SigningKeys.open(path);
+    const after = SigningKeys.open(path, systemClock);
     expect(after.current().kid).toBe(kid);
     expect(await new TokenVerifier(after).verify(old.accessToken)).toMatchObject(SUBJECT);
     const fresh = await mintToken(after, SUBJECT);
@@ -216,10 +217,10 @@ describe('signing-key rotation and verification', () => {
 
   it('refuses a token the retired key signed after its retirement (a leaked retired key mints nothing)', async () => {
     const path = keyFile();
-    const before = SigningKeys.open(path);
+    const before = SigningKeys.open(path, systemClock);
     const retiredKey = before.current();
     rotateSigningKey(path, new Date(Date.now() - 120_000));
-    const after = SigningKeys.open(path);
+    const after = SigningKeys.open(path, systemClock);
     const signedAfterRetirement = await craft(after, { header: { kid: retiredKey.kid }, key: retiredKey.key });
     await expectAppError(new TokenVerifier(after).verify(signedAfterRetirement), 'unauthorized');
     const signedBefore = await craft(after, {
@@ -232,18 +233,18 @@ describe('signing-key rotation and verification', () => {
 
   it('refuses tokens of a key retired longer ago than the overlap', async () => {
     const path = keyFile();
-    const old = await mintToken(SigningKeys.open(path), SUBJECT);
+    const old = await mintToken(SigningKeys.open(path, systemClock), SUBJECT);
     rotateSigningKey(path, new Date(Date.now() - (RETIRED_KEY_OVERLAP_SECONDS + 1) * 1000));
-    const after = SigningKeys.open(path);
+    const after = SigningKeys.open(path, systemClock);
     const error = await expectAppError(new TokenVerifier(after).verify(old.accessToken), 'unauthorized');
     expect(error.message).toMatch(/retired|unknown/);
   });
 
   it('the retired key stops verifying once the overlap has passed on the clock', async () => {
     const path = keyFile();
-    const old = await mintToken(SigningKeys.open(path), SUBJECT, 60);
+    const old = await mintToken(SigningKeys.open(path, systemClock), SUBJECT, 60);
     rotateSigningKey(path, new Date());
-    const after = SigningKeys.open(path);
+    const after = SigningKeys.open(path, systemClock);
     expect(after.verificationKey(decodeProtectedHeader(old.accessToken).kid)).toBeDefined();
     const later = Date.now() + (RETIRED_KEY_OVERLAP_SECONDS + 1) * 1000;
     expect(after.verificationKey(decodeProtectedHeader(old.accessToken).kid, later)).toBeUndefined();
@@ -252,14 +253,14 @@ describe('signing-key rotation and verification', () => {
 
   it('a running verifier picks up a rotation from the file and drops remembered verdicts when told', async () => {
     const path = keyFile();
-    const keys = SigningKeys.open(path);
+    const keys = SigningKeys.open(path, systemClock);
     const verifier = new TokenVerifier(keys);
     const old = await mintToken(keys, SUBJECT);
     await verifier.verify(old.accessToken);
 
     rotateSigningKey(path, new Date(Date.now() - (RETIRED_KEY_OVERLAP_SECONDS + 1) * 1000));
-    expect(keys.reloadIfChanged()).toBe(true);
-    expect(keys.reloadIfChanged()).toBe(false);
+    expect(keys.poll().state).toBe('reloaded');
+    expect(keys.poll().state).toBe('unchanged');
     verifier.keysChanged();
     await expectAppError(verifier.verify(old.accessToken), 'unauthorized');
     expect(await verifier.verify((await mintToken(keys, SUBJECT)).accessToken)).toMatchObject(SUBJECT);
@@ -269,7 +270,7 @@ describe('signing-key rotation and verification', () => {
 describe.each(BACKENDS)('mintTestToken on %s', (provider) => {
   describe.skipIf(!backendAvailable(provider))(provider, () => {
     const ctx = useMigratedDatabase(provider);
-    const keys = SigningKeys.open(keyFile());
+    const keys = SigningKeys.open(keyFile(), systemClock);
 
     it('mints a verifiable test token with the asked lifetime, and records it', async () => {
       const { partner } = await createPartner(ctx.db, ALICE, { name: uniqueName() });

@@ -1,6 +1,7 @@
 import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resolveDatabase } from '../../src/config.js';
 import { openDatabase, type Database } from '../../src/db/client.js';
@@ -175,7 +176,7 @@ describe.each(BACKENDS)('webhook delivery on %s: the rules of a delivery, on a t
   });
 });
 
-describe('webhook delivery on postgresql: one instance delivers, under the advisory lock', () => {
+describe('webhook delivery on postgresql: one instance delivers, under the delivery lease', () => {
   describe.skipIf(!backendAvailable('postgresql'))('', () => {
     const ctx = useMigratedDatabase('postgresql');
     let receiver: Awaited<ReturnType<typeof startReceiver>>;
@@ -189,7 +190,7 @@ describe('webhook delivery on postgresql: one instance delivers, under the advis
       await receiver?.close();
     });
 
-    it('of two running deliverers only the lock holder sends; the other stays idle', async () => {
+    it('of two running deliverers only the lease holder sends; the other stays idle', async () => {
       const { partner } = await createPartner(ctx.db, ALICE, { name: uniqueName() });
       await addWebhook(ctx.db, ALICE, { url: receiver.url('/one'), insecure: true, partner: partner.id, events: ['partner.disabled'] });
       const log = recordingLog();
@@ -197,7 +198,7 @@ describe('webhook delivery on postgresql: one instance delivers, under the advis
       for (const deliverer of deliverers) deliverer.start();
       try {
         for (let waited = 0; !deliverers.some((deliverer) => deliverer.delivering); waited += 20) {
-          if (waited > 5_000) throw new Error('no deliverer took the lock');
+          if (waited > 5_000) throw new Error('no deliverer took the lease');
           await sleep(20);
         }
         expect(deliverers.filter((deliverer) => deliverer.delivering)).toHaveLength(1);
@@ -217,6 +218,44 @@ describe('webhook delivery on postgresql: one instance delivers, under the advis
         await Promise.all(deliverers.map((deliverer) => deliverer.stop()));
       }
       expect(deliverers.some((deliverer) => deliverer.delivering)).toBe(false);
+    });
+
+    it('a leader whose lease another instance took (it was paused) claims nothing, even while it still counts itself the leader', async () => {
+      const { partner } = await createPartner(ctx.db, ALICE, { name: uniqueName() });
+      await addWebhook(ctx.db, ALICE, { url: receiver.url('/fenced'), insecure: true, partner: partner.id, events: ['partner.disabled'] });
+      const log = recordingLog();
+      const deliverer = new WebhookDeliverer(ctx.db, { retryDelaysMs: [MINUTE], pollMs: 20, log });
+      const successor = new pg.Client({ connectionString: ctx.backend.url });
+      await successor.connect();
+      deliverer.start();
+      try {
+        for (let waited = 0; !deliverer.delivering; waited += 20) {
+          if (waited > 5_000) throw new Error('the deliverer did not take the lease');
+          await sleep(20);
+        }
+        // What a successor does once the paused leader's lease has expired; then the row is held locked, so
+        // that the ex-leader's renewal waits and it goes on counting itself the leader for a while.
+        await successor.query("UPDATE leases SET holder = 'successor', expires_at = (clock_timestamp() AT TIME ZONE 'UTC') + interval '1 hour'");
+        await successor.query('BEGIN');
+        await successor.query('SELECT * FROM leases FOR UPDATE');
+        await ctx.db.sql.transaction((tx) => writeOutbox(tx, [{ type: 'partner.disabled', partnerId: partner.id, data: {} }], new Date()), { timeoutMs: 5_000 });
+        await sleep(1_000);
+        expect(deliverer.delivering).toBe(true);
+        // Its claims are refused by the row itself.
+        expect(receiver.to('/fenced')).toHaveLength(0);
+        await successor.query('ROLLBACK');
+        // Its renewal then finds the lease gone: it says so and stops counting itself the leader.
+        for (let waited = 0; deliverer.delivering; waited += 20) {
+          if (waited > 3_000) throw new Error('the deliverer did not notice it lost the lease');
+          await sleep(20);
+        }
+        expect(log.lines.filter((line) => line.level === 'warn')).toHaveLength(1);
+        expect(receiver.to('/fenced')).toHaveLength(0);
+      } finally {
+        await successor.end();
+        await deliverer.stop();
+        await ctx.db.sql.query('DELETE FROM leases');
+      }
     });
   });
 });

@@ -1,33 +1,33 @@
 import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
-import { BIN, runBinary, runCli, type CliResult } from '../support/cli.js';
+import { runBinary, runCli, type CliResult } from '../support/cli.js';
 import { openProbe, pairsOf, provision, writeMarks, type Probe } from './support.js';
 
-const HOOK_LINE = 'partnerctl: test hook: paused inside the rotation transaction';
+// The rotation the crash tests kill: the built product's, paused by the test's wrapper of its transaction.
+const PAUSED_ROTATION = fileURLToPath(new URL('./paused-rotation.mjs', import.meta.url));
+const PAUSED_LINE = 'paused inside the rotation transaction';
 // What must never reach an operator: a driver's or database's own words, or a stack trace.
 const RAW_DATABASE_TEXT = /SQLITE_\w+|database is locked|\bP\d{4}\b|deadlock|could not serialize|PrismaClient|DriverAdapterError|\n\s+at /;
 
-/** `rotate-keys` paused inside its transaction by the test hook, resolved once the hook line is on stderr. */
-async function pausedRotation(backend: TestBackend, partnerId: string) {
-  const child = spawn(process.execPath, [BIN, 'rotate-keys', partnerId, '--json'], {
-    env: { ...backend.env, PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS: '120000' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+/** A rotation paused inside its transaction (before the new pair is inserted), resolved once it says so on stderr. */
+async function pausedRotation(backend: TestBackend, partnerId: string, ...flags: string[]) {
+  const child = spawn(process.execPath, [PAUSED_ROTATION, partnerId, ...flags], { env: backend.env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   let stdout = '';
   child.stdout.setEncoding('utf8').on('data', (chunk) => (stdout += chunk));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the hook line never came: ${stderr}`)), 30_000);
+    const timer = setTimeout(() => reject(new Error(`the rotation never paused: ${stderr}`)), 30_000);
     child.stderr.setEncoding('utf8').on('data', (chunk) => {
       stderr += chunk;
-      if (stderr.includes(HOOK_LINE)) {
+      if (stderr.includes(PAUSED_LINE)) {
         clearTimeout(timer);
         resolve();
       }
     });
-    void exited.then(({ code }) => reject(new Error(`rotate-keys exited (${code}) before the hook: ${stderr}`)));
+    void exited.then(({ code }) => reject(new Error(`the rotation exited (${code}) before its pause: ${stderr}`)));
   });
   return { child, exited, stdout: () => stdout };
 }
@@ -140,20 +140,9 @@ describe.each(BACKENDS)('rotate-keys under concurrency and crashes (%s)', (provi
 
     it('SIGKILL inside a rotation with --revoke-issued-tokens revokes nothing', async () => {
       const partner = await provision(backend, 'killed-revoking');
-      const child = spawn(process.execPath, [BIN, 'rotate-keys', partner.partnerId, '--revoke-issued-tokens', '--yes'], {
-        env: { ...backend.env, PARTNERCTL_TEST_PAUSE_IN_ROTATION_MS: '120000' },
-        stdio: ['ignore', 'ignore', 'pipe'],
-      });
-      const exited = new Promise((resolve) => child.on('exit', resolve));
-      let stderr = '';
-      await new Promise<void>((resolve) =>
-        child.stderr.setEncoding('utf8').on('data', (chunk) => {
-          stderr += chunk;
-          if (stderr.includes(HOOK_LINE)) resolve();
-        }),
-      );
-      child.kill('SIGKILL');
-      await exited;
+      const paused = await pausedRotation(backend, partner.partnerId, '--revoke-issued-tokens');
+      paused.child.kill('SIGKILL');
+      await paused.exited;
       const pairs = await pairsOf(probe, partner.partnerId);
       expect(pairs.map((pair) => [pair.id, pair.status])).toEqual([[partner.keyPairId, 'active']]);
       const revoked = await probe.rows('SELECT id FROM key_pairs WHERE partner_id = $1 AND revoked_at IS NOT NULL', [partner.partnerId]);

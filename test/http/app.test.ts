@@ -31,7 +31,7 @@ describe.each(BACKENDS)('app (%s)', (provider) => {
       upstream = await startUpstream();
       t = await buildTestApp(backend, db, { PUBLIC_API_UPSTREAM_URL: upstream.url });
       const partner = await seedPartner(db);
-      const exchange = await t.app.inject({ method: 'POST', url: '/public/v1/auth/token', payload: { access_key: partner.accessKey, secret_key: partner.secretKey } });
+      const exchange = await t.inject({ method: 'POST', url: '/public/v1/auth/token', payload: { access_key: partner.accessKey, secret_key: partner.secretKey } });
       token = exchange.json().access_token;
     });
     afterAll(async () => {
@@ -42,28 +42,28 @@ describe.each(BACKENDS)('app (%s)', (provider) => {
     });
 
     it('answers unknown routes anywhere with a 404 not_found envelope and a fresh request id', async () => {
-      const first = expectEnvelope(await t.app.inject({ method: 'GET', url: '/nope' }), 404, 'not_found');
-      const second = expectEnvelope(await t.app.inject({ method: 'POST', url: '/public/v2/x', payload: {} }), 404, 'not_found');
+      const first = expectEnvelope(await t.inject({ method: 'GET', url: '/nope' }), 404, 'not_found');
+      const second = expectEnvelope(await t.inject({ method: 'POST', url: '/public/v2/x', payload: {} }), 404, 'not_found');
       expect(first.error.request_id).not.toBe(second.error.request_id);
-      expectEnvelope(await t.app.inject({ method: 'OPTIONS', url: '/' }), 404, 'not_found');
+      expectEnvelope(await t.inject({ method: 'OPTIONS', url: '/' }), 404, 'not_found');
     });
 
     it('ignores a request id sent by the client', async () => {
-      const response = await t.app.inject({ method: 'GET', url: '/healthz', headers: { 'x-request-id': 'mine' } });
+      const response = await t.inject({ method: 'GET', url: '/healthz', headers: { 'x-request-id': 'mine' } });
       expect(response.headers['x-request-id']).toMatch(UUID);
     });
 
     it('serves /healthz and /readyz with the provider', async () => {
-      const health = await t.app.inject({ method: 'GET', url: '/healthz' });
+      const health = await t.inject({ method: 'GET', url: '/healthz' });
       expect(health.statusCode).toBe(200);
       expect(health.json()).toEqual({ status: 'ok' });
       expect(health.headers['x-request-id']).toMatch(UUID);
-      const ready = await t.app.inject({ method: 'GET', url: '/readyz' });
+      const ready = await t.inject({ method: 'GET', url: '/readyz' });
       expect(ready.statusCode).toBe(200);
       // The revision this instance's caches reflect (the services confirmed it once at start).
       expect(ready.json()).toEqual({ status: 'ok', database: provider, applied_revision: t.services.access.appliedRevision });
       expect(ready.json().applied_revision).toEqual(expect.any(Number));
-      const wrong = await t.app.inject({ method: 'POST', url: '/healthz' });
+      const wrong = await t.inject({ method: 'POST', url: '/healthz' });
       expectEnvelope(wrong, 405, 'method_not_allowed');
       expect(wrong.headers.allow).toBe('GET, HEAD');
     });
@@ -71,15 +71,15 @@ describe.each(BACKENDS)('app (%s)', (provider) => {
     it('/readyz reads the revision row through the plain-SQL connection, within 2 s, with the 503 envelope when it fails', async () => {
       const sqlProbe = vi.spyOn(db.sql, 'query');
       try {
-        expect((await t.app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
+        expect((await t.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
         expect(sqlProbe).toHaveBeenCalledWith('SELECT value FROM revision WHERE id = 1');
         sqlProbe.mockRejectedValueOnce(new Error('connection refused by 10.0.0.7:5432'));
-        const failed = expectEnvelope(await t.app.inject({ method: 'GET', url: '/readyz' }), 503, 'database_unavailable');
+        const failed = expectEnvelope(await t.inject({ method: 'GET', url: '/readyz' }), 503, 'database_unavailable');
         expect(failed.error.message).toContain(provider);
         expect(failed.error.message).not.toContain('10.0.0.7');
         sqlProbe.mockImplementationOnce(() => new Promise(() => {}));
         const started = Date.now();
-        expectEnvelope(await t.app.inject({ method: 'GET', url: '/readyz' }), 503, 'database_unavailable');
+        expectEnvelope(await t.inject({ method: 'GET', url: '/readyz' }), 503, 'database_unavailable');
         expect(Date.now() - started).toBeGreaterThanOrEqual(1_900);
         expect(Date.now() - started).toBeLessThan(4_000);
       } finally {
@@ -96,7 +96,7 @@ describe.each(BACKENDS)('app (%s)', (provider) => {
       });
       const sqlProbe = vi.spyOn(db.sql, 'query').mockRejectedValueOnce(failure);
       try {
-        const response = await t.app.inject({ method: 'GET', url: '/readyz' });
+        const response = await t.inject({ method: 'GET', url: '/readyz' });
         expectEnvelope(response, 503, 'database_unavailable');
         const requestId = response.headers['x-request-id'];
         const warn = t.logLines.find((line) => line.level === 40 && line.request_id === requestId);
@@ -115,7 +115,7 @@ describe.each(BACKENDS)('app (%s)', (provider) => {
     });
 
     it('serves an OpenAPI 3.1 document without authentication', async () => {
-      const response = await t.app.inject({ method: 'GET', url: '/public/v1/openapi.json' });
+      const response = await t.inject({ method: 'GET', url: '/public/v1/openapi.json' });
       expect(response.statusCode).toBe(200);
       const doc = response.json();
       expect(doc.openapi).toBe('3.1.0');
@@ -129,22 +129,24 @@ describe.each(BACKENDS)('app (%s)', (provider) => {
       expect(doc.components.schemas.ErrorCode['x-status'].request_timeout).toBe(408);
       expect(JSON.stringify(doc.paths['/{path}'])).toContain('company_id');
       expect(response.json()).toEqual(JSON.parse(JSON.stringify(openApiDocument())));
-      expectEnvelope(await t.app.inject({ method: 'DELETE', url: '/public/v1/openapi.json' }), 405, 'method_not_allowed');
+      expectEnvelope(await t.inject({ method: 'DELETE', url: '/public/v1/openapi.json' }), 405, 'method_not_allowed');
     });
 
     it('refuses methods the data endpoints do not take with 405 and Allow', async () => {
       for (const url of ['/public/v1/x?company_id=acme', '/public/v1?company_id=acme', '/public/v1/?company_id=acme']) {
-        const response = await t.app.inject({ method: 'TRACE', url, headers: bearer(token) });
-        expectEnvelope(response, 405, 'method_not_allowed');
-        expect(response.headers.allow, url).toBe('GET, HEAD, DELETE, OPTIONS, POST, PUT, PATCH');
+        for (const method of ['TRACE', 'PROPFIND', 'PURGE'] as const) {
+          const response = await t.inject({ method, url, headers: bearer(token) });
+          expectEnvelope(response, 405, 'method_not_allowed');
+          expect(response.headers.allow, `${method} ${url}`).toBe('GET, HEAD, DELETE, OPTIONS, POST, PUT, PATCH');
+        }
       }
     });
 
     it('sends no CORS headers at all when no origins are configured, preflights included', async () => {
       const headers = { origin: 'https://app.example.com', 'access-control-request-method': 'GET' };
-      const preflight = await t.app.inject({ method: 'OPTIONS', url: '/public/v1/x', headers });
+      const preflight = await t.inject({ method: 'OPTIONS', url: '/public/v1/x', headers });
       expectEnvelope(preflight, 401, 'unauthorized');
-      const simple = await t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: { ...bearer(token), origin: 'https://app.example.com' } });
+      const simple = await t.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: { ...bearer(token), origin: 'https://app.example.com' } });
       expect(simple.statusCode).toBe(200);
       for (const response of [preflight, simple]) {
         expect(Object.keys(response.headers).filter((name) => name.startsWith('access-control-'))).toEqual([]);
@@ -157,7 +159,7 @@ describe.each(BACKENDS)('app (%s)', (provider) => {
         PUBLIC_API_CORS_ORIGINS: 'https://app.example.com, https://admin.example.com',
       });
       try {
-        const allowed = await withCors.app.inject({
+        const allowed = await withCors.inject({
           method: 'OPTIONS',
           url: '/public/v1/x',
           headers: { origin: 'https://app.example.com', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type' },
@@ -165,15 +167,15 @@ describe.each(BACKENDS)('app (%s)', (provider) => {
         expect(allowed.statusCode).toBe(204);
         expect(allowed.headers['access-control-allow-origin']).toBe('https://app.example.com');
         expect(String(allowed.headers['access-control-allow-headers']).toLowerCase()).toContain('authorization');
-        const get = await withCors.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: { ...bearer(token), origin: 'https://admin.example.com' } });
+        const get = await withCors.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: { ...bearer(token), origin: 'https://admin.example.com' } });
         expect(get.statusCode).toBe(200);
         expect(get.headers['access-control-allow-origin']).toBe('https://admin.example.com');
         expect(String(get.headers['access-control-expose-headers'])).toContain('X-Request-Id');
         for (const origin of ['https://evil.example.com', 'https://app.example.com.evil.com', 'http://app.example.com', 'null']) {
-          const refused = await withCors.app.inject({ method: 'OPTIONS', url: '/public/v1/x', headers: { origin, 'access-control-request-method': 'GET' } });
+          const refused = await withCors.inject({ method: 'OPTIONS', url: '/public/v1/x', headers: { origin, 'access-control-request-method': 'GET' } });
           expectEnvelope(refused, 401, 'unauthorized');
           expect(refused.headers['access-control-allow-origin']).toBeUndefined();
-          const plain = await withCors.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: { ...bearer(token), origin } });
+          const plain = await withCors.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: { ...bearer(token), origin } });
           expect(plain.headers['access-control-allow-origin']).toBeUndefined();
         }
       } finally {
@@ -186,7 +188,7 @@ describe.each(BACKENDS)('app (%s)', (provider) => {
       try {
         const get = async (app: TestApp, vary: string | undefined, origin = 'https://app.example.com') => {
           upstream.respond = () => (vary === undefined ? {} : { headers: { vary } });
-          const response = await app.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: { ...bearer(token), origin } });
+          const response = await app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: { ...bearer(token), origin } });
           expect(response.statusCode).toBe(200);
           return response.headers.vary;
         };
@@ -206,14 +208,14 @@ describe.each(BACKENDS)('app (%s)', (provider) => {
 
     it('answers 405 on the data paths through the shared helper: Allow lists exactly the data methods', async () => {
       for (const method of ['TRACE', 'QUERY'] as const) {
-        const response = await t.app.inject({ method, url: '/public/v1/x/y?company_id=acme', headers: bearer(token), payload: 'not json' });
+        const response = await t.inject({ method, url: '/public/v1/x/y?company_id=acme', headers: bearer(token), payload: 'not json' });
         expectEnvelope(response, 405, 'method_not_allowed');
         expect(response.headers.allow).toBe('GET, HEAD, DELETE, OPTIONS, POST, PUT, PATCH');
       }
     });
 
     it('maps framework errors to envelopes: bad URL encoding, bad content length', async () => {
-      const bad = await t.app.inject({ method: 'GET', url: '/public/v1/%E0%A4%A?company_id=acme', headers: bearer(token) });
+      const bad = await t.inject({ method: 'GET', url: '/public/v1/%E0%A4%A?company_id=acme', headers: bearer(token) });
       expect(bad.statusCode).toBe(400);
       expect(bad.json().error.request_id).toMatch(UUID);
     });
@@ -226,13 +228,13 @@ describe.skipIf(!backendAvailable('postgresql'))('readiness when the database go
     const db = await openMigrated(backend);
     const t = await buildTestApp(backend, db, {});
     try {
-      expect((await t.app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
+      expect((await t.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
       await backend.dispose();
-      const response = await t.app.inject({ method: 'GET', url: '/readyz' });
+      const response = await t.inject({ method: 'GET', url: '/readyz' });
       const body = expectEnvelope(response, 503, 'database_unavailable');
       expect(body.error.message).toContain('postgresql');
       expect(body.error.message).not.toMatch(/partnerctl_test_|127\.0\.0\.1|5432/);
-      expect((await t.app.inject({ method: 'GET', url: '/healthz' })).statusCode).toBe(200);
+      expect((await t.inject({ method: 'GET', url: '/healthz' })).statusCode).toBe(200);
     } finally {
       await t.close();
       await db.close().catch(() => {});

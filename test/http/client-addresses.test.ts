@@ -5,6 +5,8 @@ import { createServer, request as httpRequest, type IncomingHttpHeaders, type Se
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { resolveDatabase } from '../../src/config.js';
+import { openDatabase } from '../../src/db/client.js';
 import { backendAvailable, BACKENDS, createBackend, type TestBackend } from '../support/backends.js';
 import { runBinary } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
@@ -235,6 +237,33 @@ describe.each(BACKENDS)('behind a trusted balancer (%s)', (provider) => {
       await cli('set-network', 'Fenced', '--clear');
       await sleep(PAST_STALENESS_BOUND_MS);
       expect((await data(proxy.url, '127.0.0.64', token)).status).toBe(200);
+    });
+
+    it('serves a partner allowed from 0.0.0.0/0 or ::/0, and refuses with 403 (not 500 or 503) under rules written around set-network', async () => {
+      const keys = await partner('Open');
+      for (const [rule, from] of [['0.0.0.0/0', '127.0.0.71'], ['::/0', '127.0.0.72']] as const) {
+        expect(await cli('set-network', 'Open', '--allow', rule)).toMatchObject({ network: { allow: [rule] } });
+        await sleep(PAST_STALENESS_BOUND_MS);
+        const token = tokenOf(await exchange(server.url, from, keys));
+        expect((await data(server.url, from, token)).status).toBe(200);
+      }
+      const token = tokenOf(await exchange(server.url, '127.0.0.73', keys));
+      // A rule the matcher cannot use, written straight into the database (and the revision moved, as a change does).
+      const db = await openDatabase(resolveDatabase(backend.url, {}));
+      try {
+        const [row] = await db.sql.query<{ id: string }>("SELECT id FROM partners WHERE name = 'Open'");
+        await db.sql.query("UPDATE partner_networks SET allow_from = '10.0.0.0/99' WHERE partner_id = $1", [row!.id]);
+        await db.sql.query('UPDATE revision SET value = value + 1 WHERE id = 1');
+      } finally {
+        await db.close();
+      }
+      await sleep(PAST_STALENESS_BOUND_MS);
+      for (const reply of [await exchange(server.url, '127.0.0.74', keys), await data(server.url, '127.0.0.74', token)]) {
+        expect(reply.status, reply.body).toBe(403);
+        expect(JSON.parse(reply.body).error.code).toBe('address_not_allowed');
+      }
+      expect(server.stderr()).toContain("network rules '10.0.0.0/99' cannot be used");
+      await cli('set-network', 'Open', '--clear');
     });
 
     it('records a genuine secret refused from an unlisted address, and lookup and list-keys show it', async () => {

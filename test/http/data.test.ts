@@ -2,7 +2,7 @@ import { createServer } from 'node:net';
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Database } from '../../src/db/client.js';
-import { mapCompany, unmapCompany } from '../../src/domain/companies.js';
+import { mapCompany, unmapCompany } from '../support/domain.js';
 import { rotateKeyPair, revokeKeyPair } from '../../src/domain/key-pairs.js';
 import { setPartnerStatus } from '../../src/domain/partners.js';
 import { mintTestToken } from '../../src/domain/test-tokens.js';
@@ -44,7 +44,7 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
     let token: string;
 
     const tokenFor = async (who: SeededPartner) => {
-      const response = await t.app.inject({ method: 'POST', url: '/public/v1/auth/token', payload: { access_key: who.accessKey, secret_key: who.secretKey } });
+      const response = await t.inject({ method: 'POST', url: '/public/v1/auth/token', payload: { access_key: who.accessKey, secret_key: who.secretKey } });
       expect(response.statusCode).toBe(200);
       return response.json().access_token as string;
     };
@@ -71,7 +71,7 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
     describe('forwarding', () => {
       it('forwards a GET: path after the base, query, partner and company headers, no Authorization', async () => {
         upstream.respond = () => ({ status: 207, headers: { 'x-engine-version': '7', 'x-request-id': 'engine-own' }, body: '{"prices":[1,2]}' });
-        const response = await t.app.inject({
+        const response = await t.inject({
           method: 'GET',
           url: '/public/v1/recommendations/items?company_id=acme&limit=5',
           headers: { ...bearer(token), 'x-partner-id': 'forged', 'x-company-id': 'forged', 'x-request-id': 'forged', 'x-custom': 'kept' },
@@ -96,7 +96,7 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
 
       it('forwards a POST body byte for byte, company_id from the body', async () => {
         const payload = '{ "company_id": "globex", "items": [ {"sku": "a"} ] }';
-        const response = await t.app.inject({
+        const response = await t.inject({
           method: 'POST',
           url: '/public/v1/recommendations?dry_run=1',
           headers: { ...bearer(token), 'content-type': 'application/json' },
@@ -113,11 +113,11 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
 
       it('forwards PUT, PATCH, DELETE and HEAD with the same method', async () => {
         for (const method of ['PUT', 'PATCH'] as const) {
-          const response = await t.app.inject({ method, url: '/public/v1/rules/1', headers: bearer(token), payload: { company_id: 'acme', rule: 1 } });
+          const response = await t.inject({ method, url: '/public/v1/rules/1', headers: bearer(token), payload: { company_id: 'acme', rule: 1 } });
           expect(response.statusCode).toBe(200);
         }
-        expect((await t.app.inject({ method: 'DELETE', url: '/public/v1/rules/1?company_id=acme', headers: bearer(token) })).statusCode).toBe(200);
-        expect((await t.app.inject({ method: 'HEAD', url: '/public/v1/rules?company_id=acme', headers: bearer(token) })).statusCode).toBe(200);
+        expect((await t.inject({ method: 'DELETE', url: '/public/v1/rules/1?company_id=acme', headers: bearer(token) })).statusCode).toBe(200);
+        expect((await t.inject({ method: 'HEAD', url: '/public/v1/rules?company_id=acme', headers: bearer(token) })).statusCode).toBe(200);
         expect(upstream.received.map((seen) => `${seen.method} ${seen.url}`)).toEqual([
           'PUT /engine/rules/1',
           'PATCH /engine/rules/1',
@@ -128,7 +128,7 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
 
       it("answers the engine's own errors as envelopes, keeping the status, and does not retry them", async () => {
         upstream.respond = () => ({ status: 503, headers: { 'retry-after': '3' }, body: '{"engine":"busy"}' });
-        const response = await t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: bearer(token) });
+        const response = await t.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: bearer(token) });
         const body = expectEnvelope(response, 503, 'engine_unavailable');
         expect(JSON.stringify(body)).not.toContain('busy');
         expect(response.headers['retry-after']).toBe('3');
@@ -137,13 +137,13 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
 
       it('answers 504 upstream_timeout when the engine is too slow', async () => {
         upstream.respond = () => ({ delayMs: 1_500 });
-        expectEnvelope(await t.app.inject({ method: 'GET', url: '/public/v1/slow?company_id=acme', headers: bearer(token) }), 504, 'upstream_timeout');
+        expectEnvelope(await t.inject({ method: 'GET', url: '/public/v1/slow?company_id=acme', headers: bearer(token) }), 504, 'upstream_timeout');
       });
 
       it('answers 502 bad_gateway when the engine is unreachable', async () => {
         const down = await buildTestApp(backend, db, { PUBLIC_API_UPSTREAM_URL: `http://127.0.0.1:${await freePort()}` });
         try {
-          const response = await down.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: bearer(token) });
+          const response = await down.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: bearer(token) });
           const body = expectEnvelope(response, 502, 'bad_gateway');
           expect(body.error.message).not.toMatch(/127\.0\.0\.1|ECONNREFUSED/);
         } finally {
@@ -154,7 +154,7 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
       it('logs why a 502 or 504 happened at warn, with the request id, and nothing of the token', async () => {
         const down = await buildTestApp(backend, db, { PUBLIC_API_UPSTREAM_URL: `http://127.0.0.1:${await freePort()}` });
         try {
-          const response = await down.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: bearer(token) });
+          const response = await down.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: bearer(token) });
           expect(response.statusCode).toBe(502);
           const warn = down.logLines.find((line) => line.level === 40 && line.request_id === response.headers['x-request-id']);
           expect(warn).toMatchObject({ status: 502, err: { name: 'AppError', code: 'bad_gateway' } });
@@ -167,7 +167,7 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
         }
         const logged = t.logLines.length;
         upstream.respond = () => ({ delayMs: 1_500 });
-        const slow = await t.app.inject({ method: 'GET', url: '/public/v1/slow?company_id=acme', headers: bearer(token) });
+        const slow = await t.inject({ method: 'GET', url: '/public/v1/slow?company_id=acme', headers: bearer(token) });
         expect(slow.statusCode).toBe(504);
         const lines = t.logLines.slice(logged).filter((line) => line.request_id === slow.headers['x-request-id']);
         expect(lines.map((line) => line.level)).toEqual([40, 30]);
@@ -175,9 +175,9 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
         expect((lines[0]!.causes as unknown[]).length).toBeGreaterThan(0);
         // A 4xx and a 200 get the request line only.
         upstream.respond = () => ({});
-        const fine = await t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=nowhere', headers: bearer(token) });
+        const fine = await t.inject({ method: 'GET', url: '/public/v1/x?company_id=nowhere', headers: bearer(token) });
         expect(fine.statusCode).toBe(404);
-        const ok = await t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: bearer(token) });
+        const ok = await t.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: bearer(token) });
         for (const response of [fine, ok]) {
           expect(t.logLines.filter((line) => line.request_id === response.headers['x-request-id']).map((line) => line.level)).toEqual([30]);
         }
@@ -186,8 +186,8 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
       it('answers 503 upstream_unavailable when no engine is configured, after the gate', async () => {
         const none = await buildTestApp(backend, db, {});
         try {
-          expectEnvelope(await none.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: bearer(token) }), 503, 'upstream_unavailable');
-          expectEnvelope(await none.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme' }), 401, 'unauthorized');
+          expectEnvelope(await none.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: bearer(token) }), 503, 'upstream_unavailable');
+          expectEnvelope(await none.inject({ method: 'GET', url: '/public/v1/x?company_id=acme' }), 401, 'unauthorized');
         } finally {
           await none.close();
         }
@@ -195,7 +195,7 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
     });
 
     describe('authentication', () => {
-      const get = (headers: Record<string, string>) => t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers });
+      const get = (headers: Record<string, string>) => t.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers });
 
       it('answers 401 with WWW-Authenticate: Bearer when no token is sent', async () => {
         const response = await get({});
@@ -255,12 +255,12 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
 
       it('refuses API keys on data requests with 400 invalid_request', async () => {
         const cases = [
-          t.app.inject({ method: 'GET', url: `/public/v1/x?company_id=acme&access_key=${partner.accessKey}`, headers: bearer(token) }),
-          t.app.inject({ method: 'GET', url: `/public/v1/x?company_id=acme&s=${partner.secretKey}`, headers: bearer(token) }),
-          t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: { ...bearer(token), 'x-api-key': 'k' } }),
-          t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: { ...bearer(token), 'x-secret-key': partner.secretKey } }),
-          t.app.inject({ method: 'POST', url: '/public/v1/x', headers: bearer(token), payload: { company_id: 'acme', secret_key: 'x' } }),
-          t.app.inject({ method: 'POST', url: '/public/v1/x', headers: bearer(token), payload: { company_id: 'acme', note: partner.accessKey } }),
+          t.inject({ method: 'GET', url: `/public/v1/x?company_id=acme&access_key=${partner.accessKey}`, headers: bearer(token) }),
+          t.inject({ method: 'GET', url: `/public/v1/x?company_id=acme&s=${partner.secretKey}`, headers: bearer(token) }),
+          t.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: { ...bearer(token), 'x-api-key': 'k' } }),
+          t.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: { ...bearer(token), 'x-secret-key': partner.secretKey } }),
+          t.inject({ method: 'POST', url: '/public/v1/x', headers: bearer(token), payload: { company_id: 'acme', secret_key: 'x' } }),
+          t.inject({ method: 'POST', url: '/public/v1/x', headers: bearer(token), payload: { company_id: 'acme', note: partner.accessKey } }),
         ];
         for (const response of await Promise.all(cases)) expectEnvelope(response, 400, 'invalid_request');
         expect(upstream.received).toHaveLength(0);
@@ -278,7 +278,7 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
           { url: `/public/v1/x/${encoded}?company_id=acme`, headers: {} },
         ];
         for (const { url, headers } of cases) {
-          const response = await t.app.inject({ method: 'GET', url, headers });
+          const response = await t.inject({ method: 'GET', url, headers });
           expectEnvelope(response, 400, 'invalid_request');
           expect(response.headers['www-authenticate']).toBeUndefined();
         }
@@ -298,7 +298,7 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
           `/public/v1/x?company_id=acme&s=${partner.secretKey}`,
         ];
         for (const url of cases) {
-          const response = await t.app.inject({ method: 'GET', url });
+          const response = await t.inject({ method: 'GET', url });
           expectEnvelope(response, 400, 'invalid_request');
           expect(response.headers['www-authenticate']).toBeUndefined();
         }
@@ -307,11 +307,11 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
 
       it('redacts key material in the logged path of requests that never reach the gate', async () => {
         const logged = t.logText.length;
-        const outside = await t.app.inject({ method: 'GET', url: `/elsewhere/${partner.secretKey}` });
+        const outside = await t.inject({ method: 'GET', url: `/elsewhere/${partner.secretKey}` });
         expectEnvelope(outside, 404, 'not_found');
-        const wrongMethod = await t.app.inject({ method: 'TRACE', url: `/public/v1/x/${partner.secretKey}` });
+        const wrongMethod = await t.inject({ method: 'TRACE', url: `/public/v1/x/${partner.secretKey}` });
         expect(wrongMethod.statusCode).toBe(405);
-        const encoded = await t.app.inject({ method: 'GET', url: `/elsewhere/pctl%5Fsk%5F${partner.secretKey.slice(8)}` });
+        const encoded = await t.inject({ method: 'GET', url: `/elsewhere/pctl%5Fsk%5F${partner.secretKey.slice(8)}` });
         expectEnvelope(encoded, 404, 'not_found');
         const text = t.logText.slice(logged).join('');
         expect(t.logText.length - logged).toBe(3);
@@ -330,8 +330,8 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
         const once = (now: { mock: { results: { value: unknown }[] } }, waiting: { mock: { calls: unknown[] } }) =>
           now.mock.results.filter((result) => result.value === true).length + waiting.mock.calls.length;
         try {
-          expect((await t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: bearer(token) })).statusCode).toBe(200);
-          expectEnvelope(await t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=nowhere', headers: bearer(token) }), 404, 'not_found');
+          expect((await t.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: bearer(token) })).statusCode).toBe(200);
+          expectEnvelope(await t.inject({ method: 'GET', url: '/public/v1/x?company_id=nowhere', headers: bearer(token) }), 404, 'not_found');
           expect(once(authenticatesNow, authenticate)).toBe(2);
           expect(once(authorizesCompanyNow, authorizeCompany)).toBe(2);
           // An unmapped company is never admitted from the caches: the database says no.
@@ -347,7 +347,7 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
         const disabled = await seedPartner(db);
         const revokedToken = await tokenFor(revoked);
         const disabledToken = await tokenFor(disabled);
-        const getFor = (who: string) => t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: bearer(who) });
+        const getFor = (who: string) => t.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: bearer(who) });
         expect((await getFor(revokedToken)).statusCode).toBe(200);
         expect((await getFor(disabledToken)).statusCode).toBe(200);
         await revokeKeyPair(db, who, revoked.partnerId);
@@ -365,9 +365,9 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
         const oldToken = await tokenFor(rotating);
         const rotated = await rotateKeyPair(db, who, rotating.partnerId);
         await t.access.refresh();
-        const oldKeys = await t.app.inject({ method: 'POST', url: '/public/v1/auth/token', payload: { access_key: rotating.accessKey, secret_key: rotating.secretKey } });
+        const oldKeys = await t.inject({ method: 'POST', url: '/public/v1/auth/token', payload: { access_key: rotating.accessKey, secret_key: rotating.secretKey } });
         expectEnvelope(oldKeys, 401, 'invalid_credentials');
-        const getWith = (value: string) => t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: bearer(value) });
+        const getWith = (value: string) => t.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: bearer(value) });
         expect((await getWith(oldToken)).statusCode).toBe(200);
         const newToken = await tokenFor({ ...rotating, accessKey: rotated.accessKey, secretKey: rotated.secretKey });
         expect((await getWith(newToken)).statusCode).toBe(200);
@@ -383,39 +383,39 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
     describe('company_id', () => {
       it('answers 400 invalid_request when it is missing, empty, not a string, repeated or misplaced', async () => {
         const cases = [
-          t.app.inject({ method: 'GET', url: '/public/v1/x', headers: bearer(token) }),
-          t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=', headers: bearer(token) }),
-          t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme&company_id=globex', headers: bearer(token) }),
-          t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=acme&company%5Fid=acme', headers: bearer(token) }),
-          t.app.inject({ method: 'DELETE', url: '/public/v1/x', headers: bearer(token), payload: { company_id: 'acme' } }),
-          t.app.inject({ method: 'DELETE', url: '/public/v1/x?company_id=acme', headers: bearer(token), payload: { company_id: 'acme' } }),
-          t.app.inject({ method: 'POST', url: '/public/v1/x', headers: bearer(token), payload: { other: 1 } }),
-          t.app.inject({ method: 'POST', url: '/public/v1/x', headers: bearer(token), payload: { company_id: '' } }),
-          t.app.inject({ method: 'POST', url: '/public/v1/x', headers: bearer(token), payload: { company_id: 7 } }),
-          t.app.inject({ method: 'POST', url: '/public/v1/x', headers: bearer(token), payload: { company_id: ['acme'] } }),
-          t.app.inject({ method: 'POST', url: '/public/v1/x', headers: bearer(token), payload: [{ company_id: 'acme' }] }),
-          t.app.inject({ method: 'POST', url: '/public/v1/x?company_id=acme', headers: bearer(token), payload: { company_id: 'acme' } }),
-          t.app.inject({ method: 'POST', url: '/public/v1/x?company_id=acme', headers: bearer(token) }),
-          t.app.inject({
+          t.inject({ method: 'GET', url: '/public/v1/x', headers: bearer(token) }),
+          t.inject({ method: 'GET', url: '/public/v1/x?company_id=', headers: bearer(token) }),
+          t.inject({ method: 'GET', url: '/public/v1/x?company_id=acme&company_id=globex', headers: bearer(token) }),
+          t.inject({ method: 'GET', url: '/public/v1/x?company_id=acme&company%5Fid=acme', headers: bearer(token) }),
+          t.inject({ method: 'DELETE', url: '/public/v1/x', headers: bearer(token), payload: { company_id: 'acme' } }),
+          t.inject({ method: 'DELETE', url: '/public/v1/x?company_id=acme', headers: bearer(token), payload: { company_id: 'acme' } }),
+          t.inject({ method: 'POST', url: '/public/v1/x', headers: bearer(token), payload: { other: 1 } }),
+          t.inject({ method: 'POST', url: '/public/v1/x', headers: bearer(token), payload: { company_id: '' } }),
+          t.inject({ method: 'POST', url: '/public/v1/x', headers: bearer(token), payload: { company_id: 7 } }),
+          t.inject({ method: 'POST', url: '/public/v1/x', headers: bearer(token), payload: { company_id: ['acme'] } }),
+          t.inject({ method: 'POST', url: '/public/v1/x', headers: bearer(token), payload: [{ company_id: 'acme' }] }),
+          t.inject({ method: 'POST', url: '/public/v1/x?company_id=acme', headers: bearer(token), payload: { company_id: 'acme' } }),
+          t.inject({ method: 'POST', url: '/public/v1/x?company_id=acme', headers: bearer(token) }),
+          t.inject({
             method: 'POST',
             url: '/public/v1/x',
             headers: { ...bearer(token), 'content-type': 'application/json' },
             payload: '{"company_id":"acme","company_id":"globex"}',
           }),
-          t.app.inject({
+          t.inject({
             method: 'PUT',
             url: '/public/v1/x',
             headers: { ...bearer(token), 'content-type': 'application/json' },
             payload: '{"company_id":"acme","nested":{"company_id":"x"},"company\\u005fid":"globex"}',
           }),
-          t.app.inject({ method: 'POST', url: '/public/v1/x', headers: { ...bearer(token), 'content-type': 'application/json' }, payload: '{"company_id":' }),
+          t.inject({ method: 'POST', url: '/public/v1/x', headers: { ...bearer(token), 'content-type': 'application/json' }, payload: '{"company_id":' }),
         ];
         for (const response of await Promise.all(cases)) expectEnvelope(response, 400, 'invalid_request');
         expect(upstream.received).toHaveLength(0);
       });
 
       it('accepts a nested company_id beside the top-level one', async () => {
-        const response = await t.app.inject({
+        const response = await t.inject({
           method: 'POST',
           url: '/public/v1/x',
           headers: { ...bearer(token), 'content-type': 'application/json' },
@@ -425,15 +425,15 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
       });
 
       it('answers 415 to a non-JSON body on a data request', async () => {
-        const response = await t.app.inject({ method: 'POST', url: '/public/v1/x', headers: { ...bearer(token), 'content-type': 'text/plain' }, payload: 'company_id=acme' });
+        const response = await t.inject({ method: 'POST', url: '/public/v1/x', headers: { ...bearer(token), 'content-type': 'text/plain' }, payload: 'company_id=acme' });
         expectEnvelope(response, 415, 'unsupported_media_type');
       });
 
       it('answers the same 404 not_found to an unmapped and to a nonexistent company', async () => {
         const other = await seedPartner(db, ['initech']);
-        const unmapped = await t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=initech', headers: bearer(token) });
-        const missing = await t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=no-such-company', headers: bearer(token) });
-        const strange = await t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=a%20b', headers: bearer(token) });
+        const unmapped = await t.inject({ method: 'GET', url: '/public/v1/x?company_id=initech', headers: bearer(token) });
+        const missing = await t.inject({ method: 'GET', url: '/public/v1/x?company_id=no-such-company', headers: bearer(token) });
+        const strange = await t.inject({ method: 'GET', url: '/public/v1/x?company_id=a%20b', headers: bearer(token) });
         const bodies = [unmapped, missing, strange].map((response) => {
           const body = expectEnvelope(response, 404, 'not_found');
           return JSON.stringify({ ...body.error, request_id: undefined });
@@ -444,7 +444,7 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
       });
 
       it('follows mapping changes within the 1 s staleness bound', async () => {
-        const request = () => t.app.inject({ method: 'GET', url: '/public/v1/x?company_id=umbrella', headers: bearer(token) });
+        const request = () => t.inject({ method: 'GET', url: '/public/v1/x?company_id=umbrella', headers: bearer(token) });
         expectEnvelope(await request(), 404, 'not_found');
         await mapCompany(db, who, partner.partnerId, 'umbrella');
         await new Promise((resolve) => setTimeout(resolve, 1_100));

@@ -24,14 +24,14 @@ describe.each(BACKENDS)('refusals on record, explained; exposure (%s)', (provide
     const cli = (...args: string[]) => runCli(['--json', '--yes', ...args], backend.env);
 
     const exchange = (keys: { accessKey: string; secretKey: string }, remoteAddress = '127.0.0.1') =>
-      t.app.inject({ method: 'POST', url: '/public/v1/auth/token', remoteAddress, payload: { access_key: keys.accessKey, secret_key: keys.secretKey } });
+      t.inject({ method: 'POST', url: '/public/v1/auth/token', remoteAddress, payload: { access_key: keys.accessKey, secret_key: keys.secretKey } });
     const tokenFor = async (keys: SeededPartner, remoteAddress?: string) => {
       const response = await exchange(keys, remoteAddress);
       expect(response.statusCode, response.body).toBe(200);
       return response.json().access_token as string;
     };
     const data = (token: string | null, company: string, remoteAddress = '127.0.0.1', extra = '') =>
-      t.app.inject({ method: 'GET', url: `/public/v1/prices?company_id=${company}${extra}`, remoteAddress, headers: token === null ? {} : bearer(token) });
+      t.inject({ method: 'GET', url: `/public/v1/prices?company_id=${company}${extra}`, remoteAddress, headers: token === null ? {} : bearer(token) });
     /** The request id of an error answer, from its envelope. */
     const refusedId = (response: Injected, status: number): string => {
       expect(response.statusCode, response.body).toBe(status);
@@ -70,7 +70,7 @@ describe.each(BACKENDS)('refusals on record, explained; exposure (%s)', (provide
       ids.token_missing = refusedId(await data(null, 'acme'), 401);
       ids.token_invalid = refusedId(await data('eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJ4In0.c2ln', 'acme'), 401);
       ids.api_key_in_request = refusedId(await data(token, 'acme', '127.0.0.1', `&access_key=${p.accessKey}`), 400);
-      ids.credentials_malformed = refusedId(await t.app.inject({ method: 'POST', url: '/public/v1/auth/token', payload: { access_key: p.accessKey } }), 400);
+      ids.credentials_malformed = refusedId(await t.inject({ method: 'POST', url: '/public/v1/auth/token', payload: { access_key: p.accessKey } }), 400);
       ids.pair_unknown = refusedId(await exchange({ accessKey: 'pctl_ak_nothing', secretKey: p.secretKey }), 401);
       ids.secret_mismatch = refusedId(await exchange({ accessKey: p.accessKey, secretKey: `${p.secretKey.slice(0, -2)}xx` }), 401);
       ids.company_not_mapped = refusedId(await data(token, 'acme-7'), 404);

@@ -111,7 +111,7 @@ describe.each(BACKENDS)('limits of data requests, one instance (%s)', (provider)
     const tokenOf = async (partner: { partnerId: string; keyPairId: string }) =>
       (await mintToken(t.keys, { partnerId: partner.partnerId, keyPairId: partner.keyPairId })).accessToken;
     const get = (token: string, company = 'acme') =>
-      t.app.inject({ method: 'GET', url: `/public/v1/prices?company_id=${company}`, headers: bearer(token) });
+      t.inject({ method: 'GET', url: `/public/v1/prices?company_id=${company}`, headers: bearer(token) });
 
     it('applies the server default: RateLimit-* headers on each answer, then 429 rate_limited with Retry-After', async () => {
       const partner = await seedPartner(db);
@@ -139,9 +139,9 @@ describe.each(BACKENDS)('limits of data requests, one instance (%s)', (provider)
       const partner = await seedPartner(db);
       const token = await tokenOf(partner);
       expect((await get(token, 'not-mapped')).statusCode).toBe(404);
-      for (let i = 0; i < 3; i++) await t.app.inject({ method: 'GET', url: '/public/v1/prices?company_id=acme' });
+      for (let i = 0; i < 3; i++) await t.inject({ method: 'GET', url: '/public/v1/prices?company_id=acme' });
       expect((await get(token)).headers['ratelimit-remaining']).toBe('1');
-      const anonymous = await t.app.inject({ method: 'GET', url: '/public/v1/prices?company_id=acme' });
+      const anonymous = await t.inject({ method: 'GET', url: '/public/v1/prices?company_id=acme' });
       expect(anonymous.statusCode).toBe(401);
       expect(anonymous.headers['ratelimit-limit']).toBeUndefined();
     });
@@ -183,7 +183,7 @@ describe.each(BACKENDS)('limits of data requests, one instance (%s)', (provider)
       const plain = await buildTestApp(backend, db, { PUBLIC_API_UPSTREAM_URL: upstream.url });
       try {
         const partner = await seedPartner(db);
-        const response = await plain.app.inject({
+        const response = await plain.inject({
           method: 'GET',
           url: '/public/v1/prices?company_id=acme',
           headers: bearer((await mintToken(plain.keys, { partnerId: partner.partnerId, keyPairId: partner.keyPairId })).accessToken),

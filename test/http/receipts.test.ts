@@ -332,7 +332,6 @@ function suite(provider: Provider, count: number) {
       const result = await run('revoke-keys', name, '--wait', '2s');
       const elapsed = Date.now() - started;
       expect(result.code, result.stderr).toBe(6);
-      expect(elapsed).toBeLessThan(2_000 + 1_000);
       const body = result.json<Printed>();
       expect(body.changed).toBe(true);
       expect(body.receipt!.confirmed.map((c) => c.instance_id)).toEqual([idA]);
@@ -341,7 +340,11 @@ function suite(provider: Provider, count: number) {
       expect(result.stderr).toMatch(new RegExp(`^partnerctl: not_confirmed: the change is committed, .*${idB} \\(.*, pid ${b.child.pid}\\)`));
       // Committed, never rolled back: the running instance refuses, and the database says revoked.
       expect(await dataStatus(a, bearer)).toBe(401);
+      // The same command without a wait, timed now, is what starting a process costs on this (loaded) machine:
+      // the frozen instance was waited for --wait and not longer.
+      const noWaitStarted = Date.now();
       expect((await run('revoke-keys', name, '--no-wait')).json<Printed>().changed).toBe(false);
+      expect(elapsed).toBeLessThan(2_000 + 1_000 + (Date.now() - noWaitStarted));
       const monitor = await runBinary(['instances', '--fail-if-behind'], env);
       expect(monitor.code).toBe(1);
       expect(monitor.stderr).toContain(idB);

@@ -2,9 +2,10 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
+import { inject, type InjectOptions, type Response as InjectedResponse } from 'light-my-request';
 import type { Database } from '../../src/db/client.js';
 import type { AccessState } from '../../src/domain/access.js';
-import { mapCompany } from '../../src/domain/companies.js';
+import { mapCompany } from '../support/domain.js';
 import { issueKeyPair } from '../../src/domain/key-pairs.js';
 import { createPartner } from '../../src/domain/partners.js';
 import type { SigningKeys } from '../../src/domain/signing-keys.js';
@@ -92,6 +93,11 @@ export async function seedPartner(db: Database, companies: string[] = ['acme'], 
 
 export interface TestApp {
   app: FastifyInstance;
+  /**
+   * One request, in-process, through the server's own listener: the data path's mount included (Fastify's
+   * `app.inject` would reach Fastify's routes only).
+   */
+  inject(options: InjectOptions): Promise<InjectedResponse>;
   keys: SigningKeys;
   access: AccessState;
   verifier: TokenVerifier;
@@ -127,8 +133,10 @@ export async function buildTestApp(backend: TestBackend, db: Database, env: Node
     await services.close();
     throw error;
   }
+  const [listener] = app.server.listeners('request') as Parameters<typeof inject>[0][];
   return {
     app,
+    inject: (options) => inject(listener!, options),
     keys,
     access,
     verifier,

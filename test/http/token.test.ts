@@ -28,7 +28,7 @@ describe.each(BACKENDS)('POST /public/v1/auth/token (%s)', (provider) => {
     });
 
     const exchange = (payload: unknown, headers: Record<string, string> = {}) =>
-      t.app.inject({ method: 'POST', url: TOKEN, payload: payload as string, headers: { 'content-type': 'application/json', ...headers } });
+      t.inject({ method: 'POST', url: TOKEN, payload: payload as string, headers: { 'content-type': 'application/json', ...headers } });
 
     function expectEnvelope(response: { statusCode: number; headers: Record<string, unknown>; json(): unknown }, status: number, code: string) {
       expect(response.statusCode).toBe(status);
@@ -106,7 +106,7 @@ describe.each(BACKENDS)('POST /public/v1/auth/token (%s)', (provider) => {
     it('answers 415 to a body that is not JSON, and to no content type with a body', async () => {
       expectEnvelope(await exchange('access_key=a&secret_key=b', { 'content-type': 'application/x-www-form-urlencoded' }), 415, 'unsupported_media_type');
       expectEnvelope(await exchange('{}', { 'content-type': 'text/plain' }), 415, 'unsupported_media_type');
-      const bare = await t.app.inject({ method: 'POST', url: TOKEN, payload: Buffer.from('{}') });
+      const bare = await t.inject({ method: 'POST', url: TOKEN, payload: Buffer.from('{}') });
       expect([400, 415]).toContain(bare.statusCode);
       expect(bare.json().error.request_id).toMatch(UUID);
     });
@@ -118,7 +118,7 @@ describe.each(BACKENDS)('POST /public/v1/auth/token (%s)', (provider) => {
 
     it('answers 405 with Allow: POST to every other method', async () => {
       for (const method of ['GET', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const) {
-        const response = await t.app.inject({ method, url: TOKEN });
+        const response = await t.inject({ method, url: TOKEN });
         expectEnvelope(response, 405, 'method_not_allowed');
         expect(response.headers.allow).toBe('POST');
       }
@@ -128,7 +128,7 @@ describe.each(BACKENDS)('POST /public/v1/auth/token (%s)', (provider) => {
       const limited = await buildTestApp(backend, db, { PUBLIC_API_TOKEN_RATE_LIMIT_PER_KEY: '3', PUBLIC_API_TOKEN_RATE_LIMIT_PER_IP: '5' });
       try {
         const send = (accessKey: string, remoteAddress: string) =>
-          limited.app.inject({
+          limited.inject({
             method: 'POST',
             url: TOKEN,
             remoteAddress,
@@ -148,7 +148,7 @@ describe.each(BACKENDS)('POST /public/v1/auth/token (%s)', (provider) => {
         expect(Number(perAddress.headers['retry-after'])).toBeGreaterThan(0);
         // A valid exchange from a fresh address with a fresh key still works.
         const other = await seedPartner(db);
-        const ok = await limited.app.inject({
+        const ok = await limited.inject({
           method: 'POST',
           url: TOKEN,
           remoteAddress: '10.2.0.1',
@@ -166,7 +166,7 @@ describe.each(BACKENDS)('POST /public/v1/auth/token (%s)', (provider) => {
         const victim = await seedPartner(db);
         const wrong = `${victim.secretKey.slice(0, -1)}${victim.secretKey.endsWith('x') ? 'y' : 'x'}`;
         const send = (secretKey: string, i: number) =>
-          limited.app.inject({ method: 'POST', url: TOKEN, remoteAddress: `10.9.${i >> 8}.${i & 255}`, payload: { access_key: victim.accessKey, secret_key: secretKey } });
+          limited.inject({ method: 'POST', url: TOKEN, remoteAddress: `10.9.${i >> 8}.${i & 255}`, payload: { access_key: victim.accessKey, secret_key: secretKey } });
         // The partner's earlier, legitimate exchange (argon2 verified once).
         expect((await send(victim.secretKey, 0)).statusCode).toBe(200);
         const statuses: number[] = [];

@@ -125,7 +125,7 @@ describe.each(BACKENDS)('usage per partner, company and hour (%s)', (provider) =
       try {
         const seeded = await seedPartner(db);
         const token = (await mintToken(t.keys, { partnerId: seeded.partnerId, keyPairId: seeded.keyPairId })).accessToken;
-        const get = () => t.app.inject({ method: 'GET', url: '/public/v1/prices?company_id=acme', headers: bearer(token) });
+        const get = () => t.inject({ method: 'GET', url: '/public/v1/prices?company_id=acme', headers: bearer(token) });
         const rowsOf = async () => (await cli<{ rows: Record<string, unknown>[] }>('usage', seeded.partnerId, '--by', 'company')).rows;
         const waitFor = async (requests: number) => {
           const started = Date.now();

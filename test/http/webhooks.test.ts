@@ -113,10 +113,29 @@ describe.each(BACKENDS)('webhooks on %s: a real serve delivers to a local receiv
       await backend?.dispose();
     });
 
+    it("never echoes a URL's password, whatever else is wrong with the URL (stderr and --json)", async () => {
+      for (const url of [
+        'https://u:S3cr3t@ho st.example.com/h',
+        'https://u:S3cr3t@example.com:99999/h',
+        'ftp://u:S3cr3t@example.com/h',
+        'https://u:S3cr/3t@example.com/h',
+        'https://S3cr3t@exa mple.com/h',
+        'https://u:S3cr3t@example.com/h',
+      ]) {
+        for (const json of [true, false]) {
+          const result = await runCli([...(json ? ['--json'] : []), '--yes', 'webhooks', 'add', '--url', url], env());
+          expect(result.code, url).toBe(2);
+          expect(result.stdout + result.stderr, url).not.toMatch(/S3cr/);
+        }
+      }
+      const echoed = await run('webhooks', 'add', '--url', 'ftp://u:S3cr3t@example.com/h');
+      expect(echoed.stderr + echoed.stdout).toContain("ftp://u:***@example.com/h");
+    });
+
     it('add prints the secret once; list never; http:// only with --insecure; add and remove audited', async () => {
       const bad = await run('webhooks', 'add', '--url', receiver.url('/plain'));
       expect(bad.code).toBe(2);
-      expect(bad.stderr).toMatch(/https:\/\//);
+      expect(bad.stderr).toMatch(/invalid_argument: --url must be https:\/\//);
       expect((await run('webhooks', 'add', '--url', 'https://example.com/h', '--events', 'keys.issued,nope')).code).toBe(2);
       const added = await endpoint('/audited', '--events', 'keys.issued', '--description', 'on-call');
       expect(added.id).toMatch(/^wh_[0-9a-f]{16}$/);
@@ -129,7 +148,8 @@ describe.each(BACKENDS)('webhooks on %s: a real serve delivers to a local receiv
       const text = await runCli(['webhooks', 'add', '--url', receiver.url('/text'), '--insecure'], env());
       expect(text.stdout).toMatch(/Signing secret \(shown once.*\): whsec_/);
       await cli('webhooks', 'remove', added.id);
-      expect((await run('webhooks', 'remove', added.id)).code).toBe(3);
+      expect(await cli('webhooks', 'remove', added.id)).toMatchObject({ changed: false, removed: false });
+      expect((await run('webhooks', 'remove', 'wh_0000000000000000')).code).toBe(3);
       expect((await run('webhooks', 'remove', 'nonsense')).code).toBe(2);
       const audit = await cli('audit', '--limit', '10');
       const actions = audit.events.map((event: { action: string }) => event.action);
@@ -164,6 +184,8 @@ describe.each(BACKENDS)('webhooks on %s: a real serve delivers to a local receiv
         type: 'keys.issued',
         data: { partner_id: created.partner_id, partner_name: name, key_pair_id: keys.key_pair_id, access_key: keys.access_key, actor: 'test-runner' },
       });
+      // A pair without an expiry says so: every field the docs list is there.
+      expect(delivery.verified!.data).toHaveProperty('expires_at', null);
       expect(Date.parse(delivery.verified!.timestamp)).toBeGreaterThan(started - 1_000);
       expect(delivery.body).not.toContain(keys.secret_key);
       expect(delivery.body).not.toContain(keys.secret_key.slice(8, 40));
@@ -276,7 +298,7 @@ describe.each(BACKENDS)('webhooks on %s: a real serve delivers to a local receiv
       await cli('disable-partner', name);
       // The first attempt is taken and never answered; the server is killed while it is in flight.
       receiver.answers.set('/killed', () => {});
-      // On PostgreSQL a second instance waits for the advisory lock and takes over.
+      // On PostgreSQL a second instance waits for the delivery lease and takes over.
       const standby = provider === 'postgresql' ? await serve(env()) : null;
       await cli('enable-partner', name);
       await until(() => receiver.to('/killed').length >= 1, 5_000, 'the first attempt');

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -35,11 +35,16 @@ export async function createBackend(provider: Provider): Promise<TestBackend> {
   const baseEnv = {
     ...process.env,
     XDG_DATA_HOME: join(dir, 'xdg'),
+    // Contexts of the person running the tests are never read.
+    XDG_CONFIG_HOME: join(dir, 'config'),
     PARTNERCTL_SIGNING_KEY_FILE: join(dir, 'signing-keys.json'),
     PARTNERCTL_ACTOR: 'test-runner',
     NO_COLOR: '1',
   };
   if (provider === 'sqlite') {
+    // An empty file is an empty SQLite database: commands migrate it on first use (a path with no file at
+    // all is refused, except by db migrate).
+    writeFileSync(join(dir, 'partnerctl.db'), '');
     const url = `file:${join(dir, 'partnerctl.db')}`;
     return {
       provider,

@@ -77,3 +77,33 @@ export function runShell(script: string, env: NodeJS.ProcessEnv): Promise<{ code
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
 }
+
+/**
+ * Runs the CLI on a real pseudo-terminal (util-linux `script`), answering each prompt when its text appears.
+ */
+export function onTerminal(args: string[], env: NodeJS.ProcessEnv, answers: [RegExp, string][]): Promise<{ code: number | null; screen: string }> {
+  const command = [process.execPath, BIN, ...args].map((word) => `'${word.replace(/'/g, `'\\''`)}'`).join(' ');
+  const child = spawn('script', ['-qfec', command, '/dev/null'], { env: { ...env, TERM: 'xterm' }, stdio: ['pipe', 'pipe', 'pipe'] });
+  let screen = '';
+  let answeredUpTo = 0;
+  const pending = [...answers];
+  // Each prompt is looked for only in what the terminal showed after the previous answer.
+  const onData = (chunk: Buffer) => {
+    screen += chunk.toString('utf8');
+    const next = pending[0];
+    if (next?.[0].test(screen.slice(answeredUpTo))) {
+      pending.shift();
+      answeredUpTo = screen.length;
+      child.stdin.write(next[1]);
+    }
+  };
+  child.stdout.on('data', onData);
+  child.stderr.on('data', onData);
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, screen });
+    });
+  });
+}

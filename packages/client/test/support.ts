@@ -3,7 +3,7 @@
 // engine on loopback that records what reaches it. Nothing here imports the operator's source: the client is
 // tested the way a partner meets the API, over HTTP.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -93,6 +93,8 @@ let partners = 0;
 
 export function createOperator(): Operator {
   const dir = mkdtempSync(join(tmpdir(), 'partnerctl-client-test-'));
+  // An empty file is an empty database, migrated on first use (a path with no file is refused).
+  writeFileSync(join(dir, 'partnerctl.db'), '');
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     DATABASE_URL: `file:${join(dir, 'partnerctl.db')}`,

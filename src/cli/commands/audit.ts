@@ -1,15 +1,17 @@
+import { AUDIT_ACTIONS } from '../../domain/audit-actions.js';
 import { parseTimeOrDuration } from '../../domain/validation.js';
 import { EXIT } from '../../errors.js';
 import { defineCommand } from '../definition.js';
 import { defineOptions, type OptionsOf } from '../options.js';
 import { iso, type Output } from '../output.js';
+import { shortTime } from '../table.js';
 import type { Session } from '../session.js';
 import { parseLimit } from './common.js';
 
 const AUDIT_OPTIONS = defineOptions([
   { flags: '--limit <n>', description: 'how many events, 1-1000', default: '50' },
   { flags: '--since <time|duration>', description: 'only events at or after this ISO time, or this long ago (2h, 7d)' },
-  { flags: '--action <name>', description: 'only this action (keys.revoked, tokens.revoked, company.mapped…; the README lists them)' },
+  { flags: '--action <name>', description: `only this action, one of: ${AUDIT_ACTIONS.join(', ')}` },
   { flags: '--principal <name>', description: 'only events of this database login (or user@host on SQLite)' },
   { flags: '--company <company_id>', description: 'only events whose details name this company' },
   { flags: '--cursor <cursor>', description: 'continue after this cursor (next_cursor in JSON)' },
@@ -21,20 +23,17 @@ export const auditCommand = defineCommand({
   description: 'show the audit trail, newest first',
   arguments: [{ name: '[partner]', description: 'only events of this partner' }],
   options: AUDIT_OPTIONS,
-  readOnly: true,
   run: (session, out, { args, options }) => runAudit(session, out, args[0], options),
   subcommands: [
     defineCommand({
       name: 'verify',
-      description: 'check the audit chain: exit 0 when intact, 1 naming the first event altered, removed or inserted',
+      description: 'check the audit chain: exit 0 when intact, 1 naming the first event altered, removed, inserted or reordered',
       options: [{ flags: '--head <hash>', description: "also prove nothing was cut from the end: a hash 'audit head' printed earlier" }],
-      readOnly: true,
       run: (session, out, { options }) => runAuditVerify(session, out, options.head),
     }),
     defineCommand({
       name: 'head',
       description: "print the latest event's id and hash (keep it where the database's owner cannot rewrite it)",
-      readOnly: true,
       run: (session, out) => runAuditHead(session, out),
     }),
   ],
@@ -42,7 +41,7 @@ export const auditCommand = defineCommand({
 
 async function runAudit(session: Session, out: Output, partner: string | undefined, options: OptionsOf<typeof AUDIT_OPTIONS>): Promise<void> {
   const limit = parseLimit(options.limit, 50);
-  const since = options.since === undefined ? undefined : parseTimeOrDuration(options.since, '--since');
+  const since = options.since === undefined ? undefined : parseTimeOrDuration(options.since, '--since', Date.now());
   const [{ auditEventsPage }, db] = await Promise.all([import('../../domain/audit.js'), session.db()]);
   const { events, nextCursor } = await auditEventsPage(db, {
     partner,
@@ -74,28 +73,66 @@ async function runAudit(session: Session, out: Output, partner: string | undefin
   else {
     out.line(
       await out.table(
-        // At 80 columns: whole times (to the minute) and actions; the rest cut or dropped (--wide, --json).
+        // At 80 columns: whole times (to the minute) and actions, a summary of the details; the rest cut or dropped (--wide, --json).
         [
           { title: 'AT', whole: true },
           { title: 'ACTION', whole: true },
           { title: 'PARTNER', min: 12 },
           { title: 'ACTOR', min: 8, optional: true },
           { title: 'PRINCIPAL', min: 8, optional: true },
-          { title: 'DETAILS', min: 10, optional: true },
+          { title: 'DETAILS', min: 24 },
         ],
         events.map((event) => [
-          out.tableTime(event.at, options.wide),
+          event.at,
           event.action,
           event.partnerId === null ? null : `${event.partnerName ?? '?'} (${event.partnerId})`,
           event.actor,
           event.principal === null ? null : `${event.principal}${event.principalVerified ? '' : ' (unverified)'}`,
-          JSON.stringify(event.details),
+          // On a terminal a summary to read at a glance; the whole with --wide, through a pipe and in --json.
+          session.terminal.outIsTTY && !options.wide ? detailsSummary(event.details) : JSON.stringify(event.details),
         ]),
         { wide: options.wide === true },
       ),
     );
   }
   if (nextCursor) out.note(`More: partnerctl audit --cursor ${nextCursor} (with the same filters)`);
+}
+
+const ID = /^([a-z]{2,4}_)([0-9A-Za-z]{6})[0-9A-Za-z]{10,}$/;
+const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}/;
+
+/**
+ * An event's details as `key_pair=kp_01KX9F… retires=2026-12-03 08:41 after_switch=7d`: ids shortened, times
+ * to the minute, `_id`/`_at` dropped from the names, what is false or empty left out, access keys (the pair
+ * names them) too.
+ */
+function detailsSummary(details: Record<string, unknown>): string {
+  const value = (key: string, raw: unknown): string | null => {
+    if (raw === null || raw === undefined || raw === false || raw === '') return null;
+    if (raw === true) return '';
+    if (typeof raw === 'number') return /_(at|before)$/.test(key) && raw > 1e12 ? shortTime(new Date(raw)) : String(raw);
+    if (typeof raw === 'string') {
+      const id = ID.exec(raw);
+      if (id) return `${id[1]}${id[2]}…`;
+      return ISO_TIME.test(raw) && !Number.isNaN(Date.parse(raw)) ? shortTime(new Date(raw)) : raw;
+    }
+    if (Array.isArray(raw)) {
+      if (raw.length === 0) return '[]';
+      const first = value(key, raw[0]);
+      return raw.length === 1 ? first : `${first}+${raw.length - 1}`;
+    }
+    if (typeof raw === 'object') return `{${detailsSummary(raw as Record<string, unknown>)}}`;
+    return String(raw);
+  };
+  return Object.entries(details)
+    .filter(([key]) => key !== 'access_key')
+    .map(([key, raw]) => {
+      const shown = value(key, raw);
+      const name = key.replace(/_ids$/, 's').replace(/ys$/, 'ies').replace(/_id$|_at$/, '');
+      return shown === null ? null : shown === '' ? name : `${name}=${shown}`;
+    })
+    .filter((part): part is string => part !== null)
+    .join(' ');
 }
 
 async function runAuditVerify(session: Session, out: Output, head: string | undefined): Promise<number> {

@@ -115,7 +115,6 @@ export const listCompaniesCommand = defineCommand({
   description: "list a partner's companies by id, a page at a time",
   arguments: [PARTNER_ARGUMENT],
   options: LIST_COMPANIES_OPTIONS,
-  readOnly: true,
   run: (session, out, { args, options }) => runListCompanies(session, out, args[0], options),
 });
 
@@ -144,7 +143,7 @@ async function runListCompanies(
   out.line(
     await out.table(
       [{ title: 'COMPANY' }, { title: 'MAPPED', min: 10 }],
-      page.companies.map((company) => [company.companyId, iso(company.createdAt)]),
+      page.companies.map((company) => [company.companyId, company.createdAt]),
     ),
   );
   if (page.nextCursor) {

@@ -37,6 +37,11 @@ function specs(root: Command): { commands: Spec[]; global: Spec['options'] } {
   return { commands, global: optionsOf(root) };
 }
 
+/** The commands that have subcommands (db, webhooks, context…): the word after one names its subcommand. */
+function parents(commands: Spec[]): string {
+  return [...new Set(commands.filter((command) => command.name.includes(' ')).map((command) => command.name.split(' ')[0]!))].join(' ');
+}
+
 const quote = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`;
 
 export function bash(root: Command): string {
@@ -57,7 +62,7 @@ _partnerctl() {
   for ((i = 1; i < COMP_CWORD; i++)); do
     word="\${COMP_WORDS[i]}"
     [[ $word == -* ]] && continue
-    if [[ -z $cmd ]]; then cmd=$word; elif [[ $cmd == db || $cmd == signing-key ]]; then cmd="\${cmd}_$word"; break; else break; fi
+    if [[ -z $cmd ]]; then cmd=$word; elif [[ ${quote(` ${parents(commands)} `)} == *" $cmd "* ]]; then cmd="\${cmd}_$word"; break; else break; fi
   done
   if [[ -z $cmd ]]; then
     COMPREPLY=($(compgen -W ${quote(top.join(' '))} -- "$cur"))
@@ -72,9 +77,20 @@ ${cases}
   elif [[ -n $subs ]]; then
     COMPREPLY=($(compgen -W "$subs" -- "$cur"))
   elif [[ $partner == 1 ]]; then
-    local IFS=$'\\n' name
+    # The word as the shell will read it (Runbook\\ A, "Runbook A): escapes and quotes undone, so that a
+    # name with spaces matches; replies escaped the same way, a quoted word's left inside its quotes.
+    local IFS=$'\\n' name typed="" quote="" c j
+    for ((j = 0; j < \${#cur}; j++)); do
+      c=\${cur:j:1}
+      if [[ -z $quote && $c == '\\' ]]; then ((j++)); typed+=\${cur:j:1}
+      elif [[ -z $quote && ( $c == "'" || $c == '"' ) ]]; then quote=$c
+      elif [[ -n $quote && $c == "$quote" ]]; then quote=""
+      else typed+=$c; fi
+    done
     COMPREPLY=()
-    for name in $(partnerctl __complete-partners "$cur" 2>/dev/null); do COMPREPLY+=("$(printf '%q' "$name")"); done
+    for name in $(partnerctl __complete-partners "$typed" 2>/dev/null); do
+      if [[ -n $quote ]]; then COMPREPLY+=("$name"); else COMPREPLY+=("$(printf '%q' "$name")"); fi
+    done
   fi
 }
 complete -F _partnerctl partnerctl
@@ -101,7 +117,7 @@ _partnerctl() {
   global=(${global.flatMap((option) => option.flags).map(quote).join(' ')})
   for ((i = 2; i < CURRENT; i++)); do
     [[ $words[i] == -* ]] && continue
-    if [[ -z $cmd ]]; then cmd=$words[i]; elif [[ $cmd == db || $cmd == signing-key ]]; then cmd="\${cmd}_$words[i]"; break; else break; fi
+    if [[ -z $cmd ]]; then cmd=$words[i]; elif [[ ${quote(` ${parents(commands)} `)} == *" $cmd "* ]]; then cmd="\${cmd}_$words[i]"; break; else break; fi
   done
   if [[ -z $cmd ]]; then
     if [[ $PREFIX == -* ]]; then compadd -- $global; else _describe 'command' commands; fi
@@ -115,7 +131,8 @@ ${cases}
   elif (( \${#subs} )); then
     compadd -- $subs
   elif (( partner )); then
-    compadd -- \${(f)"$(partnerctl __complete-partners "$PREFIX" 2>/dev/null)"}
+    # \${(Q)PREFIX}: the word without its escapes (Runbook\\ A is Runbook A); compadd quotes what it inserts.
+    compadd -- \${(f)"$(partnerctl __complete-partners "\${(Q)PREFIX}" 2>/dev/null)"}
   fi
 }
 if [[ \${zsh_eval_context[-1]} == loadautofunc ]]; then _partnerctl "$@"; else compdef _partnerctl partnerctl; fi
@@ -148,7 +165,8 @@ export function fish(root: Command): string {
     const condition = second === undefined ? `__fish_seen_subcommand_from ${first}` : `__fish_seen_subcommand_from ${second}`;
     for (const option of command.options) lines.push(optionLine(condition, option));
     if (command.takesPartner) {
-      lines.push(`complete -c partnerctl -n ${quote(condition)} -a '(partnerctl __complete-partners (commandline -ct) 2>/dev/null)'`);
+      // The token without its escapes and quotes (Runbook\\ A, "Runbook A): fish quotes what it inserts.
+      lines.push(`complete -c partnerctl -n ${quote(condition)} -a '(partnerctl __complete-partners (commandline -ct | string unescape) 2>/dev/null)'`);
     }
   }
   return `${lines.join('\n')}\n`;

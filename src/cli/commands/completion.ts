@@ -30,7 +30,6 @@ export const completePartnersCommand = defineCommand({
   description: '',
   hidden: true,
   arguments: [{ name: '[prefix]' }],
-  readOnly: true,
   run: (session, _out, { args }) => runCompletePartners(session, args[0]),
 });
 

@@ -21,7 +21,6 @@ export const explainCommand = defineCommand({
   name: 'explain',
   description: 'why the gate refused a request, from its request id (error.request_id), whichever instance answered, and what would change the answer',
   arguments: [{ name: '<request-id>', description: 'the request id of the error answer (error.request_id, or the X-Request-Id header)' }],
-  readOnly: true,
   notes:
     'Servers write refusals within about a second; an accepted request, or one answered before the gate\n' +
     '(a malformed request, an unknown path), has none on record: exit 3 (not found).',

@@ -24,7 +24,6 @@ export const exposureCommand = defineCommand({
     },
   ],
   options: EXPOSURE_OPTIONS,
-  readOnly: true,
   notes:
     'Counts are per hour (the window is rounded down to its hour) and kept PUBLIC_API_DECISION_RETENTION\n' +
     '(30 days by default). Servers write them at least every 10 s.',
@@ -50,8 +49,9 @@ function countsJson(row: ExposureReport['companies'][number] | ExposureReport['a
 
 async function runExposure(session: Session, out: Output, value: string, options: OptionsOf<typeof EXPOSURE_OPTIONS>): Promise<void> {
   if (options.csv && out.json) throw new AppError('invalid_argument', '--csv and --json are two formats: choose one');
-  const since = options.since === undefined ? undefined : parseTimeOrDuration(options.since, '--since');
-  const until = options.until === undefined ? undefined : parseTimeOrDuration(options.until, '--until');
+  const now = Date.now();
+  const since = options.since === undefined ? undefined : parseTimeOrDuration(options.since, '--since', now);
+  const until = options.until === undefined ? undefined : parseTimeOrDuration(options.until, '--until', now);
   const looked = value === '-' ? await readAll(session.terminal.in) : value;
   const [{ exposureReport }, { openSigningKeys }, db] = await Promise.all([
     import('../../domain/exposure.js'),

@@ -15,7 +15,6 @@ export const instancesCommand = defineCommand({
   notes: `An instance heartbeats every second; one silent for over 10 s is stale:
 listed, never awaited by a receipt. Behind: live and not yet at the
 database's current revision.`,
-  readOnly: true,
   run: (session, out, { options }) => runInstances(session, out, options),
 });
 
@@ -58,7 +57,7 @@ async function runInstances(session: Session, out: Output, options: OptionsOf<ty
             i.pid,
             i.address,
             i.appliedRevision,
-            iso(i.lastSeenAt),
+            i.lastSeenAt,
             i.stale ? 'stale' : i.behind ? 'behind' : 'current',
           ]),
         ),

@@ -19,7 +19,6 @@ export const dbCommand = defineCommand({
     defineCommand({
       name: 'status',
       description: 'show applied and pending migrations (exit 1 when not up to date)',
-      readOnly: true,
       run: (session, out) => runDbStatus(session, out),
     }),
     defineCommand({
@@ -27,7 +26,6 @@ export const dbCommand = defineCommand({
       description: 'print the SQL creating the four PostgreSQL roles (support, oncall, admin, server); --apply runs it',
       options: [{ flags: '--apply', description: 'run it (as the database owner or a role with CREATEROLE)' }],
       notes: 'Re-runnable: roles the cluster already has are reused. Run it again after db migrate. See docs/roles.md.',
-      readOnly: (options) => options.apply !== true,
       run: (session, out, { options }) => runDbRoles(session, out, options.apply === true),
     }),
   ],
@@ -100,7 +98,7 @@ async function pendingMigrations(config: Session['databaseConfig']): Promise<num
 /** Exit 0 when the schema is current, 1 when migrations are pending or failed (for runbooks to test). */
 async function runDbStatus(session: Session, out: Output): Promise<number> {
   const config = session.databaseConfig;
-  session.refuseMissingDatabase();
+  session.requireDatabase();
   const [{ openDatabase }, { migrationStatus }] = await Promise.all([import('../../db/client.js'), import('../../db/migrate.js')]);
   const db = await openDatabase(config);
   try {

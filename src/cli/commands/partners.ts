@@ -1,5 +1,6 @@
 import type { PartnerRecord, PartnerStatus } from '../../domain/partners.js';
 import { validateCompanyId, validatePartnerName } from '../../domain/validation.js';
+import { nameKey, terminalSafe } from '../../text.js';
 import { defineCommand } from '../definition.js';
 import { defineOptions, type OptionsOf } from '../options.js';
 import { iso, type Output } from '../output.js';
@@ -23,13 +24,18 @@ export const createPartnerCommand = defineCommand({
 
 async function runCreatePartner(session: Session, out: Output, options: OptionsOf<typeof CREATE_PARTNER_OPTIONS>): Promise<void> {
   const name = await requireValue(session, options.name, '--name <name>', () =>
-    askText(session, 'Partner name', (value) => {
+    askText(session, 'Partner name', async (value) => {
+      let name: string;
       try {
-        validatePartnerName(value);
-        return true;
+        name = validatePartnerName(value);
       } catch (error) {
         return (error as Error).message;
       }
+      if (options.ifNotExists) return true;
+      // A taken name is asked again here rather than refused after the prompt.
+      const [{ searchPartners }, db] = await Promise.all([import('../../domain/partners.js'), session.db()]);
+      const taken = (await searchPartners(db, name, 50)).find((partner) => nameKey(partner.name) === nameKey(name));
+      return taken ? `'${terminalSafe(taken.name)}' is taken (${taken.id}); type another name` : true;
     }),
   );
   const [{ createPartner }, db] = await Promise.all([import('../../domain/partners.js'), session.db()]);
@@ -58,7 +64,6 @@ export const listPartnersCommand = defineCommand({
   name: 'list-partners',
   description: 'list partners, oldest first, a page at a time',
   options: LIST_PARTNERS_OPTIONS,
-  readOnly: true,
   run: (session, out, { options }) => runListPartners(session, out, options),
 });
 
@@ -91,6 +96,10 @@ async function runListPartners(session: Session, out: Output, options: OptionsOf
       out.line(options.cursor ? 'No more partners.' : `No partner is mapped to company ${options.company}.`);
       return;
     }
+    if (options.status !== undefined) {
+      out.line(options.cursor ? `No more ${options.status} partners.` : `No ${options.status} partners.`);
+      return;
+    }
     out.line(options.cursor ? 'No more partners.' : "No partners yet. Create one with 'partnerctl create-partner --name <name>'.");
     return;
   }
@@ -111,7 +120,7 @@ async function runListPartners(session: Session, out: Output, options: OptionsOf
         statusText(chalk, partner.status),
         partner.companyCount,
         partner.activeAccessKey,
-        iso(partner.createdAt),
+        partner.createdAt,
       ]),
     ),
   );
@@ -129,7 +138,6 @@ export const showPartnerCommand = defineCommand({
   name: 'show-partner',
   description: 'show a partner, its key pairs (never secrets), its company count and first 20 companies (list-companies for all)',
   arguments: [PARTNER_ARGUMENT],
-  readOnly: true,
   run: (session, out, { args }) => runShowPartner(session, out, args[0]),
 });
 
@@ -192,7 +200,7 @@ async function runShowPartner(session: Session, out: Output, partnerArgument: st
           { title: 'CREATED', min: 10 },
           { title: 'LAST USED', min: 10, optional: true },
         ],
-        keyPairs.map((pair) => [pair.id, pair.accessKey, statusText(chalk, pair.state), iso(pair.createdAt), iso(pair.lastUsedAt)]),
+        keyPairs.map((pair) => [pair.id, pair.accessKey, statusText(chalk, pair.state), pair.createdAt, pair.lastUsedAt]),
       ),
     );
     for (const pair of keyPairs.filter((each) => each.state === 'retiring')) {

@@ -20,7 +20,6 @@ export const refusalsCommand = defineCommand({
   description: "the gate's refusals on record, counted by reason (and company or address), the latest with their request ids, and how many the cap left unrecorded",
   arguments: [{ name: '[partner]', description: 'only this partner (id, unique name, access key or key-pair id)' }],
   options: REFUSALS_OPTIONS,
-  readOnly: true,
   notes:
     'Each server records at most 1,000 refusals per partner and per client address per minute; the rest are\n' +
     "counted, not recorded ('unrecorded'). With a partner, only what its own cap held back is counted.",
@@ -29,8 +28,9 @@ export const refusalsCommand = defineCommand({
 });
 
 async function runRefusals(session: Session, out: Output, partner: string | undefined, options: OptionsOf<typeof REFUSALS_OPTIONS>): Promise<void> {
-  const since = parseTimeOrDuration(options.since ?? '24h', '--since');
-  const until = options.until === undefined ? new Date() : parseTimeOrDuration(options.until, '--until');
+  const now = Date.now();
+  const since = parseTimeOrDuration(options.since ?? '24h', '--since', now);
+  const until = options.until === undefined ? new Date(now) : parseTimeOrDuration(options.until, '--until', now);
   const by = options.by;
   if (by !== undefined && !(GROUPINGS as readonly string[]).includes(by)) {
     throw new AppError('invalid_argument', `--by must be company or address, got '${by.slice(0, 40)}'`, { hint: "see 'partnerctl refusals --help'" });

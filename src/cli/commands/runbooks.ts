@@ -119,7 +119,6 @@ export const applyCommand = defineCommand({
 
 Re-applying the same document changes nothing (exit 0, "changes": 0).`,
   examples: [{ lines: ['partnerctl export > partners.yaml', 'partnerctl apply -f partners.yaml --dry-run'] }],
-  readOnly: (options) => options.dryRun === true,
   run: (session, out, { options }) => runApply(session, out, options),
 });
 
@@ -185,7 +184,7 @@ async function runApply(session: Session, out: Output, options: OptionsOf<typeof
     } finally {
       bar.done();
     }
-    committedAt = Date.now();
+    committedAt = db.clock.now();
     plan = result.plan;
     applied = plan.changes > 0;
     if (keysFd !== undefined) {
@@ -277,7 +276,6 @@ export const exportCommand = defineCommand({
   name: 'export',
   description: 'print partners, their status, companies and network rules as a document for apply (YAML; JSON with --json)',
   options: EXPORT_OPTIONS,
-  readOnly: true,
   run: (session, out, { options }) => runExport(session, out, options),
 });
 

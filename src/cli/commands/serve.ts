@@ -18,6 +18,7 @@ export const serveCommand = defineCommand({
   serverFlags: (options) => options,
   run: async (session) => {
     const { runServer } = await import('../../http/server/server.js');
-    await runServer({ config: session.config, databaseUrl: session.options.databaseUrl }, session.terminal);
+    session.requireDatabase();
+    await runServer({ config: session.config, databaseUrl: session.databaseChoice.url }, session.terminal);
   },
 });

@@ -32,7 +32,7 @@ export const usageCommand = defineCommand({
 
 async function runUsage(session: Session, out: Output, partner: string | undefined, options: OptionsOf<typeof USAGE_OPTIONS>): Promise<void> {
   const limit = parseLimit(options.limit, 50);
-  const since = parseTimeOrDuration(options.since ?? USAGE_DEFAULT_SINCE, '--since');
+  const since = parseTimeOrDuration(options.since ?? USAGE_DEFAULT_SINCE, '--since', Date.now());
   const by = options.by;
   if (by !== undefined && !(GROUPINGS as readonly string[]).includes(by)) {
     const { closest } = await import('../../text.js');
@@ -86,7 +86,7 @@ async function runUsage(session: Session, out: Output, partner: string | undefin
       rows.map((row) => [
         `${row.partnerName ?? '?'} (${row.partnerId})`,
         ...(by === 'company' ? [row.companyId === '' ? '(none)' : (row.companyId ?? null)] : []),
-        out.tableTime(row.periodStart, options.wide),
+        row.periodStart,
         row.accepted + row.clientErrors + row.serverErrors,
         row.accepted,
         row.clientErrors,

@@ -14,6 +14,7 @@ const ADD_OPTIONS = defineOptions([
   { flags: '--partner <partner>', description: "only this partner's events" },
   { flags: '--description <text>', description: 'a note for the operators' },
   { flags: '--insecure', description: 'allow an http:// URL (loopback tests, private networks)' },
+  { flags: '--if-not-exists', description: 'an endpoint for this URL already there: exit 0, changed: false (no secret printed)' },
 ]);
 
 const DELIVERIES_OPTIONS = defineOptions([
@@ -27,7 +28,7 @@ export const webhooksCommand = defineCommand({
   subcommands: [
     defineCommand({
       name: 'add',
-      description: 'add an endpoint; prints its id and signing secret (whsec_…) once',
+      description: 'add an endpoint; prints its id and signing secret (whsec_…) once; one endpoint per URL (exit 4 webhook_exists)',
       options: ADD_OPTIONS,
       examples: [{ lines: ['partnerctl webhooks add --url https://ops.example.com/hooks \\', '  --events keys.expiring,leak.reported'] }],
       run: (session, out, { options }) => runAdd(session, out, options),
@@ -35,12 +36,12 @@ export const webhooksCommand = defineCommand({
     defineCommand({
       name: 'list',
       description: 'list the endpoints (never their secrets)',
-      readOnly: true,
       run: (session, out) => runList(session, out),
     }),
     defineCommand({
       name: 'remove',
-      description: 'remove an endpoint; what was still to be delivered to it is dropped',
+      description:
+        'remove an endpoint; what was still to be delivered to it is dropped (asks to confirm, stating how many); one already removed exits 0, changed: false',
       arguments: [{ name: '<id>', description: 'the endpoint id (wh_…)' }],
       run: (session, out, { args }) => runRemove(session, out, args[0]!),
     }),
@@ -48,7 +49,6 @@ export const webhooksCommand = defineCommand({
       name: 'test',
       description: 'send a webhook.test event to an endpoint now and print its answer (exit 1 unless 2xx)',
       arguments: [{ name: '<id>', description: 'the endpoint id (wh_…)' }],
-      readOnly: true,
       run: (session, out, { args }) => runTest(session, out, args[0]!),
     }),
     defineCommand({
@@ -56,7 +56,6 @@ export const webhooksCommand = defineCommand({
       description: 'deliveries, newest first: attempts, last status code, next retry',
       arguments: [{ name: '[id]', description: 'only this endpoint (wh_…)' }],
       options: DELIVERIES_OPTIONS,
-      readOnly: true,
       run: (session, out, { args, options }) => runDeliveries(session, out, args[0], options),
     }),
     defineCommand({
@@ -72,15 +71,22 @@ async function runAdd(session: Session, out: Output, options: OptionsOf<typeof A
   const [{ addWebhook }, { AppError }] = await Promise.all([import('../../domain/webhooks.js'), import('../../errors.js')]);
   if (options.url === undefined) throw new AppError('missing_argument', '--url is required');
   const db = await session.db();
-  const { endpoint } = await addWebhook(db, session.who, {
+  const added = await addWebhook(db, session.who, {
     url: options.url,
     events: options.events?.split(','),
     partner: options.partner,
     description: options.description,
     insecure: options.insecure,
+    ifNotExists: options.ifNotExists,
   });
+  if (!added.changed) {
+    if (out.json) out.emitJson({ ...endpointJson(added.endpoint), changed: false });
+    else out.line(`Webhook ${added.endpoint.id} already receives events at this URL; nothing changed (its secret was shown when it was added).`);
+    return;
+  }
+  const { endpoint } = added;
   if (out.json) {
-    out.emitJson({ ...endpointJson(endpoint), secret: endpoint.secret });
+    out.emitJson({ ...endpointJson(endpoint), secret: endpoint.secret, changed: true });
     return;
   }
   out.line(`Added webhook ${endpoint.id} -> ${endpoint.url}`);
@@ -119,20 +125,32 @@ async function runList(session: Session, out: Output): Promise<void> {
         endpoint.events?.join(',') ?? 'all',
         endpoint.partnerId,
         endpoint.description,
-        iso(endpoint.createdAt),
+        endpoint.createdAt,
       ]),
     ),
   );
 }
 
 async function runRemove(session: Session, out: Output, id: string): Promise<void> {
-  const [{ removeWebhook }, db] = await Promise.all([import('../../domain/webhooks.js'), session.db()]);
-  const endpoint = await removeWebhook(db, session.who, id);
+  const [{ removeWebhook, webhookRemoval }, { confirmDestructive }, db] = await Promise.all([
+    import('../../domain/webhooks.js'),
+    import('../prompts.js'),
+    session.db(),
+  ]);
+  const { endpoint, pending } = await webhookRemoval(db, id);
+  if (endpoint) {
+    await confirmDestructive(session, `Remove webhook ${endpoint.id} (${endpoint.url}), dropping ${pending} pending deliver${pending === 1 ? 'y' : 'ies'}`);
+  }
+  const removed = await removeWebhook(db, session.who, id);
   if (out.json) {
-    out.emitJson({ id: endpoint.id, removed: true });
+    out.emitJson({ id, removed: removed.changed, changed: removed.changed, dropped_deliveries: removed.dropped });
     return;
   }
-  out.line(`Removed webhook ${endpoint.id} (${endpoint.url}).`);
+  out.line(
+    removed.changed
+      ? `Removed webhook ${id} (${removed.endpoint.url}); ${removed.dropped} pending deliver${removed.dropped === 1 ? 'y' : 'ies'} dropped.`
+      : `Webhook ${id} was already removed; nothing changed.`,
+  );
 }
 
 async function runTest(session: Session, out: Output, id: string): Promise<number> {
@@ -199,8 +217,8 @@ async function runDeliveries(session: Session, out: Output, id: string | undefin
         row.status,
         row.attempts,
         row.lastStatus !== null ? String(row.lastStatus) : row.lastError,
-        iso(row.nextAttemptAt),
-        iso(row.createdAt),
+        row.nextAttemptAt,
+        row.createdAt,
       ]),
     ),
   );

@@ -11,24 +11,28 @@ export type ChainedInsert = Omit<AuditRow, 'id' | 'principalVerified'> & Column<
 /**
  * The chain's last event (by position) and the principal this connection is vouched as (PostgreSQL's
  * session_user; null on SQLite). Read inside the unit's write lock, so no other writer can append between
- * this read and the unit's insert. `unchained` says that events written before the chain existed still
- * wait for the migration runner.
+ * this read and the unit's insert. `unchained`: the first ids of events at or below the chain's legacy mark
+ * (0 on a database created with the chain) that carry no chain data: events written before the chain
+ * existed and still waiting for the migration runner, or rows written around partnerctl.
  */
 export async function chainHead(
   tx: SqlTx,
-): Promise<{ seq: number; hash: string | null; sessionUser: string | null; unchained: boolean }> {
+): Promise<{ seq: number; hash: string | null; sessionUser: string | null; unchained: number[] }> {
   const sessionUser = tx.provider === 'postgresql' ? 'session_user' : 'NULL';
-  const [row] = await tx.query<{ seq: unknown; hash: string | null; session_user: string | null; unchained: unknown }>(
+  const [row] = await tx.query<{ seq: unknown; hash: string | null; session_user: string | null }>(
     `SELECT (SELECT seq FROM audit_events WHERE seq IS NOT NULL ORDER BY seq DESC LIMIT 1) AS seq,
             (SELECT hash FROM audit_events WHERE seq IS NOT NULL ORDER BY seq DESC LIMIT 1) AS hash,
-            ${sessionUser} AS session_user,
-            EXISTS (SELECT 1 FROM audit_events WHERE hash IS NULL AND id <= (SELECT legacy_through FROM audit_chain WHERE id = 1)) AS unchained`,
+            ${sessionUser} AS session_user`,
+  );
+  const unchained = await tx.query<{ id: unknown }>(
+    `SELECT id FROM audit_events
+     WHERE hash IS NULL AND id <= COALESCE((SELECT legacy_through FROM audit_chain WHERE id = 1), 0) ORDER BY id LIMIT 6`,
   );
   return {
     seq: row?.seq === null || row?.seq === undefined ? 0 : Number(row.seq),
     hash: row?.hash ?? null,
     sessionUser: row?.session_user ?? null,
-    unchained: Boolean(Number(row?.unchained ?? 0)) || row?.unchained === true,
+    unchained: unchained.map((item) => Number(item.id)),
   };
 }
 
@@ -52,26 +56,43 @@ export async function insertAuditEvents(tx: SqlTx, events: readonly ChainedInser
  */
 export type ChainRow = Omit<AuditRow, 'at'> & Column<'AuditEvent', 'at', string> & Columns<'AuditEvent', 'seq' | 'prevHash' | 'hash'>;
 
-/** Events in id (commit) order after `afterId`, a page at a time. */
-export async function chainPage(q: Queryable, afterId: number, limit: number): Promise<ChainRow[]> {
-  const rows = await q.query<{
-    id: unknown;
-    at: string;
-    actor: string;
-    principal: string | null;
-    principal_verified: unknown;
-    action: string;
-    partner_id: string | null;
-    details: string;
-    seq: unknown;
-    prev_hash: string | null;
-    hash: string | null;
-  }>(
+/** Events in id (commit) order after `afterId` (null: from the first, whatever its id), a page at a time. */
+export async function chainPage(q: Queryable, afterId: number | null, limit: number): Promise<ChainRow[]> {
+  const params: unknown[] = afterId === null ? [] : [afterId];
+  const rows = await q.query<ChainRaw>(
     `SELECT id, ${atTextSql(q.provider)} AS at, actor, principal, principal_verified, action, partner_id, details, seq, prev_hash, hash
-     FROM audit_events WHERE id > $1 ORDER BY id LIMIT $2`,
-    [afterId, limit],
+     FROM audit_events ${afterId === null ? '' : 'WHERE id > $1'} ORDER BY id LIMIT $${params.push(limit)}`,
+    params,
   );
-  return rows.map((row) => ({
+  return rows.map(chainRowFromRaw);
+}
+
+/** The events that claim one position of the chain, in id order (one, unless rows were slipped in). */
+export async function chainRowsAt(q: Queryable, seq: number): Promise<ChainRow[]> {
+  const rows = await q.query<ChainRaw>(
+    `SELECT id, ${atTextSql(q.provider)} AS at, actor, principal, principal_verified, action, partner_id, details, seq, prev_hash, hash
+     FROM audit_events WHERE seq = $1 ORDER BY id`,
+    [seq],
+  );
+  return rows.map(chainRowFromRaw);
+}
+
+type ChainRaw = {
+  id: unknown;
+  at: string;
+  actor: string;
+  principal: string | null;
+  principal_verified: unknown;
+  action: string;
+  partner_id: string | null;
+  details: string;
+  seq: unknown;
+  prev_hash: string | null;
+  hash: string | null;
+};
+
+function chainRowFromRaw(row: ChainRaw): ChainRow {
+  return {
     id: Number(row.id),
     at: row.at,
     actor: row.actor,
@@ -83,7 +104,7 @@ export async function chainPage(q: Queryable, afterId: number, limit: number): P
     seq: row.seq === null ? null : Number(row.seq),
     prevHash: row.prev_hash,
     hash: row.hash,
-  }));
+  };
 }
 
 /** Where the chain starts (null before the migration that added it). */
@@ -186,6 +207,12 @@ export async function lastEventAt(q: Queryable, partnerId: string, action: strin
     [partnerId, action],
   );
   return row ? toDate(row.at) : null;
+}
+
+/** Whether an event of this action names the webhook in its details (`webhook_id`). */
+export async function webhookEventExists(q: Queryable, action: string, webhookId: string): Promise<boolean> {
+  const rows = await q.query('SELECT 1 AS found FROM audit_events WHERE action = $1 AND details LIKE $2 LIMIT 1', [action, `%"webhook_id":${JSON.stringify(webhookId)}%`]);
+  return rows.length > 0;
 }
 
 /** The test-token mint event whose details carry this jti (older, untraceable token ids). */

@@ -6,15 +6,6 @@ export async function isMapped(q: Queryable, partnerId: string, companyId: strin
   return rows.length > 0;
 }
 
-export async function insertMapping(tx: SqlTx, partnerId: string, companyId: string, now: Date): Promise<void> {
-  await tx.run('INSERT INTO company_mappings (partner_id, company_id, created_at) VALUES ($1, $2, $3)', [partnerId, companyId, now]);
-}
-
-/** Resolves to the number of rows removed (0 or 1). */
-export async function deleteMapping(tx: SqlTx, partnerId: string, companyId: string): Promise<number> {
-  return tx.run('DELETE FROM company_mappings WHERE partner_id = $1 AND company_id = $2', [partnerId, companyId]);
-}
-
 /** Ids per statement: under both engines' parameter limits (SQLite 32,766; PostgreSQL 65,535). */
 const IDS_PER_STATEMENT = 10_000;
 

@@ -1,4 +1,5 @@
 import type { Column, Columns } from '../models.js';
+import { leaseStillHeld, type LeaseFence } from './leases.js';
 import { toDate } from '../sql.js';
 import type { Queryable, SqlTx } from '../unit.js';
 
@@ -58,29 +59,36 @@ export async function webhookEndpointById(q: Queryable, id: string): Promise<Web
   return row ? endpointFromRaw(row) : null;
 }
 
-/** Removes the endpoint and what was still to be delivered to it; the deliveries already made stay listed. */
 /** The endpoint with its signing secret, for a send (`webhooks test`); null when none has that id. */
 export async function webhookEndpointWithSecret(q: Queryable, id: string): Promise<WebhookEndpointRow | null> {
   const [row] = await q.query<EndpointRaw & { secret: string }>(`SELECT ${ENDPOINT_COLUMNS}, secret FROM webhook_endpoints WHERE id = $1`, [id]);
   return row ? { ...endpointFromRaw(row), secret: row.secret } : null;
 }
 
-export async function deleteWebhookEndpoint(tx: SqlTx, id: string): Promise<number> {
-  await tx.run("DELETE FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'pending'", [id]);
-  return tx.run('DELETE FROM webhook_endpoints WHERE id = $1', [id]);
+/** How many deliveries to the endpoint are still to be made (what removing it drops). */
+export async function pendingDeliveryCount(q: Queryable, id: string): Promise<number> {
+  const [row] = await q.query<{ n: unknown }>("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'pending'", [id]);
+  return Number(row?.n ?? 0);
 }
 
-/** `data` is the JSON body sent: {type, timestamp, data}. */
+/** Removes the endpoint and what was still to be delivered to it; the deliveries already made stay listed. */
+export async function deleteWebhookEndpoint(tx: SqlTx, id: string): Promise<{ removed: number; dropped: number }> {
+  const dropped = await tx.run("DELETE FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'pending'", [id]);
+  return { removed: await tx.run('DELETE FROM webhook_endpoints WHERE id = $1', [id]), dropped };
+}
+
+/** `data` is the JSON body sent: {type, timestamp, data}; `auditSeq` the audit event it reports (written in the same transaction), null for a server's reminder. */
 export type OutboxEvent = Columns<'WebhookEvent'>;
 
 /** The event and one pending delivery per endpoint (due at once), in the caller's transaction. */
 export async function insertOutboxEvent(tx: SqlTx, event: OutboxEvent, endpointIds: readonly string[]): Promise<void> {
-  await tx.run('INSERT INTO webhook_events (id, type, partner_id, data, created_at) VALUES ($1, $2, $3, $4, $5)', [
+  await tx.run('INSERT INTO webhook_events (id, type, partner_id, data, created_at, audit_seq) VALUES ($1, $2, $3, $4, $5, $6)', [
     event.id,
     event.type,
     event.partnerId,
     event.data,
     event.createdAt,
+    event.auditSeq,
   ]);
   for (const endpointId of endpointIds) {
     await tx.run(
@@ -135,12 +143,14 @@ export async function dueDeliveries(q: Queryable, now: Date, limit: number): Pro
 /**
  * Claims a due delivery: its next attempt moves to `leaseUntil` (past the send's timeout), so no other
  * sender takes it meanwhile, and a sender that dies mid-send leaves it due again then. False when another
- * sender claimed it first.
+ * sender claimed it first, or when `fence` is given and its holder no longer holds that lease (a leader that
+ * was paused past its lease claims nothing).
  */
-export async function claimDelivery(tx: SqlTx, due: DueDelivery, leaseUntil: Date): Promise<boolean> {
+export async function claimDelivery(tx: SqlTx, due: DueDelivery, leaseUntil: Date, fence?: LeaseFence): Promise<boolean> {
   const changed = await tx.run(
-    "UPDATE webhook_deliveries SET next_attempt_at = $1 WHERE event_id = $2 AND endpoint_id = $3 AND status = 'pending' AND attempts = $4 AND next_attempt_at <= $5",
-    [leaseUntil, due.eventId, due.endpointId, due.attempts, due.nextAttemptAt],
+    `UPDATE webhook_deliveries SET next_attempt_at = $1
+      WHERE event_id = $2 AND endpoint_id = $3 AND status = 'pending' AND attempts = $4 AND next_attempt_at <= $5${fence ? ` AND ${leaseStillHeld(6)}` : ''}`,
+    [leaseUntil, due.eventId, due.endpointId, due.attempts, due.nextAttemptAt, ...(fence ? [fence.name, fence.holder] : [])],
   );
   return changed === 1;
 }
@@ -298,12 +308,4 @@ export async function insertLeakReport(tx: SqlTx, report: LeakReportRow): Promis
 
 export async function markPairLeaked(tx: SqlTx, keyPairId: string, at: Date, url: string): Promise<void> {
   await tx.run('UPDATE key_pairs SET leak_reported_at = $1, leak_url = $2 WHERE id = $3', [at, url, keyPairId]);
-}
-
-export async function pairLeak(q: Queryable, keyPairId: string): Promise<{ at: Date; url: string | null } | null> {
-  const [row] = await q.query<{ leak_reported_at: unknown; leak_url: string | null }>(
-    'SELECT leak_reported_at, leak_url FROM key_pairs WHERE id = $1',
-    [keyPairId],
-  );
-  return row && row.leak_reported_at != null ? { at: toDate(row.leak_reported_at)!, url: row.leak_url } : null;
 }

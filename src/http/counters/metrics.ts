@@ -240,7 +240,7 @@ export class Metrics {
   }
 
   /** One answered request (onResponse). */
-  /** One finished answer, whichever way it was served (Fastify or the fast lane). */
+  /** One finished answer, whoever served it (the data handler or Fastify). */
   response(answered: FinishedRequest): void {
     const status = answered.status;
     const statusClass = statusIndex(status);

@@ -14,7 +14,7 @@ function headersOf(raw: Buffer[]): Record<string, string | string[]> {
   return out;
 }
 
-/** One request to the engine, already rewritten by the forwarding contract (routes/data.ts). */
+/** One request to the engine, already rewritten by the forwarding contract (forwarding.ts). */
 export interface EngineRequest {
   method: string;
   /** The engine path with its query, starting with `/`. */

@@ -1,10 +1,11 @@
 // The gate's reading of a data request: its credentials (one bearer token, never an API key), its query and
-// its company. Plain functions over Node's request, whichever way the request came in.
+// its company. Plain functions over Node's request.
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { parse as parseQuery } from 'fast-querystring';
 import { ACCESS_KEY_PREFIX, SECRET_KEY_PREFIX } from '../../domain/identifiers.js';
 import { AppError, isAppError } from '../../errors.js';
 import { refuseCompanyIdAliases } from '../protocol/edges.js';
+import type { RequestBody } from '../protocol/json-body.js';
 
 // Compact JWS: three base64url parts. Anything else (extra spaces, a second scheme, quotes) is refused.
 const BEARER = /^[Bb][Ee][Aa][Rr][Ee][Rr] ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$/;
@@ -135,13 +136,6 @@ function mayRepeatKey(text: string): boolean {
   return text.includes('\\u') || (first >= 0 && text.indexOf('company_id', first + 1) >= 0);
 }
 
-/** A JSON body as the server received it: the parsed value, its text (what the gate reads), its bytes (what is forwarded). */
-export interface RequestBody {
-  value: unknown;
-  text: string;
-  bytes: Buffer;
-}
-
 /**
  * The target company: in the JSON body for POST, PUT and PATCH, in the query otherwise; exactly once, as a
  * non-empty string. The body must not smuggle API keys either.
@@ -171,7 +165,7 @@ export function companyOf(request: IncomingMessage, query: Query, body: RequestB
     value = fromBody;
   } else {
     if (fromBody !== undefined) throw invalid(`company_id goes in the query for ${method}, not in the body`);
-    // Fastify never reads a GET or HEAD body, so a company_id in it would go unseen: refuse the body instead.
+    // The data path never reads a GET or HEAD body, so a company_id in it would go unseen: refuse the body instead.
     if ((method === 'GET' || method === 'HEAD') && carriesBody(request.headers)) {
       throw invalid(`a ${method} request must not carry a body`);
     }

@@ -41,7 +41,13 @@ const CODE_USE: Record<ErrorCode, 'api' | 'cli'> = {
   database_unavailable: 'api',
   // Checked when the server starts (it refuses to start); never the answer to a request.
   schema_out_of_date: 'cli',
+  audit_chain_broken: 'cli',
+  // Checked when the server starts too: an SQLite path with no file refuses to start.
+  database_not_found: 'cli',
+  webhook_exists: 'cli',
   signing_key_unavailable: 'api',
+  // Only the secret-scanning receiver answers it.
+  key_list_unavailable: 'api',
   upstream_timeout: 'api',
 };
 

@@ -1,6 +1,6 @@
-// Who the client is: computed once per request, at its entry (the bare listener or Fastify's first hook),
-// and used by every later step (the token endpoint's per-address throttle, the network rules, the request
-// log, the exchange's unlisted-address record, the engine's X-Forwarded-For).
+// Who the client is: computed once per request, at its entry (the data handler, or Fastify's first hook for
+// the other routes), and used by every later step (the token endpoint's per-address throttle, the network
+// rules, the request log, the exchange's unlisted-address record, the engine's X-Forwarded-For).
 import { createRequire } from 'node:module';
 import type { IncomingMessage } from 'node:http';
 

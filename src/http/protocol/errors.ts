@@ -12,6 +12,7 @@ const SERVER_MESSAGES: Partial<Record<ErrorCode, string>> = {
   database_unavailable: 'the service cannot reach its database right now',
   schema_out_of_date: 'the service cannot reach its database right now',
   signing_key_unavailable: 'the service cannot issue or check tokens right now',
+  key_list_unavailable: "GitHub's secret-scanning key list cannot be fetched right now; retry later",
   upstream_unavailable: 'no recommendation engine is configured for this service',
   bad_gateway: 'the recommendation engine could not be reached',
   upstream_timeout: 'the recommendation engine did not answer in time',
@@ -117,15 +118,14 @@ export interface ErrorAnswer {
   code: ErrorCode;
   /** The error behind a 5xx (database, engine, signing keys, a bug): for the log, never the client. */
   failure: unknown;
-  /** A refusal's reason code (AppError.reason), for the record; null otherwise. */
-  reason: string | null;
   headers: Record<string, string>;
   body: string;
 }
 
 /**
- * The one way an error leaves the server, whichever way the request came in: the envelope with the request
- * id, `WWW-Authenticate: Bearer` on a 401 unless the gate set its own; `safeMessage` replaces the default text.
+ * The one way an error becomes an answer, whoever writes it (the data handler, or Fastify's reply through
+ * `sendError`): the envelope with the request id, `WWW-Authenticate: Bearer` on a 401 unless the gate set its
+ * own; `safeMessage` replaces the default text. The writer adds X-Request-Id.
  */
 export function errorAnswer(error: unknown, requestId: string, safeMessage?: string): ErrorAnswer {
   const described = describeError(error);
@@ -135,17 +135,21 @@ export function errorAnswer(error: unknown, requestId: string, safeMessage?: str
   const headers: Record<string, string> = {
     'content-type': 'application/json; charset=utf-8',
     'content-length': String(Buffer.byteLength(body)),
-    'x-request-id': requestId,
   };
   if (status === 401 && code === 'unauthorized') headers['www-authenticate'] = 'Bearer';
-  return { status, code, failure: status >= 500 ? error : undefined, reason: isAppError(error) ? (error.reason ?? null) : null, headers, body };
+  return { status, code, failure: status >= 500 ? error : undefined, headers, body };
 }
 
-/** errorAnswer through Fastify's reply (headers the reply already holds, such as the gate's, win). */
+/**
+ * errorAnswer through Fastify's reply (headers the reply already holds win); the error's 5xx failure and a
+ * refusal's reason go to the finished record.
+ */
 export function sendError(reply: FastifyReply, request: FastifyRequest, error: unknown, safeMessage?: string): FastifyReply {
   const answer = errorAnswer(error, request.id, safeMessage);
   if (answer.failure !== undefined) request.serverFailure = answer.failure;
-  request.refusalReason = answer.reason;
+  if (isAppError(error) && error.reason !== undefined) request.refusalReason = error.reason;
   for (const name in answer.headers) if (name === 'content-type' || !reply.hasHeader(name)) reply.header(name, answer.headers[name]!);
+  // Set by the first hook, unless Fastify refused the request before it (a malformed URL).
+  if (!reply.hasHeader('x-request-id')) reply.header('x-request-id', request.id);
   return reply.code(answer.status).send(answer.body);
 }

@@ -28,10 +28,10 @@ export interface FinishedRequest {
   keyPairId: string | null;
   /** A data request's verified token id (its jti), accepted or refused; null otherwise. */
   tokenId: string | null;
-  /** Why the gate refused it (AppError.reason, docs/reasons.md): recorded (docs/decisions.md); null otherwise. */
-  reason: string | null;
   /** A token exchange (accepted or refused): the pair its access key named, the partner it minted for. */
   exchange?: { keyPairId: string | null; partnerId: string | null; userAgent: string | undefined };
   /** Why a 5xx was answered (the client sees a fixed message): for the log. */
   failure?: unknown;
+  /** Why the gate refused it (AppError.reason, docs/reasons.md): recorded (docs/decisions.md). */
+  reason?: string;
 }

@@ -11,7 +11,6 @@ import type { ServerConfig } from '../../config.js';
 import type { DataLimits } from '../counters/limits.js';
 import type { Metrics } from '../counters/metrics.js';
 import type { SharedRedis } from '../counters/redis.js';
-import type { DataRequest } from '../data-path/pipeline.js';
 import type { Forwarder } from '../data-path/forwarder.js';
 import type { SpanExport } from '../data-path/spans.js';
 import type { ClientAddress } from '../protocol/client-address.js';
@@ -46,21 +45,17 @@ export interface AppDeps {
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** A data request: what the data path knows of it (partner, company, engine time). */
-    dataRequest: DataRequest | null;
     /** Known once a token is minted: for the request log. */
     partnerId: string | null;
     /** A token exchange: the key pair its access key named (null when none), logged with the client's address and user agent. */
     exchangeKeyPairId: string | null | undefined;
-    /** The JSON body exactly as received, forwarded unchanged. */
+    /** The JSON body's text exactly as received (a repeated member is refused by reading it). */
     rawBody: string | null;
-    /** The JSON body's bytes exactly as received: what a data request forwards. */
-    bodyBytes: Buffer | null;
     /** The client, determined once by the first hook (protocol/client-address.ts): every later step reads it here. */
     client: ClientAddress;
     /** The error behind a 5xx answer (database, engine, signing keys, a bug): for the log. */
     serverFailure: unknown;
-    /** The refusal's reason code of an error answer (AppError.reason): for the record of refusals. */
-    refusalReason: string | null;
+    /** A refused credential's reason code (AppError.reason), for the finished record. */
+    refusalReason: string | undefined;
   }
 }

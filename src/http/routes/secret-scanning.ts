@@ -1,12 +1,13 @@
 // POST /secret-scanning/github: GitHub's secret-scanning partner protocol (docs/leaked-credentials.md). Only
 // registered with PUBLIC_API_SECRET_SCANNING=github; otherwise the path is unknown (404) like any other.
-import { createPublicKey, verify, type KeyObject } from 'node:crypto';
+import { verify, type KeyObject } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { SecretScanningConfig } from '../../config.js';
 import type { LeakAlert } from '../../domain/leak-reports.js';
 import type { SigningKeys } from '../../domain/signing-keys.js';
 import { AppError } from '../../errors.js';
 import type { AppDeps } from './deps.js';
+import { GitHubKeys } from './github-keys.js';
 import { methodNotAllowed } from './method-not-allowed.js';
 
 export const SECRET_SCANNING_PATH = '/secret-scanning/github';
@@ -14,68 +15,11 @@ export const SECRET_SCANNING_PATH = '/secret-scanning/github';
 export const SECRET_SCANNING_BODY_LIMIT = 1_048_576;
 const MAX_ITEMS = 1_000;
 const MAX_FIELD = 8_192;
-const KEYS_TIMEOUT_MS = 5_000;
-/** An unknown key id fetches the list again, at most this often. */
-const REFETCH_MS = 60_000;
 
 interface RateLimitResult {
   isAllowed: boolean;
   isExceeded?: boolean;
   ttlInSeconds?: number;
-}
-
-/**
- * GitHub's signing keys, from the key list: fetched on first use, kept, and fetched again when a signature
- * names a key id not in it (at most once a minute, one fetch at a time).
- */
-export class GitHubKeys {
-  private keys = new Map<string, KeyObject>();
-  private fetchedAt = Number.NEGATIVE_INFINITY;
-  private fetching: Promise<void> | undefined;
-
-  constructor(private readonly url: URL) {}
-
-  /** The key of this id; null when the list (fetched again if allowed) does not hold it. */
-  async key(id: string): Promise<KeyObject | null> {
-    const known = this.keys.get(id);
-    if (known) return known;
-    if (Date.now() - this.fetchedAt >= REFETCH_MS) await this.refresh();
-    return this.keys.get(id) ?? null;
-  }
-
-  private refresh(): Promise<void> {
-    this.fetching ??= this.load().finally(() => {
-      this.fetching = undefined;
-    });
-    return this.fetching;
-  }
-
-  private async load(): Promise<void> {
-    let list: unknown;
-    try {
-      const response = await fetch(this.url, { headers: { accept: 'application/json', 'user-agent': 'partnerctl' }, signal: AbortSignal.timeout(KEYS_TIMEOUT_MS) });
-      if (!response.ok) throw new Error(`HTTP ${response.status}`);
-      list = await response.json();
-    } catch (error) {
-      // Counted as a fetch, so a key list that is down is not hammered; GitHub retries the alert.
-      this.fetchedAt = Date.now();
-      throw new AppError('upstream_unavailable', "GitHub's secret-scanning key list could not be fetched", { cause: error });
-    }
-    this.fetchedAt = Date.now();
-    const entries = (list as { public_keys?: unknown })?.public_keys;
-    if (!Array.isArray(entries)) throw new AppError('upstream_unavailable', "GitHub's secret-scanning key list has no public_keys");
-    const keys = new Map<string, KeyObject>();
-    for (const entry of entries) {
-      const { key_identifier: id, key: pem } = (entry ?? {}) as { key_identifier?: unknown; key?: unknown };
-      if (typeof id !== 'string' || typeof pem !== 'string') continue;
-      try {
-        keys.set(id, createPublicKey(pem));
-      } catch {
-        // A key that does not parse verifies nothing.
-      }
-    }
-    this.keys = keys;
-  }
 }
 
 /** Whether `signature` (base64 DER) is the ECDSA P-256 SHA-256 signature of `body` by `key`. */
@@ -118,7 +62,7 @@ function parseAlerts(bytes: Buffer): LeakAlert[] {
 }
 
 export function registerSecretScanningRoutes(app: FastifyInstance, deps: AppDeps & { keys: SigningKeys }, config: SecretScanningConfig): void {
-  const githubKeys = new GitHubKeys(config.keysUrl);
+  const githubKeys = new GitHubKeys(config.keysUrl, deps.db.clock);
   const onRequest: Array<(request: FastifyRequest, reply: FastifyReply) => Promise<void>> = [];
   if (config.rateLimitPerIp > 0) {
     const perAddress = app.createRateLimit({

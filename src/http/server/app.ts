@@ -1,30 +1,30 @@
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import cors from '@fastify/cors';
+import corsPlugin from '@fastify/cors';
 import rateLimit from '@fastify/rate-limit';
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { AppError } from '../../errors.js';
 import { failoverStore } from '../counters/token-throttles.js';
-import { bareEntry, watchOtherRoutes } from '../data-path/bare-entry.js';
-import { createForwarder } from '../data-path/forwarder.js';
-import { DataPath } from '../data-path/pipeline.js';
+import { createForwarder, type Forwarder } from '../data-path/forwarder.js';
+import { DataHandler } from '../data-path/handler.js';
 import { ClientAddresses, compileTrust, type ClientAddress } from '../protocol/client-address.js';
+import { CorsPolicy } from '../protocol/cors.js';
 import { installExpectHandling, requestHeadProblem } from '../protocol/edges.js';
 import { envelope, sendError } from '../protocol/errors.js';
-import { registerDataRoutes } from '../routes/data.js';
+import { parseJsonBody } from '../protocol/json-body.js';
 import type { AppDeps } from '../routes/deps.js';
 import { registerHealthRoutes } from '../routes/health.js';
 import { registerOpenApiRoute } from '../routes/openapi.js';
 import { registerSecretScanningRoutes } from '../routes/secret-scanning.js';
 import { registerTokenRoutes } from '../routes/token.js';
+import { DataMount } from './data-mount.js';
 import { createFinish } from './request-log.js';
 
 export type { AppDeps } from '../routes/deps.js';
 
-// ignoreBOM: a byte-order mark stays in the text, so the text and the forwarded bytes say the same.
-const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+// Fastify's default: idle keep-alive connections are closed after this long.
+const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 
 /** An answer written straight on the socket, still as an envelope, for what never becomes a request. */
 function answerOnSocket(socket: Duplex, status: string, code: string, message: string): void {
@@ -53,13 +53,36 @@ function clientErrorHandler(error: NodeJS.ErrnoException, socket: Socket): void 
   answerOnSocket(socket, '400 Bad Request', 'invalid_request', 'the request is malformed');
 }
 
-/** Builds the public API (no listen): plugins, the JSON body parser, error handling, routes. */
+/**
+ * Builds the public API (no listen): the data handler, mounted by path through Fastify's `serverFactory`
+ * (data-mount.ts), and Fastify with its plugins, the JSON body parser, error handling and the other routes.
+ */
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config, logger } = deps;
   // PUBLIC_API_TRUSTED_PROXIES: the same trust function for the client address of every step and for
   // Fastify's own `request.ip`.
   const addresses = new ClientAddresses(compileTrust(config.trustedProxies));
   const trustProxy = addresses.trustProxy;
+  const cors = new CorsPolicy(config.corsOrigins);
+  // The last step of every request: the data handler's records, and Fastify's (onResponse below).
+  const finish = createFinish(logger, deps.metrics ?? null, deps.usage ?? null, deps.decisions ?? null, deps.exposure ?? null);
+  const upstream = config.upstream;
+  const ownForwarder = deps.forwarder === undefined && upstream ? createForwarder(upstream, { timeoutMs: config.upstreamTimeoutMs }) : null;
+  const forwarder: Forwarder | null = deps.forwarder ?? ownForwarder;
+  const handler = new DataHandler({
+    verifier: deps.verifier,
+    access: deps.access,
+    limits: deps.limits ?? null,
+    forwarder,
+    prefix: upstream ? upstream.pathname.replace(/\/+$/, '') : '',
+    bodyLimit: config.bodyLimitBytes,
+    cors,
+    addresses,
+    logger,
+    spans: deps.spans ?? null,
+    finish,
+  });
+  const mount = new DataMount(handler);
   const app = Fastify({
     ...(trustProxy === undefined ? {} : { trustProxy }),
     logger: false,
@@ -69,56 +92,53 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // New requests arriving while closing are served like any other; the listener is already closed.
     return503OnClosing: false,
     clientErrorHandler,
-    // Node would answer a Host-less HTTP/1.1 request with a bare 400 of its own; the hook below answers it as
-    // an envelope instead.
-    // A client trickling a request (a slow body, say) is cut off after requestTimeoutMs, checked every second.
-    // Node 20 arms the check only when the timeout is given to its constructor, hence it is in `http` too.
-    requestTimeout: config.requestTimeoutMs,
-    http: { requireHostHeader: false, connectionsCheckingInterval: 1_000, requestTimeout: config.requestTimeoutMs },
+    // Node would answer a Host-less HTTP/1.1 request with a bare 400 of its own; requestHeadProblem answers
+    // it as an envelope instead. A client trickling a request (a slow body, say) is cut off after
+    // requestTimeoutMs, checked every second (Node 20 arms the check only when the timeout is given to the
+    // server's constructor).
+    serverFactory: mount.serverFactory(
+      { requireHostHeader: false, connectionsCheckingInterval: 1_000, requestTimeout: config.requestTimeoutMs },
+      KEEP_ALIVE_TIMEOUT_MS,
+    ),
     frameworkErrors: (error, request, reply) => {
       sendError(reply, request, error);
     },
   });
 
-  // Before any route: which paths under the base path are not the data routes' (bare-entry.ts).
-  const otherRoute = watchOtherRoutes(app);
+  // Before any route: which paths under the base path are Fastify's (data-mount.ts).
+  mount.watch(app);
+  app.addHook('preClose', (done) => {
+    handler.closing = true;
+    done();
+  });
+  if (ownForwarder !== null) {
+    // Closing the app closes the pooled engine connections too, so a stopped server holds no sockets.
+    app.addHook('onClose', async () => ownForwarder.close());
+  }
 
-  app.decorateRequest('dataRequest', null);
   app.decorateRequest('partnerId', null);
   app.decorateRequest('exchangeKeyPairId', undefined);
   app.decorateRequest('rawBody', null);
-  app.decorateRequest('bodyBytes', null);
   app.decorateRequest('serverFailure', null);
-  app.decorateRequest('refusalReason', null);
+  app.decorateRequest('refusalReason', undefined);
   app.decorateRequest('client', null as unknown as ClientAddress);
 
-  // Only JSON is accepted, and only as UTF-8 (RFC 8259): a body that is not valid UTF-8 is refused, since the
-  // gate and an engine could read different members out of it. The bytes are kept as received so data
-  // requests forward them byte for byte; the text is what the gate reads.
+  // JSON only, strictly UTF-8, as on the data path (protocol/json-body.ts).
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, bytes, done) => {
-    const buffer = bytes as Buffer;
-    if (buffer.length === 0) {
+    let body: ReturnType<typeof parseJsonBody>;
+    try {
+      body = parseJsonBody(bytes as Buffer);
+    } catch (error) {
+      done(error as Error, undefined);
+      return;
+    }
+    if (body === null) {
       done(null, undefined);
       return;
     }
-    let body: string;
-    let value: unknown;
-    try {
-      body = strictUtf8.decode(buffer);
-    } catch {
-      done(new AppError('invalid_request', 'the request body is not valid UTF-8'), undefined);
-      return;
-    }
-    try {
-      value = JSON.parse(body);
-    } catch {
-      done(new AppError('invalid_request', 'the request body is not valid JSON'), undefined);
-      return;
-    }
-    request.rawBody = body;
-    request.bodyBytes = buffer;
-    done(null, value);
+    request.rawBody = body.text;
+    done(null, body.value);
   });
 
   app.addHook('onRequest', (request, reply, done) => {
@@ -138,28 +158,24 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.server.on('connect', (_request, socket: Duplex) => {
     answerOnSocket(socket, '405 Method Not Allowed', 'method_not_allowed', 'CONNECT is not served');
   });
-  // The last step of every request Fastify answers (the data path's own answers call it themselves).
-  const finish = createFinish(logger, deps.metrics ?? null, deps.usage ?? null, deps.decisions ?? null, deps.exposure ?? null);
+  // The finished record of every request Fastify answers (the data handler writes its own).
   app.addHook('onResponse', (request, reply, done) => {
-    const data = request.dataRequest;
-    const token = data ? (data.claims ?? data.presented) : null;
     finish({
       requestId: request.id,
-      partnerId: data?.claims?.partnerId ?? null,
-      companyId: data?.companyId ?? null,
-      companyNamed: data?.companyNamed ?? null,
-      keyPairId: token === null ? (request.exchangeKeyPairId ?? null) : token.keyPairId,
-      tokenId: token === null ? null : token.jti,
-      reason: request.refusalReason,
+      partnerId: null,
+      companyId: null,
+      companyNamed: null,
+      keyPairId: request.exchangeKeyPairId ?? null,
+      tokenId: null,
       method: request.method,
       url: request.raw.url ?? '',
       status: reply.statusCode,
       durationMs: reply.elapsedTime,
-      engineMs: data?.engineMs ?? 0,
+      engineMs: 0,
       // A request Fastify refused before its first hook (a malformed URL) has its client computed here.
       client: (request.client ?? addresses.of(request.raw)).address,
-      traceId: data?.trace?.traceId ?? null,
-      spans: data?.spans ?? null,
+      traceId: null,
+      spans: null,
       ...(request.exchangeKeyPairId === undefined
         ? {}
         : {
@@ -170,6 +186,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
             },
           }),
       ...(request.serverFailure === null ? {} : { failure: request.serverFailure }),
+      ...(request.refusalReason === undefined ? {} : { reason: request.refusalReason }),
     });
     done();
   });
@@ -181,24 +198,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   // With REDIS_URL the token endpoint's throttles count across instances (this instance's alone while Redis is down).
   await app.register(rateLimit, { global: false, ...(deps.redis ? { store: failoverStore(deps.redis) } : {}) });
-  if (config.corsOrigins.length > 0) {
-    const allowed = new Set(config.corsOrigins);
-    await app.register(cors, {
-      // Only allowed origins get CORS handling (preflights included); any other request is an ordinary one.
+  if (cors.on) {
+    await app.register(corsPlugin, {
       delegator: (request, callback) => {
-        const origin = request.headers.origin;
-        if (typeof origin !== 'string' || !allowed.has(origin)) {
-          callback(null, { origin: false });
-          return;
-        }
-        callback(null, {
-          origin,
-          methods: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'],
-          allowedHeaders: ['Authorization', 'Content-Type'],
-          exposedHeaders: ['X-Request-Id', 'Retry-After', 'WWW-Authenticate', 'traceresponse'],
-          maxAge: 600,
-          strictPreflight: false,
-        });
+        const origin = cors.allowedOrigin(request.raw);
+        callback(null, origin === undefined ? { origin: false } : cors.pluginOptions(origin));
       },
     });
   }
@@ -208,41 +212,5 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   registerTokenRoutes(app, deps);
   // PUBLIC_API_SECRET_SCANNING=github: GitHub's alerts; otherwise the path is unknown like any other (404).
   if (config.secretScanning && deps.keys) registerSecretScanningRoutes(app, { ...deps, keys: deps.keys }, config.secretScanning);
-  const pipeline = dataPath(app, deps);
-  registerDataRoutes(app, pipeline);
-  // The usual data request needs nothing of Fastify's intake: Node's listener hands it to the same pipeline.
-  const [fastify] = app.server.listeners('request') as ((request: IncomingMessage, response: ServerResponse) => void)[];
-  if (fastify) {
-    let closing = false;
-    app.addHook('preClose', (done) => {
-      closing = true;
-      done();
-    });
-    app.server.removeListener('request', fastify);
-    app.server.on('request', bareEntry(pipeline, { corsOn: config.corsOrigins.length > 0, otherRoute, closing: () => closing, finish, addresses }, fastify));
-  }
   return app;
-}
-
-/** The data path on this app's configuration: the engine's pool (closed with the app), the gate's state, the limits. */
-function dataPath(app: FastifyInstance, deps: AppDeps): DataPath {
-  const { config } = deps;
-  const upstream = config.upstream;
-  let forwarder = deps.forwarder ?? null;
-  if (forwarder === null && upstream) {
-    const own = createForwarder(upstream, { timeoutMs: config.upstreamTimeoutMs });
-    forwarder = own;
-    // Closing the app closes the pooled engine connections too, so a stopped server holds no sockets.
-    app.addHook('onClose', async () => own.close());
-  }
-  return new DataPath({
-    verifier: deps.verifier,
-    access: deps.access,
-    limits: deps.limits ?? null,
-    forwarder,
-    prefix: upstream ? upstream.pathname.replace(/\/+$/, '') : '',
-    corsOn: config.corsOrigins.length > 0,
-    logger: deps.logger,
-    spans: deps.spans ?? null,
-  });
 }

@@ -89,7 +89,7 @@ export function createFinish(
     stream?.write(requestLine(finished));
     metrics?.response(finished);
     if (usage !== null && finished.partnerId !== null) usage.record(finished.partnerId, finished.companyId ?? '', finished.status, finished.engineMs);
-    if (finished.reason !== null) decisions?.refused(finished);
+    if (finished.reason !== undefined) decisions?.refused(finished);
     else if (exposure !== null && finished.companyId !== null && finished.partnerId !== null && finished.tokenId !== null) {
       exposure.record(finished.partnerId, finished.keyPairId, finished.tokenId, finished.companyId, finished.client, finished.status);
     }

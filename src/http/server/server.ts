@@ -168,6 +168,9 @@ export async function runServer(options: StartOptions, terminal: ServerTerminal)
   const say = (line: string) => terminal.err.write(`partnerctl serve: ${line}\n`);
   const { provider, url } = server.db.config;
   const where = provider === 'sqlite' ? url : redactUrl(url);
+  if (server.config.upstream === null) {
+    say('no upstream engine (--upstream / PUBLIC_API_UPSTREAM_URL): data requests will get 503 upstream_unavailable; tokens are still exchanged');
+  }
   say(`listening on ${server.url} (${provider} ${where}), instance ${server.instanceId}`);
   if (server.metricsUrl) say(`metrics on ${server.metricsUrl}/metrics`);
 

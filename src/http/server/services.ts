@@ -80,7 +80,7 @@ export interface Services {
   readonly metrics: Metrics | null;
   /** Span export over OTLP/HTTP (OTEL_EXPORTER_OTLP_ENDPOINT); null: none. */
   readonly spans: SpanExport | null;
-  /** Sends the outbox's webhook events and finds the reminders (on PostgreSQL while it holds the advisory lock); null: off. */
+  /** Sends the outbox's webhook events and finds the reminders (on PostgreSQL while it holds the delivery lease); null: off. */
   readonly webhooks: WebhookDeliverer | null;
   /** Stops the background work (revision poll, key-file poll, ...) and closes what the services own. Safe to call twice. */
   close(): Promise<void>;
@@ -99,6 +99,7 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
   const db =
     options.db ??
     (await connect(config.database, {
+      clock,
       watchFile: true,
       onFileEvent: (event) => {
         if (event.kind === 'unavailable') {
@@ -120,7 +121,7 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
         'the LISTEN connection for access changes was lost; reconnecting (the revision poll covers the gap)',
       ),
   });
-  registry = new InstanceRegistry(db, VERSION, () => access.appliedRevision, {
+  registry = new InstanceRegistry(db, clock, VERSION, () => access.appliedRevision, {
     onFailure: (error, failures) => {
       if (failures === 1 || failures % 20 === 0) {
         logger?.warn({ err: loggableChain(error), failures }, 'instance heartbeat not written (database busy or unavailable); retrying');
@@ -139,6 +140,7 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
   });
   const instances = registry;
   const bookkeeping = new Bookkeeping(db, {
+    clock,
     onFailure: (error, failures) => {
       if (failures === 1 || failures % 20 === 0) {
         logger?.warn({ err: loggableChain(error), failures }, 'bookkeeping write deferred (database busy or unavailable); retrying');
@@ -160,12 +162,12 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
   const recordsFailed = (what: string) => (error: unknown, failures: number) => {
     if (failures === 1 || failures % 20 === 0) logger?.warn({ err: loggableChain(error), failures }, `${what} not written (database busy or unavailable); kept for the next attempt`);
   };
-  const decisions = new DecisionRecorder(db, instances.instanceId, {
+  const decisions = new DecisionRecorder(db, clock, instances.instanceId, {
     retentionMs: config.server.decisionRetentionMs,
     ...(options.decisionCapPerMinute !== undefined ? { capPerMinute: options.decisionCapPerMinute } : {}),
     onFailure: recordsFailed('refusals on record'),
   });
-  const exposure = new ExposureCounter(db, {
+  const exposure = new ExposureCounter(db, clock, {
     ...(options.usageFlushMs !== undefined ? { intervalMs: options.usageFlushMs } : {}),
     onFailure: recordsFailed('exposure counts'),
   });
@@ -224,7 +226,7 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
     keys = await openSigningKeys(db, config.signingKeyFile);
     verifier = options.verifierCacheSize === undefined ? new TokenVerifier(keys) : new TokenVerifier(keys, options.verifierCacheSize);
     exchange = new CredentialExchange(db, keys, undefined, bookkeeping);
-    const keyWatch = new SigningKeyWatch(keys, verifier, bookkeeping, logger);
+    const keyWatch = new SigningKeyWatch(keys, verifier, bookkeeping, logger, clock);
     keyWatch.start();
     stoppers.push(() => keyWatch.stop());
     await exchange.warmUp();

@@ -3,14 +3,14 @@ import type { TestBackend } from '../support/backends.js';
 import { cliOk, gatewayUnderTest, provision, rawHttp, tokenFor, UUID, type recordingEngine, type Seen, type startServe } from './support.js';
 
 /**
- * The usual data request (GET, company_id alone, one bearer token) enters the data path straight from Node's
- * listener, without Fastify's intake (src/http/data-path/bare-entry.ts); its answers, refusals included, must
- * be those of the one pipeline, with the engine asked once.
+ * The usual data request (GET, company_id alone, one bearer token) goes from the server's listener straight
+ * to the data handler (src/http/data-path/handler.ts, mounted by src/http/server/data-mount.ts): its answers,
+ * refusals included, are written once, logged once, with the engine asked once.
  */
 
 const header = (seen: Seen, name: string) => seen.rawHeaders.find((_, i) => i % 2 === 1 && seen.rawHeaders[i - 1]!.toLowerCase() === name);
 
-describe('the data path entered from the bare listener, against the real server', () => {
+describe('the usual data request through the one data handler, against the real server', () => {
   let backend: TestBackend;
   let engine: Awaited<ReturnType<typeof recordingEngine>>;
   let served: Awaited<ReturnType<typeof startServe>>;
@@ -28,11 +28,11 @@ describe('the data path entered from the bare listener, against the real server'
     );
   const usual = () => usualWith(token);
 
-  const gateway = gatewayUnderTest('fast-lane-probe', {
+  const gateway = gatewayUnderTest('data-handler-probe', {
     prepare: async (backend) => {
-      limited = await provision(backend, 'fast-lane-limited', ['acme']);
+      limited = await provision(backend, 'data-handler-limited', ['acme']);
       await cliOk(backend, 'set-limits', limited.partnerId, '--rate', '4/h', '--burst', '4');
-      crowded = await provision(backend, 'fast-lane-crowded', ['acme']);
+      crowded = await provision(backend, 'data-handler-crowded', ['acme']);
       await cliOk(backend, 'set-limits', crowded.partnerId, '--rate', '5/h', '--burst', '5');
     },
   });
@@ -80,7 +80,7 @@ describe('the data path entered from the bare listener, against the real server'
     expect(response.headers['x-request-id']).toBe(body.error.request_id);
   });
 
-  it('an engine 204 is answered by the ordinary path without a body, the engine asked once', async () => {
+  it('an engine 204 is answered without a body, the engine asked once', async () => {
     engine.answer = () => ({ status: 204, headers: [], body: '' });
     const response = await usual();
     expect(response.status).toBe(204);
@@ -88,7 +88,7 @@ describe('the data path entered from the bare listener, against the real server'
     expect(engine.seen).toHaveLength(1);
   });
 
-  it('a path another route serves (the token endpoint, the OpenAPI document) never takes the lane', async () => {
+  it('a path another route serves (the token endpoint, the OpenAPI document) is never the data handler\'s', async () => {
     const host = new URL(served.url).host;
     for (const [path, status] of [
       ['/public/v1/auth/token', 405],
@@ -103,7 +103,7 @@ describe('the data path entered from the bare listener, against the real server'
     expect(engine.seen).toEqual([]);
   });
 
-  it('a refused request on the usual path gets the ordinary refusal and reaches no engine', async () => {
+  it('a refused request gets the refusal envelope and reaches no engine', async () => {
     await cliOk(backend, 'unmap-company', partner.partnerId, '--company', 'acme', '--yes');
     // Within the staleness bound.
     let response = await usual();
@@ -124,7 +124,7 @@ describe('the data path entered from the bare listener, against the real server'
     expect(first.headers['ratelimit-limit']).toBe('4');
     expect(first.headers['ratelimit-remaining']).toBe('3');
     expect(Number(first.headers['ratelimit-reset'])).toBeGreaterThan(0);
-    // An engine failure after the allowance was taken: handed to the ordinary path, which must not take again.
+    // An engine failure after the allowance was taken: answered without taking again.
     engine.answer = () => ({ status: 500, headers: [['content-type', 'text/plain']], body: 'boom' });
     const failed = await usualWith(bearer);
     expect(failed.status, failed.body).toBe(500);

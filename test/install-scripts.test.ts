@@ -1,0 +1,51 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const INSTALL_SCRIPTS = ['preinstall', 'install', 'postinstall'] as const;
+
+interface Manifest {
+  name: string;
+  version: string;
+  scripts?: Record<string, string>;
+  allowScripts?: Record<string, boolean>;
+}
+
+/** Every installed package (nested node_modules included) whose install would run a script of its own. */
+function packagesWithInstallScripts(folder: string, found = new Map<string, Manifest>()): Map<string, Manifest> {
+  if (!existsSync(folder)) return found;
+  for (const entry of readdirSync(folder)) {
+    if (entry.startsWith('.')) continue;
+    const path = join(folder, entry);
+    if (entry.startsWith('@')) {
+      packagesWithInstallScripts(path, found);
+      continue;
+    }
+    const manifestPath = join(path, 'package.json');
+    if (!existsSync(manifestPath)) continue;
+    const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as Manifest;
+    // npm runs `node-gyp rebuild` for a binding.gyp without an install script of its own.
+    const scripted = INSTALL_SCRIPTS.some((name) => manifest.scripts?.[name]) || existsSync(join(path, 'binding.gyp'));
+    if (scripted) found.set(`${manifest.name}@${manifest.version}`, manifest);
+    packagesWithInstallScripts(join(path, 'node_modules'), found);
+  }
+  return found;
+}
+
+describe('install scripts (npm allowScripts)', () => {
+  const project = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as Manifest;
+  const allowed = project.allowScripts ?? {};
+
+  it('declares every installed dependency that has an install script, approved or denied', () => {
+    const undeclared = [...packagesWithInstallScripts(join(ROOT, 'node_modules')).values()]
+      .filter((manifest) => allowed[manifest.name] === undefined && allowed[`${manifest.name}@${manifest.version}`] === undefined)
+      .map((manifest) => `${manifest.name}@${manifest.version}`);
+    expect(undeclared).toEqual([]);
+  });
+
+  it('lets the native modules the CLI loads build or fetch their binaries', () => {
+    expect([allowed.argon2, allowed['better-sqlite3']]).toEqual([true, true]);
+  });
+});
