@@ -11,7 +11,9 @@ import { parseTokenId } from './tokens.js';
 /** Refusals recorded per partner, and per client address, per minute by one instance; beyond, counted only. */
 export const DECISION_CAP_PER_MINUTE = 1_000;
 /** Refusals held between two writes at most; beyond, counted as unrecorded (`overflow`). */
-const RING_SIZE = 16_384;
+const RING_SIZE = 65_536;
+/** A ring this full is read at once rather than at the next tick of the interval (a flood). */
+const RING_HIGH = RING_SIZE / 2;
 const WRITE_INTERVAL_MS = 1_000;
 /** Rows kept for the next attempt while the database does not take them; beyond, counted as unrecorded. */
 const MAX_PENDING_ROWS = 50_000;
@@ -83,7 +85,8 @@ export class DecisionRecorder extends DeferredWrites {
     this.slots[slot] = request;
     this.times[slot] = this.clock.now();
     this.used++;
-    this.schedule(WRITE_INTERVAL_MS);
+    if (this.used === RING_HIGH) this.schedule(0, { preempt: true });
+    else this.schedule(WRITE_INTERVAL_MS);
   }
 
   get pending(): number {
@@ -122,7 +125,8 @@ export class DecisionRecorder extends DeferredWrites {
     });
     if (written) {
       this.retryMs = WRITE_INTERVAL_MS;
-      if (this.used > 0) this.schedule(WRITE_INTERVAL_MS);
+      if (this.used >= RING_HIGH) this.schedule(0, { preempt: true });
+      else if (this.used > 0) this.schedule(WRITE_INTERVAL_MS);
       return true;
     }
     // Kept for the next attempt (bounded: beyond MAX_PENDING_ROWS the oldest are counted instead).
