@@ -225,6 +225,11 @@ describe.each(BACKENDS)('refusals on record, explained; exposure (%s)', (provide
         ...report.companies.map((c: { company_id: string; first_seen: string; last_seen: string }) => expect.stringMatching(new RegExp(`^company,${c.company_id},\\d+,\\d+,0,0,${c.first_seen},${c.last_seen}$`))),
         ...report.addresses.map((r: { client_address: string }) => expect.stringMatching(new RegExp(`^address,${r.client_address.replaceAll('.', '\\.')},`))),
       ]);
+      // A partner, by name: every credential of it (here, the one pair), no containment of its own (no brake).
+      const byPartner = (await cli('exposure', leaked.name)).json();
+      expect(byPartner).toMatchObject({ kind: 'partner', partner_id: leaked.partnerId, key_pair_id: null, contained_at: null, refused_after_containment: null });
+      expect(byPartner.companies).toEqual(report.companies);
+      expect(byPartner.addresses).toEqual(report.addresses);
       const byToken = (await cli('exposure', fromB)).json();
       expect(byToken).toMatchObject({ kind: 'token', key_pair_id: leaked.keyPairId, contained_at: containedAt.toISOString() });
       expect(byToken.refused_after_containment.refusals).toBe(1);
