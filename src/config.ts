@@ -38,6 +38,7 @@ export const SERVER_DEFAULTS = {
   logLevel: 'info',
   metricsHost: '127.0.0.1',
   decisionRetentionMs: 30 * 86_400_000,
+  staleBudgetMs: 120_000,
 } as const;
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -205,6 +206,19 @@ function environmentSchema(z: Zod) {
       .transform((raw) => Number(raw.slice(0, -1)) * (raw.endsWith('d') ? 86_400_000 : 3_600_000))
       .optional(),
   );
+  // 120s, 2m, 500ms, or 0 (no budget): at most an hour.
+  const budget = z.preprocess(
+    unset,
+    z
+      .string()
+      .regex(/^(0|\d{1,7}(ms|s|m))$/, { error: (issue) => `must be a duration such as 120s, 2m or 0, got '${String(issue.input).slice(0, 40)}'` })
+      .transform((raw) => {
+        const match = /^(\d+)(ms|s|m)?$/.exec(raw)!;
+        return Number(match[1]) * (match[2] === 'm' ? 60_000 : match[2] === 's' ? 1_000 : 1);
+      })
+      .pipe(z.number().max(3_600_000, { error: 'must be at most 1h' }))
+      .optional(),
+  );
   const choice = <T extends string>(values: readonly [T, ...T[]]) =>
     z.preprocess(
       unset,
@@ -252,6 +266,7 @@ function environmentSchema(z: Zod) {
     PUBLIC_API_SECRET_SCANNING_KEYS_URL: upstream,
     PUBLIC_API_SECRET_SCANNING_ACTION: choice(['contain', 'report']),
     PUBLIC_API_SECRET_SCANNING_RATE_LIMIT: whole(0, 100_000_000),
+    PUBLIC_API_STALE_BUDGET: budget,
   };
   return { cli: z.object(cli), all: z.object({ ...cli, ...server }) };
 }
@@ -300,6 +315,11 @@ export interface ServerConfig {
   readonly metricsHost: string;
   /** Series per partner too (PUBLIC_API_METRICS_PER_PARTNER=1); off by default for cardinality. */
   readonly metricsPerPartner: boolean;
+  /**
+   * PostgreSQL: how long data requests are still decided from the last confirmed state while the database
+   * does not answer (PUBLIC_API_STALE_BUDGET, default 120 s); 0: 503 past the 1 s staleness bound.
+   */
+  readonly staleBudgetMs: number;
   /** Peers whose X-Forwarded-For is believed (PUBLIC_API_TRUSTED_PROXIES), in proxy-addr's terms (`private` as `uniquelocal`); empty: none. */
   readonly trustedProxies: readonly string[];
   /** Where spans go over OTLP/HTTP (OTEL_EXPORTER_OTLP_ENDPOINT); null: no SDK loaded, no spans. */
@@ -381,6 +401,7 @@ function serverConfig(values: ServerVariables): ServerConfig {
     metricsPort,
     metricsHost,
     metricsPerPartner: values.PUBLIC_API_METRICS_PER_PARTNER ?? false,
+    staleBudgetMs: values.PUBLIC_API_STALE_BUDGET ?? SERVER_DEFAULTS.staleBudgetMs,
     trustedProxies: Object.freeze(values.PUBLIC_API_TRUSTED_PROXIES ?? []),
     otlpEndpoint: values.OTEL_EXPORTER_OTLP_ENDPOINT ?? null,
     secretScanning:

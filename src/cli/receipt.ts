@@ -82,7 +82,13 @@ export function receiptJson(receipt: Receipt | null): { receipt?: object } {
     receipt: {
       revision: receipt.revision,
       confirmed: receipt.confirmed.map((c) => ({ instance_id: c.instanceId, host: c.host, pid: c.pid, after_ms: c.afterMs })),
-      unconfirmed: receipt.unconfirmed.map((u) => ({ instance_id: u.instanceId, host: u.host, pid: u.pid, last_seen_at: u.lastSeenAt.toISOString() })),
+      unconfirmed: receipt.unconfirmed.map((u) => ({
+        instance_id: u.instanceId,
+        host: u.host,
+        pid: u.pid,
+        last_seen_at: u.lastSeenAt.toISOString(),
+        serving_until: u.servingUntil?.toISOString() ?? null,
+      })),
     },
   };
 }
@@ -100,14 +106,22 @@ export function reportReceipt(out: Output, receipt: Receipt | null, waitText: st
     else out.line(`Serve instances (revision ${receipt.revision}):`);
     for (const c of receipt.confirmed) out.line(`  ${c.instanceId}  ${c.host}  pid ${c.pid}  refusing since +${c.afterMs} ms`);
     for (const u of receipt.unconfirmed) {
-      out.line(`  ${u.instanceId}  ${u.host}  pid ${u.pid}  NOT CONFIRMED within ${waitText} (last seen ${u.lastSeenAt.toISOString()})`);
+      out.line(`  ${u.instanceId}  ${u.host}  pid ${u.pid}  NOT CONFIRMED within ${waitText} (last seen ${u.lastSeenAt.toISOString()}${servingUntilText(u.servingUntil)})`);
     }
-    for (const s of receipt.stale) out.line(`  ${s.instanceId}  ${s.host}  pid ${s.pid}  stale, not awaited (last seen ${s.lastSeenAt.toISOString()})`);
+    for (const s of receipt.stale) {
+      const done = s.servingUntil === null ? '' : `; served from its last state until ${s.servingUntil.toISOString()} at the latest`;
+      out.line(`  ${s.instanceId}  ${s.host}  pid ${s.pid}  stale, not awaited (last seen ${s.lastSeenAt.toISOString()}${done})`);
+    }
   }
   if (receipt.unconfirmed.length === 0) return undefined;
-  const names = receipt.unconfirmed.map((u) => `${u.instanceId} (${u.host}, pid ${u.pid})`).join(', ');
+  const names = receipt.unconfirmed.map((u) => `${u.instanceId} (${u.host}, pid ${u.pid}${servingUntilText(u.servingUntil)})`).join(', ');
   out.note(
-    `partnerctl: not_confirmed: the change is committed, but ${receipt.unconfirmed.length} live serve instance(s) did not confirm revision ${receipt.revision} within ${waitText}: ${names} (hint: run the same command again to re-check; 'partnerctl instances' lists them)`,
+    `partnerctl: not_confirmed: the change is committed, but ${receipt.unconfirmed.length} serve instance(s) did not confirm revision ${receipt.revision} within ${waitText}: ${names} (hint: run the same command again to re-check; 'partnerctl instances' lists them; an instance that is gone for good: 'partnerctl instances --forget ID')`,
   );
   return EXIT.notConfirmed;
+}
+
+/** An instance that cannot read the database may answer from its last state until then (its budget). */
+function servingUntilText(until: Date | null): string {
+  return until === null ? '' : `; may serve from its last state until ${until.toISOString()}`;
 }

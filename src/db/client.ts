@@ -2,7 +2,7 @@ import { systemClock, type Clock } from '../clock.js';
 import type { DatabaseConfig, Provider } from '../config.js';
 import { redactUrl } from '../config.js';
 import { AppError } from '../errors.js';
-import { openPostgresql } from './postgresql.js';
+import { openPostgresql, type PostgresqlTimeouts } from './postgresql.js';
 import type { SqlDatabase, SqlDatabaseOptions } from './sql.js';
 import { openSqlite } from './sqlite.js';
 
@@ -19,14 +19,14 @@ export interface Database {
   close(): Promise<void>;
 }
 
-export interface OpenOptions extends SqlDatabaseOptions {
+export interface OpenOptions extends SqlDatabaseOptions, PostgresqlTimeouts {
   clock?: Clock;
 }
 
 export async function openDatabase(config: DatabaseConfig, options: OpenOptions = {}): Promise<Database> {
   let sql: SqlDatabase;
   try {
-    sql = config.provider === 'sqlite' ? await openSqlite(config.url, options) : await openPostgresql(config.url, config.poolSize);
+    sql = config.provider === 'sqlite' ? await openSqlite(config.url, options) : await openPostgresql(config.url, config.poolSize, options);
     if (config.provider === 'postgresql') await sql.query('SELECT 1');
   } catch (error) {
     throw databaseUnavailable(config, error);

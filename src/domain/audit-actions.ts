@@ -19,6 +19,7 @@ export const AUDIT_ACTIONS = [
   'leak.reported',
   'webhook.added',
   'webhook.removed',
+  'instance.forgotten',
 ] as const;
 
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];

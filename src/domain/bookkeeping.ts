@@ -10,6 +10,8 @@ import { appendToChain, type AuditEntry } from './transactions.js';
 /** Who the audit trail names for what the server records by itself (the end of an overlap it noticed). */
 export const SERVER_ACTOR = 'partnerctl serve';
 
+/** Rows of each kind kept while they cannot be written (a database down for long); beyond, new ones are dropped. */
+export const MAX_PENDING_BOOKKEEPING = 100_000;
 const RETRY_MIN_MS = 250;
 const RETRY_MAX_MS = 5_000;
 
@@ -30,10 +32,22 @@ export class Bookkeeping extends DeferredWrites {
   /** Retiring pairs found past their end: settled (superseded, `keys.retired` audited). */
   private readonly overlapsEnded = new Set<string>();
   private delayMs = RETRY_MIN_MS;
+  /** Told of the cap since the last write that went through. */
+  private reportedFull = false;
+
+  private get cap(): number {
+    return this.options.maxPending ?? MAX_PENDING_BOOKKEEPING;
+  }
+
+  private full(): void {
+    if (this.reportedFull) return;
+    this.reportedFull = true;
+    this.options.onFull?.(this.cap);
+  }
 
   constructor(
     db: Database,
-    private readonly options: { maxPending?: number; onFailure?: OnWriteFailure; clock?: Clock } = {},
+    private readonly options: { maxPending?: number; onFailure?: OnWriteFailure; clock?: Clock; onFull?: (cap: number) => void } = {},
   ) {
     super(db, options.clock ?? db.clock, options.onFailure);
   }
@@ -42,7 +56,10 @@ export class Bookkeeping extends DeferredWrites {
   keyPairUsed(pairId: string, at: Date): void {
     const known = this.lastUsed.get(pairId);
     if (!known || known < at) {
-      if (!known && this.lastUsed.size >= (this.options.maxPending ?? 100_000)) return;
+      if (!known && this.lastUsed.size >= this.cap) {
+        this.full();
+        return;
+      }
       this.lastUsed.set(pairId, at);
     }
     this.schedule(0);
@@ -52,7 +69,10 @@ export class Bookkeeping extends DeferredWrites {
   keyPairRefused(pairId: string, at: Date): void {
     const known = this.lastRefused.get(pairId);
     if (!known || known < at) {
-      if (!known && this.lastRefused.size >= (this.options.maxPending ?? 100_000)) return;
+      if (!known && this.lastRefused.size >= this.cap) {
+        this.full();
+        return;
+      }
       this.lastRefused.set(pairId, at);
     }
     this.schedule(0);
@@ -66,7 +86,10 @@ export class Bookkeeping extends DeferredWrites {
 
   /** A retiring pair was tried after its overlap ended: record the end (nothing depends on when). */
   overlapEnded(pairId: string): void {
-    if (this.overlapsEnded.size >= (this.options.maxPending ?? 100_000)) return;
+    if (this.overlapsEnded.size >= this.cap) {
+      this.full();
+      return;
+    }
     this.overlapsEnded.add(pairId);
     this.schedule(0);
   }
@@ -75,7 +98,10 @@ export class Bookkeeping extends DeferredWrites {
   keyPairRefusedFromUnlisted(pairId: string, at: Date, address: string): void {
     const known = this.unlistedRefused.get(pairId);
     if (!known || known.at < at) {
-      if (!known && this.unlistedRefused.size >= (this.options.maxPending ?? 100_000)) return;
+      if (!known && this.unlistedRefused.size >= this.cap) {
+        this.full();
+        return;
+      }
       this.unlistedRefused.set(pairId, { at, address });
     }
     this.schedule(0);
@@ -133,6 +159,7 @@ export class Bookkeeping extends DeferredWrites {
     });
     if (written) {
       this.delayMs = RETRY_MIN_MS;
+      this.reportedFull = false;
       if (this.pending > 0) this.schedule(0);
       return true;
     }

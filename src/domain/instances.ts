@@ -4,7 +4,9 @@ import type { Clock } from '../clock.js';
 import type { Database } from '../db/client.js';
 import { announceInstance, beatInstance, listInstances, removeInstance, type InstanceRow } from '../db/repositories/instances.js';
 import { currentRevision } from '../db/repositories/revision.js';
+import { AppError } from '../errors.js';
 import { DeferredWrites, type OnWriteFailure } from './deferred-writes.js';
+import { runUnit, type Actor } from './transactions.js';
 
 /** A heartbeat at least this often (the issue's bound is 2 s; a failed beat is retried sooner). */
 export const HEARTBEAT_MS = 1_000;
@@ -24,12 +26,32 @@ export function isStale(lastSeenAt: Date, now: number): boolean {
   return now - lastSeenAt.getTime() > STALE_AFTER_MS;
 }
 
+/**
+ * The instant until which an instance may still decide requests from the state it last confirmed, should it
+ * have lost the database: its last heartbeat + its staleness budget (the instance stops by then: see
+ * AccessState). Null with no budget (it stops past the 1 s staleness bound).
+ */
+export function servingUntil(row: Pick<InstanceRow, 'lastSeenAt' | 'staleBudgetMs'>): Date | null {
+  return row.staleBudgetMs > 0 ? new Date(row.lastSeenAt.getTime() + row.staleBudgetMs) : null;
+}
+
+/**
+ * Stale and done: its heartbeat is older than 10 s and its budget is spent, so it can no longer answer from
+ * old state. Receipts never wait for such an instance; one that is stale but within its budget may still be
+ * serving what it last confirmed, and is not counted as done.
+ */
+export function isDone(row: Pick<InstanceRow, 'lastSeenAt' | 'staleBudgetMs'>, now = Date.now()): boolean {
+  return now - row.lastSeenAt.getTime() > Math.max(STALE_AFTER_MS, row.staleBudgetMs);
+}
+
 export interface RegistryEvents {
   onFailure?: OnWriteFailure;
   /** Heartbeats have failed for longer than the stale threshold: commands no longer wait for this instance. */
   onStale?: (error: unknown) => void;
   /** Shutdown could not remove the row: the instance shows stale after 10 s instead of leaving at once. */
   onGaveUp?: (error: unknown) => void;
+  /** A heartbeat was written with this `last_seen_at` (what receipts count the budget from). */
+  onBeat?: (lastSeenAt: Date) => void;
 }
 
 /**
@@ -58,6 +80,8 @@ export class InstanceRegistry extends DeferredWrites {
     private readonly version: string,
     private readonly appliedRevision: () => number | null,
     private readonly events: RegistryEvents = {},
+    /** PUBLIC_API_STALE_BUDGET as this instance applies it (0 on SQLite): receipts read it from the row. */
+    private readonly staleBudgetMs = 0,
   ) {
     super(db, clock, (error, failures) => {
       this.lastError = error;
@@ -96,12 +120,14 @@ export class InstanceRegistry extends DeferredWrites {
       startedAt: this.startedAt,
       lastSeenAt: new Date(this.clock.now()),
       appliedRevision: applied,
+      staleBudgetMs: this.staleBudgetMs,
     };
     this.due = false;
     const moved = applied !== this.written;
     const ok = await this.write((tx) => beatInstance(tx, row));
     if (ok) {
       this.written = applied;
+      this.events.onBeat?.(row.lastSeenAt);
       if (moved) await announceInstance(this.db.sql, this.instanceId).catch(() => {});
       this.failingSince = undefined;
       this.reportedStale = false;
@@ -144,8 +170,15 @@ export class InstanceRegistry extends DeferredWrites {
 
 export interface InstanceStatus extends InstanceRow {
   stale: boolean;
-  /** Live and not yet at the database's current revision. */
+  /** Live (or stale but within its budget) and not yet at the database's current revision. */
   behind: boolean;
+  /**
+   * Stale but within its budget: it may still be answering from its last state until `servingUntil`
+   * (receipts do not count it as done). False when live, or done.
+   */
+  mayServe: boolean;
+  /** Its last heartbeat + its budget (null: no budget). */
+  servingUntil: Date | null;
 }
 
 /** Every registered instance against the database's current revision (`partnerctl instances`). */
@@ -157,7 +190,32 @@ export async function instanceReport(db: Database): Promise<{ revision: number; 
     revision,
     instances: rows.map((row) => {
       const stale = isStale(row.lastSeenAt, now);
-      return { ...row, stale, behind: !stale && (row.appliedRevision === null || row.appliedRevision < revision) };
+      const mayServe = stale && !isDone(row, now);
+      return {
+        ...row,
+        stale,
+        behind: (!stale || mayServe) && (row.appliedRevision === null || row.appliedRevision < revision),
+        mayServe,
+        servingUntil: servingUntil(row),
+      };
     }),
   };
+}
+
+/**
+ * `instances --forget`: the operator says an instance is gone for good (a crashed host), so no later
+ * receipt waits for it. Its row is removed, audited; an instance that is in fact alive writes it again with
+ * its next heartbeat (and then confirms like any other).
+ */
+export async function forgetInstance(db: Database, who: Actor, instanceId: string): Promise<InstanceRow> {
+  return runUnit(db, who, async (unit) => {
+    const row = (await listInstances(unit.tx)).find((candidate) => candidate.instanceId === instanceId);
+    if (row === undefined) throw new AppError('not_found', `no serve instance ${instanceId} is registered`, { field: 'instanceId' });
+    await removeInstance(unit.tx, instanceId);
+    unit.audit({
+      action: 'instance.forgotten',
+      details: { instance_id: row.instanceId, host: row.host, pid: row.pid, last_seen_at: row.lastSeenAt.toISOString(), stale_budget_ms: row.staleBudgetMs },
+    });
+    return row;
+  });
 }

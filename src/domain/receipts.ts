@@ -3,7 +3,7 @@ import { listenForChanges, type ChangeListener } from '../db/listen.js';
 import { INSTANCES_CHANNEL, listInstances, type InstanceRow } from '../db/repositories/instances.js';
 import { currentRevision } from '../db/repositories/revision.js';
 import { AppError } from '../errors.js';
-import { isStale } from './instances.js';
+import { isDone, isStale, servingUntil } from './instances.js';
 
 /** SQLite: how often the wait reads serve_instances. PostgreSQL: the fallback behind the NOTIFY. */
 const POLL_MS = { sqlite: 20, postgresql: 100 } as const;
@@ -13,10 +13,17 @@ export interface Receipt {
   revision: number;
   /** Live instances that applied it, with the time from the commit to their confirmation (as seen here). */
   confirmed: { instanceId: string; host: string; pid: number; afterMs: number }[];
-  /** Live instances that had not applied it when the wait ended. */
-  unconfirmed: { instanceId: string; host: string; pid: number; lastSeenAt: Date }[];
-  /** Instances whose heartbeat is older than 10 s: listed, never awaited. */
-  stale: { instanceId: string; host: string; pid: number; lastSeenAt: Date }[];
+  /**
+   * Instances that had not applied it when the wait ended and may still be answering: live ones, and stale
+   * ones still within their staleness budget, which may be deciding from their last state (one that cannot
+   * read the database) until `servingUntil` (their last heartbeat + budget; null without a budget).
+   */
+  unconfirmed: { instanceId: string; host: string; pid: number; lastSeenAt: Date; servingUntil: Date | null; stale: boolean }[];
+  /**
+   * Instances whose heartbeat is older than 10 s and whose budget is spent (done serving from their last
+   * state at `servingUntil`; null without a budget): listed, never awaited.
+   */
+  stale: { instanceId: string; host: string; pid: number; lastSeenAt: Date; servingUntil: Date | null }[];
 }
 
 /** `--wait` values: 500ms, 3s, 1m (up to 10 minutes). */
@@ -70,8 +77,9 @@ export class ConfirmationWatch {
       const now = this.db.clock.now();
       let done = true;
       for (const row of rows) {
-        // A stale instance is never awaited, nor counted as confirming (it may be dead).
-        if (isStale(row.lastSeenAt, now)) continue;
+        // A stale instance past its budget is never awaited, nor counted as confirming (it may be dead); one
+        // within it may still be answering from what it last confirmed, so it is not done.
+        if (isDone(row, now)) continue;
         if (row.appliedRevision !== null && row.appliedRevision >= revision) {
           if (!seen.has(row.instanceId)) seen.set(row.instanceId, Math.max(0, now - committedAt));
         } else {
@@ -99,8 +107,8 @@ export class ConfirmationWatch {
       const who = { instanceId: row.instanceId, host: row.host, pid: row.pid };
       const afterMs = seen.get(row.instanceId);
       if (afterMs !== undefined) receipt.confirmed.push({ ...who, afterMs });
-      else if (isStale(row.lastSeenAt, now)) receipt.stale.push({ ...who, lastSeenAt: row.lastSeenAt });
-      else receipt.unconfirmed.push({ ...who, lastSeenAt: row.lastSeenAt });
+      else if (isDone(row, now)) receipt.stale.push({ ...who, lastSeenAt: row.lastSeenAt, servingUntil: servingUntil(row) });
+      else receipt.unconfirmed.push({ ...who, lastSeenAt: row.lastSeenAt, servingUntil: servingUntil(row), stale: isStale(row.lastSeenAt, now) });
     }
     receipt.confirmed.sort((a, b) => a.afterMs - b.afterMs);
     return receipt;

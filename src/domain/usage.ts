@@ -6,8 +6,11 @@ import { findPartner } from './partners.js';
 
 const HOUR_MS = 3_600_000;
 const USAGE_FLUSH_INTERVAL_MS = 10_000;
-/** Cells kept between flushes at most (partner × company × hour); beyond, new keys are dropped and counted. */
-const MAX_CELLS = 200_000;
+/**
+ * Cells kept between flushes at most (partner × company × hour), also while the database does not answer;
+ * beyond, requests in new cells are not counted (counted in `dropped`, and `onFull` told once).
+ */
+export const MAX_USAGE_CELLS = 200_000;
 
 interface Cell {
   accepted: number;
@@ -33,11 +36,13 @@ export class UsageCounter extends DeferredWrites {
   private interval: NodeJS.Timeout | undefined;
   /** Requests not counted because too many cells were pending (a database down for long). */
   dropped = 0;
+  /** `dropped` when the cap was last reported (told again after a write makes room and it fills up again). */
+  private droppedReported = 0;
 
   constructor(
     db: Database,
     clock: Clock,
-    private readonly options: { intervalMs?: number; onFailure?: OnWriteFailure } = {},
+    private readonly options: { intervalMs?: number; onFailure?: OnWriteFailure; onFull?: (cap: number) => void } = {},
   ) {
     super(db, clock, options.onFailure);
   }
@@ -56,8 +61,8 @@ export class UsageCounter extends DeferredWrites {
     const companies = this.companiesOf(Math.floor(this.clock.now() / HOUR_MS), partnerId);
     let cell = companies.get(companyId);
     if (cell === undefined) {
-      if (this.cells >= MAX_CELLS) {
-        this.dropped++;
+      if (this.cells >= MAX_USAGE_CELLS) {
+        if (this.dropped++ === this.droppedReported) this.options.onFull?.(MAX_USAGE_CELLS);
         return;
       }
       cell = { accepted: 0, clientErrors: 0, serverErrors: 0, rateLimited: 0, engineMs: 0 };
@@ -125,7 +130,10 @@ export class UsageCounter extends DeferredWrites {
         }
       }
     }
-    if (await this.write((tx) => addUsage(tx, deltas))) return true;
+    if (await this.write((tx) => addUsage(tx, deltas))) {
+      this.droppedReported = this.dropped;
+      return true;
+    }
     // Merge the batch back into what was counted meanwhile; the next flush tries again.
     for (const [hour, partners] of batch) {
       for (const [partnerId, companies] of partners) {

@@ -90,4 +90,15 @@ describe('the CLI configuration', () => {
     expect(() => loadConfig({ PUBLIC_API_SECRET_SCANNING: 'gitlab' }, {})).toThrow(/PUBLIC_API_SECRET_SCANNING must be one of github, off/);
     expect(() => loadConfig({ PUBLIC_API_SECRET_SCANNING_ACTION: 'delete' }, {})).toThrow(/must be one of contain, report/);
   });
+
+  it('reads the staleness budget as a duration (default 120 s, 0 for none), refusing anything else', () => {
+    expect(loadConfig({}, {}).server!.staleBudgetMs).toBe(120_000);
+    expect(loadConfig({ PUBLIC_API_STALE_BUDGET: '0' }, {}).server!.staleBudgetMs).toBe(0);
+    expect(loadConfig({ PUBLIC_API_STALE_BUDGET: '2m' }, {}).server!.staleBudgetMs).toBe(120_000);
+    expect(loadConfig({ PUBLIC_API_STALE_BUDGET: '45s' }, {}).server!.staleBudgetMs).toBe(45_000);
+    expect(loadConfig({ PUBLIC_API_STALE_BUDGET: '500ms' }, {}).server!.staleBudgetMs).toBe(500);
+    for (const bad of ['120', '-1s', 'two minutes', '61m']) {
+      expect(() => loadConfig({ PUBLIC_API_STALE_BUDGET: bad }, {}), bad).toThrow(/PUBLIC_API_STALE_BUDGET must be/);
+    }
+  });
 });

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resolveDatabase } from '../../src/config.js';
 import { openDatabase, type Database } from '../../src/db/client.js';
-import { AccessState } from '../../src/domain/access.js';
+import { AccessState, type OutageEvent } from '../../src/domain/access.js';
 import { mapCompany, unmapCompany } from '../support/domain.js';
 import { issueKeyPair, revokeKeyPair, revokeTokens, rotateKeyPair } from '../../src/domain/key-pairs.js';
 import { createPartner, setPartnerStatus } from '../../src/domain/partners.js';
@@ -225,6 +225,75 @@ describe.each(BACKENDS)('AccessState on %s', (provider) => {
       clock.at += 51;
       const refused = await expectAppError(access.authorize(claims, 'co-1'), 'unauthorized');
       expect(refused.reason).toBe('partner_disabled');
+    });
+
+    it('with a staleness budget, decides from what it holds while the database does not answer, at once, until the budget is spent', async () => {
+      const { claims } = await provisioned(['co-1']);
+      const unheld = await provisioned(['co-1']);
+      // A connection of its own, closed below: every read of it then fails, as a lost database's would.
+      const db = await openDatabase(resolveDatabase(ctx.backend.url, {}));
+      const clock = testClock();
+      const events: OutageEvent[] = [];
+      const access = new AccessState(db, { stalenessBoundMs: 1_000, staleBudgetMs: 10_000, clock, onOutage: (event) => events.push(event) });
+      await access.authorize(claims, 'co-1');
+      const confirmedAt = access.confirmedAtMs;
+      expect(access.held).toBeNull();
+      await db.close();
+      clock.at += 2_000;
+      await expect(access.refresh()).rejects.toThrow();
+      expect(events).toMatchObject([{ kind: 'start', lastConfirmedAt: confirmedAt, servingUntil: confirmedAt + 10_000 }]);
+      expect(access.held).toMatchObject({ serving: true, servingUntil: confirmedAt + 10_000 });
+      expect(access.servingStale).toBe(true);
+      // What it holds decides, without a read: the cached check and the waiting one alike.
+      expect(access.authenticatesNow(claims)).toBe(true);
+      expect(access.authorizesCompanyNow(claims, 'co-1')).toBe(true);
+      await access.authorize(claims, 'co-1');
+      expect(access.servedUnconfirmed).toBe(2);
+      // What it does not hold is not known: 503, without waiting.
+      await expectAppError(access.authorize(unheld.claims, 'co-1'), 'database_unavailable');
+      await expectAppError(access.authorizeCompany(claims, 'co-2'), 'database_unavailable');
+      await expectAppError(access.read(async () => 1), 'database_unavailable');
+      // The budget spent: nothing is decided from the held state any more.
+      clock.at = confirmedAt + 10_001;
+      expect(access.authenticatesNow(claims)).toBe(false);
+      expect(access.authorizesCompanyNow(claims, 'co-1')).toBe(false);
+      await expectAppError(access.authorize(claims, 'co-1'), 'database_unavailable');
+      expect(access.held).toMatchObject({ serving: false });
+      expect(access.servingStale).toBe(false);
+      expect(access.servedUnconfirmed).toBe(2);
+    });
+
+    it('the budget counts from the last heartbeat written when it is older than the last confirmed read; without a budget, 503 past the bound', async () => {
+      const { claims } = await provisioned(['co-1']);
+      for (const budget of [10_000, 0]) {
+        const db = await openDatabase(resolveDatabase(ctx.backend.url, {}));
+        const clock = testClock();
+        const access = new AccessState(db, { stalenessBoundMs: 1_000, staleBudgetMs: budget, clock });
+        await access.authorize(claims, 'co-1');
+        access.heartbeatWritten(clock.at - 4_000);
+        await db.close();
+        clock.at += 2_000;
+        await expect(access.refresh()).rejects.toThrow();
+        if (budget > 0) {
+          expect(access.held!.servingUntil).toBe(access.confirmedAtMs - 4_000 + budget);
+          clock.at = access.confirmedAtMs + 5_999;
+          expect(access.authenticatesNow(claims)).toBe(true);
+          clock.at = access.confirmedAtMs + 6_001;
+        }
+        expect(access.authenticatesNow(claims)).toBe(false);
+        await expectAppError(access.authorize(claims, 'co-1'), 'database_unavailable');
+      }
+    });
+
+    it('a read of the gate that never answers is given up after the staleness bound: 503, and the gate goes on', async () => {
+      const { claims } = await provisioned(['co-1']);
+      const access = new AccessState(ctx.db, { stalenessBoundMs: 200, staleBudgetMs: 0 });
+      const started = performance.now();
+      await expectAppError(access.read(() => new Promise(() => {})), 'database_unavailable');
+      expect(performance.now() - started).toBeGreaterThanOrEqual(190);
+      expect(performance.now() - started).toBeLessThan(1_500);
+      await access.authorize(claims, 'co-1');
+      expect(access.held).toBeNull();
     });
 
     it('appliedRevision follows the revision once the caches reflect it, and tells onApplied', async () => {

@@ -63,7 +63,7 @@ describe.each(BACKENDS)('audit trail and revision on %s', (provider) => {
       const rotated = await rotateKeyPair(ctx.db, { actor: 'bob' }, partner.id, { revokeIssuedTokens: true });
       const [rotation, issue, creation] = await listAuditEvents(ctx.db, { partner: partner.id, limit: 10 });
       expect(creation!.details).toEqual({ name: partner.name });
-      expect(issue!.details).toEqual({ key_pair_id: issued.keyPairId, access_key: issued.accessKey });
+      expect(issue!.details).toEqual({ key_pair_id: issued.keyPairId, access_key: issued.accessKey, expires_at: null });
       expect(rotation!.details).toEqual({
         key_pair_id: rotated.keyPairId,
         access_key: rotated.accessKey,

@@ -53,7 +53,8 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
       backend = await createBackend(provider);
       db = await openMigrated(backend);
       upstream = await startUpstream();
-      t = await buildTestApp(backend, db, { PUBLIC_API_UPSTREAM_URL: `${upstream.url}/engine/`, PUBLIC_API_UPSTREAM_TIMEOUT_MS: '300' });
+      // 1 s: short enough for the timeout tests, long enough for a first forward on a loaded machine (300 ms was not).
+      t = await buildTestApp(backend, db, { PUBLIC_API_UPSTREAM_URL: `${upstream.url}/engine/`, PUBLIC_API_UPSTREAM_TIMEOUT_MS: '1000' });
       partner = await seedPartner(db, ['acme', 'globex']);
       token = await tokenFor(partner);
     });
@@ -136,7 +137,7 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
       });
 
       it('answers 504 upstream_timeout when the engine is too slow', async () => {
-        upstream.respond = () => ({ delayMs: 1_500 });
+        upstream.respond = () => ({ delayMs: 3_000 });
         expectEnvelope(await t.inject({ method: 'GET', url: '/public/v1/slow?company_id=acme', headers: bearer(token) }), 504, 'upstream_timeout');
       });
 
@@ -166,7 +167,7 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
           await down.close();
         }
         const logged = t.logLines.length;
-        upstream.respond = () => ({ delayMs: 1_500 });
+        upstream.respond = () => ({ delayMs: 3_000 });
         const slow = await t.inject({ method: 'GET', url: '/public/v1/slow?company_id=acme', headers: bearer(token) });
         expect(slow.statusCode).toBe(504);
         const lines = t.logLines.slice(logged).filter((line) => line.request_id === slow.headers['x-request-id']);

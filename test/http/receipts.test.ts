@@ -104,7 +104,9 @@ function suite(provider: Provider, count: number) {
   beforeAll(async () => {
     backend = await createBackend(provider);
     upstream = await startUpstream();
-    env = { ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url };
+    // No staleness budget: an instance that stops heartbeating is done 10 s later, as a SIGKILLed one here
+    // must be (with a budget, receipts wait for it until its budget is spent: test/http/outage.test.ts).
+    env = { ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url, PUBLIC_API_STALE_BUDGET: '0' };
     await cli('db', 'migrate');
     servers = await Promise.all(Array.from({ length: count }, (_, i) => serve(env, i === 0 ? ['--metrics-port', '0'] : [])));
   });
@@ -126,9 +128,23 @@ function suite(provider: Provider, count: number) {
     expect(instances.map((row) => row.instance_id).sort()).toEqual([...ids].sort());
     for (const [i, server] of servers.entries()) {
       const row = instances.find((r) => r.instance_id === ids[i])!;
-      expect(row).toMatchObject({ pid: server.child.pid, address: server.url, applied_revision: revision, stale: false, behind: false });
+      expect(row).toMatchObject({ pid: server.child.pid, address: server.url, applied_revision: revision, stale: false, behind: false, stale_budget_ms: 0, serving_until: null, may_serve: false });
       expect(Object.keys(row).sort()).toEqual(
-        ['address', 'applied_revision', 'behind', 'host', 'instance_id', 'last_seen_at', 'pid', 'stale', 'started_at', 'version'].sort(),
+        [
+          'address',
+          'applied_revision',
+          'behind',
+          'host',
+          'instance_id',
+          'last_seen_at',
+          'may_serve',
+          'pid',
+          'serving_until',
+          'stale',
+          'stale_budget_ms',
+          'started_at',
+          'version',
+        ].sort(),
       );
       expect(Date.now() - Date.parse(row.last_seen_at)).toBeLessThan(2_500);
       expect(server.stdout()).toContain(`"instance_id":"${ids[i]}"`);
@@ -335,7 +351,9 @@ function suite(provider: Provider, count: number) {
       const body = result.json<Printed>();
       expect(body.changed).toBe(true);
       expect(body.receipt!.confirmed.map((c) => c.instance_id)).toEqual([idA]);
-      expect(body.receipt!.unconfirmed).toEqual([{ instance_id: idB, host: expect.any(String), pid: b.child.pid, last_seen_at: expect.any(String) }]);
+      expect(body.receipt!.unconfirmed).toEqual([
+        { instance_id: idB, host: expect.any(String), pid: b.child.pid, last_seen_at: expect.any(String), serving_until: null },
+      ]);
       expect(result.stderr.trim().split('\n')).toHaveLength(1);
       expect(result.stderr).toMatch(new RegExp(`^partnerctl: not_confirmed: the change is committed, .*${idB} \\(.*, pid ${b.child.pid}\\)`));
       // Committed, never rolled back: the running instance refuses, and the database says revoked.

@@ -2,21 +2,41 @@ import { EXIT } from '../../errors.js';
 import { defineCommand } from '../definition.js';
 import { defineOptions, type OptionsOf } from '../options.js';
 import { iso, type Output } from '../output.js';
+import { confirmDestructive } from '../prompts.js';
 import type { Session } from '../session.js';
 
 const INSTANCES_OPTIONS = defineOptions([
-  { flags: '--fail-if-behind', description: 'exit 1 when any live instance is behind the current revision (a monitor check)' },
+  {
+    flags: '--fail-if-behind',
+    description: 'exit 1 when any live instance (or stale one that may still serve) is behind the current revision (a monitor check)',
+  },
+  {
+    flags: '--forget <id>',
+    description: 'remove an instance known to be gone for good (a crashed host) from the registry, audited: no later receipt waits for it',
+  },
 ]);
 
 export const instancesCommand = defineCommand({
   name: 'instances',
   description: 'list the running serve instances: heartbeat, the revision each applied, stale or behind',
   options: INSTANCES_OPTIONS,
-  notes: `An instance heartbeats every second; one silent for over 10 s is stale:
-listed, never awaited by a receipt. Behind: live and not yet at the
-database's current revision.`,
-  run: (session, out, { options }) => runInstances(session, out, options),
+  notes: `An instance heartbeats every second; one silent for over 10 s is stale.
+A stale instance with a staleness budget (PUBLIC_API_STALE_BUDGET) may
+still answer from its last state until its last heartbeat + budget
+(SERVING UNTIL): receipts do not count it as done before then. Past
+that, it is listed, never awaited. Behind: live (or stale and may
+serve) and not yet at the database's current revision.`,
+  run: (session, out, { options }) => (options.forget === undefined ? runInstances(session, out, options) : runForget(session, out, options.forget)),
 });
+
+async function runForget(session: Session, out: Output, instanceId: string): Promise<undefined> {
+  await confirmDestructive(session, `Forget serve instance '${instanceId}' (receipts stop waiting for it; only for an instance that will not serve again)`);
+  const [{ forgetInstance }, db] = await Promise.all([import('../../domain/instances.js'), session.db()]);
+  const row = await forgetInstance(db, session.who, instanceId);
+  if (out.json) out.emitJson({ instance_id: row.instanceId, host: row.host, pid: row.pid, forgotten: true });
+  else out.line(`Forgot serve instance ${row.instanceId} (${row.host}, pid ${row.pid}, last seen ${iso(row.lastSeenAt)}).`);
+  return undefined;
+}
 
 async function runInstances(session: Session, out: Output, options: OptionsOf<typeof INSTANCES_OPTIONS>): Promise<number | undefined> {
   const [{ instanceReport }, db] = await Promise.all([import('../../domain/instances.js'), session.db()]);
@@ -35,6 +55,9 @@ async function runInstances(session: Session, out: Output, options: OptionsOf<ty
         applied_revision: i.appliedRevision,
         stale: i.stale,
         behind: i.behind,
+        stale_budget_ms: i.staleBudgetMs,
+        serving_until: i.servingUntil === null ? null : iso(i.servingUntil),
+        may_serve: i.mayServe,
       })),
     });
   } else {
@@ -50,6 +73,7 @@ async function runInstances(session: Session, out: Output, options: OptionsOf<ty
             { title: 'APPLIED', min: 7 },
             { title: 'LAST SEEN', min: 10 },
             { title: 'STATE', min: 6 },
+            { title: 'SERVING UNTIL', min: 10, optional: true },
           ],
           instances.map((i) => [
             i.instanceId,
@@ -58,7 +82,8 @@ async function runInstances(session: Session, out: Output, options: OptionsOf<ty
             i.address,
             i.appliedRevision,
             i.lastSeenAt,
-            i.stale ? 'stale' : i.behind ? 'behind' : 'current',
+            i.mayServe ? 'stale, may serve' : i.stale ? 'stale' : i.behind ? 'behind' : 'current',
+            i.servingUntil,
           ]),
         ),
       );
@@ -67,7 +92,7 @@ async function runInstances(session: Session, out: Output, options: OptionsOf<ty
   const behind = instances.filter((i) => i.behind);
   if (options.failIfBehind && behind.length > 0) {
     out.note(
-      `partnerctl: ${behind.length} live serve instance(s) behind revision ${revision}: ${behind.map((i) => `${i.instanceId} (${i.host}, pid ${i.pid}, at ${i.appliedRevision ?? 'none'})`).join(', ')}`,
+      `partnerctl: ${behind.length} serve instance(s) behind revision ${revision}: ${behind.map((i) => `${i.instanceId} (${i.host}, pid ${i.pid}, at ${i.appliedRevision ?? 'none'})`).join(', ')}`,
     );
     return EXIT.error;
   }

@@ -13,10 +13,10 @@ export type InstanceRow = Columns<'ServeInstance'>;
  */
 export async function beatInstance(tx: SqlTx, row: InstanceRow): Promise<void> {
   await tx.run(
-    `INSERT INTO serve_instances (instance_id, host, pid, version, address, started_at, last_seen_at, applied_revision)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+    `INSERT INTO serve_instances (instance_id, host, pid, version, address, started_at, last_seen_at, applied_revision, stale_budget_ms)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
      ON CONFLICT (instance_id) DO UPDATE SET last_seen_at = excluded.last_seen_at, applied_revision = excluded.applied_revision`,
-    [row.instanceId, row.host, row.pid, row.version, row.address, row.startedAt, row.lastSeenAt, row.appliedRevision],
+    [row.instanceId, row.host, row.pid, row.version, row.address, row.startedAt, row.lastSeenAt, row.appliedRevision, row.staleBudgetMs],
   );
 }
 
@@ -37,7 +37,7 @@ export async function removeInstance(tx: SqlTx, instanceId: string): Promise<num
 /** Every registered instance, oldest start first. */
 export async function listInstances(q: Queryable): Promise<InstanceRow[]> {
   const rows = await q.query<Record<string, unknown>>(
-    'SELECT instance_id, host, pid, version, address, started_at, last_seen_at, applied_revision FROM serve_instances ORDER BY started_at, instance_id',
+    'SELECT instance_id, host, pid, version, address, started_at, last_seen_at, applied_revision, stale_budget_ms FROM serve_instances ORDER BY started_at, instance_id',
   );
   return rows.map((row) => ({
     instanceId: String(row.instance_id),
@@ -48,5 +48,6 @@ export async function listInstances(q: Queryable): Promise<InstanceRow[]> {
     startedAt: toDate(row.started_at)!,
     lastSeenAt: toDate(row.last_seen_at)!,
     appliedRevision: row.applied_revision === null || row.applied_revision === undefined ? null : Number(row.applied_revision),
+    staleBudgetMs: Number(row.stale_budget_ms),
   }));
 }

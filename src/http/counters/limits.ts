@@ -224,12 +224,8 @@ export class DataLimits {
     const known = this.knownPolicy(partnerId);
     if (known !== undefined) return known;
     const revision = this.access.revisionSeen;
-    let limits;
-    try {
-      limits = effectiveLimits(await partnerLimits(this.db, partnerId), this.defaults);
-    } catch (error) {
-      throw new AppError('database_unavailable', 'the service cannot check access right now', { cause: error });
-    }
+    // Bounded as the gate's own reads, and none while the database does not answer (the limits held decide).
+    const limits = effectiveLimits(await this.access.read(() => partnerLimits(this.db, partnerId)), this.defaults);
     const policy = limits ? policyOf(limits) : null;
     if (revision === this.access.revisionSeen) {
       if (this.policies.size >= MAX_TRACKED) this.policies.clear();

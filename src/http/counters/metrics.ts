@@ -178,6 +178,31 @@ export class Metrics {
       },
     });
     new Gauge({
+      name: 'partnerctl_state_age_seconds',
+      help: 'Seconds since the state data requests are decided from was last confirmed from the database (within the staleness budget while it does not answer)',
+      registers,
+      collect() {
+        this.set(access.confirmedAtMs === 0 ? -1 : access.stateAgeMs / 1000);
+      },
+    });
+    new Gauge({
+      name: 'partnerctl_serving_stale',
+      help: 'Whether data requests are being decided from the last confirmed state because the database does not answer (1) or not (0)',
+      registers,
+      collect() {
+        this.set(access.servingStale ? 1 : 0);
+      },
+    });
+    new Counter({
+      name: 'partnerctl_requests_unconfirmed_total',
+      help: 'Data requests decided from the last confirmed state while the database did not answer (the staleness budget)',
+      registers,
+      collect() {
+        this.reset();
+        this.inc(access.servedUnconfirmed);
+      },
+    });
+    new Gauge({
       name: 'partnerctl_applied_revision',
       help: 'The access revision this instance applied (its caches reflect it; -1 before the first): what receipts wait for',
       registers,

@@ -85,6 +85,8 @@ export function registerTokenRoutes(app: FastifyInstance, deps: AppDeps): void {
   app.post(TOKEN_PATH, { bodyLimit: TOKEN_BODY_LIMIT_BYTES, onRequest, preHandler }, async (request, reply) => {
     const { accessKey, secretKey } = parseTokenRequest(request.body, request.rawBody);
     request.exchangeKeyPairId = null;
+    // Never a token from state the database cannot confirm; and no wait on a database known not to answer.
+    if (deps.access.held !== null) throw new AppError('database_unavailable', 'the service cannot issue a token right now');
     const minted = await exchange.exchange(accessKey, secretKey, request.client.address, (keyPairId) => (request.exchangeKeyPairId = keyPairId));
     request.partnerId = minted.claims.partnerId;
     reply.header('cache-control', 'no-store').header('pragma', 'no-cache');

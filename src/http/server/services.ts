@@ -23,6 +23,10 @@ import { SharedRedis } from '../counters/redis.js';
 import type { SpanExport } from '../data-path/spans.js';
 import { loggableChain } from '../protocol/errors.js';
 
+/** PostgreSQL: the server's bounds on opening a connection and on a query outside a transaction (docs/server.md). */
+const DATABASE_CONNECT_TIMEOUT_MS = 2_000;
+const DATABASE_QUERY_TIMEOUT_MS = 2_000;
+
 export interface ServicesConfig {
   readonly server: ServerConfig;
   readonly database: DatabaseConfig;
@@ -100,6 +104,9 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
     options.db ??
     (await connect(config.database, {
       clock,
+      // Nothing on the request path waits on a server that accepts and never answers (a partition).
+      connectTimeoutMs: DATABASE_CONNECT_TIMEOUT_MS,
+      queryTimeoutMs: DATABASE_QUERY_TIMEOUT_MS,
       watchFile: true,
       onFileEvent: (event) => {
         if (event.kind === 'unavailable') {
@@ -113,7 +120,37 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
       },
     }));
   let registry: InstanceRegistry | undefined;
+  // SQLite is a file on this machine: no outage to ride out, so no budget (docs/server.md).
+  const staleBudgetMs = db.provider === 'postgresql' ? config.server.staleBudgetMs : 0;
   const access = new AccessState(db, {
+    staleBudgetMs,
+    onOutage: (event) => {
+      if (event.kind === 'start') {
+        logger?.error(
+          {
+            err: loggableChain(event.error),
+            last_confirmed_at: new Date(event.lastConfirmedAt).toISOString(),
+            revision: event.revision,
+            serving_until: event.servingUntil === null ? null : new Date(event.servingUntil).toISOString(),
+          },
+          event.servingUntil === null
+            ? 'DATABASE OUTAGE started: the revision cannot be read; data requests answer 503 past the 1 s staleness bound'
+            : 'DATABASE OUTAGE started: the revision cannot be read; data requests are decided from the last confirmed state until serving_until, then 503; token exchanges 503',
+        );
+      } else {
+        logger?.warn(
+          {
+            since: new Date(event.since).toISOString(),
+            ended_at: new Date(event.endedAt).toISOString(),
+            duration_ms: event.endedAt - event.since,
+            served_unconfirmed: event.servedUnconfirmed,
+            revision_before: event.revisionBefore,
+            revision: event.revision,
+          },
+          'database outage ended: the revision was read again; requests served from unconfirmed state during it in served_unconfirmed',
+        );
+      }
+    },
     onApplied: () => registry?.revisionApplied(),
     onListenerLost: (error) =>
       logger?.warn(
@@ -137,10 +174,16 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
         { err: loggableChain(error) },
         'INSTANCE ROW NOT REMOVED: the database did not take the removal within 2 s; `partnerctl instances` shows this instance stale after 10 s',
       ),
-  });
+    onBeat: (lastSeenAt) => access.heartbeatWritten(lastSeenAt.getTime()),
+  }, staleBudgetMs);
   const instances = registry;
   const bookkeeping = new Bookkeeping(db, {
     clock,
+    onFull: (cap) =>
+      logger?.error(
+        { cap },
+        `BOOKKEEPING CAP REACHED: ${cap} rows of one kind (last_used_at, refusals) are waiting for the database; newer ones are dropped until a write goes through`,
+      ),
     onFailure: (error, failures) => {
       if (failures === 1 || failures % 20 === 0) {
         logger?.warn({ err: loggableChain(error), failures }, 'bookkeeping write deferred (database busy or unavailable); retrying');
@@ -152,6 +195,11 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
   const usage = config.server.usage
     ? new UsageCounter(db, clock, {
         ...(options.usageFlushMs !== undefined ? { intervalMs: options.usageFlushMs } : {}),
+        onFull: (cap) =>
+          logger?.error(
+            { cap },
+            `USAGE CAP REACHED: ${cap} usage cells (partner × company × hour) are waiting for the database; requests in new cells are not counted until a write goes through`,
+          ),
         onFailure: (error, failures) => {
           if (failures === 1 || failures % 20 === 0) {
             logger?.warn({ err: loggableChain(error), failures }, 'usage counts not written (database busy or unavailable); kept for the next attempt');
@@ -187,15 +235,21 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
       // Requests are finished: leave the registry first (bounded, loud on giving up), then stop the rest.
       await instances.stop().catch(() => false);
       access.stop();
-      // Both retry while the database is busy, for STOP_WRITE_LIMIT_MS at most (side by side: one bound);
+      // Each retries while the database is busy, for STOP_WRITE_LIMIT_MS at most (side by side: one bound);
       // webhook sends under way get 2 s and their outcomes 5 s more alongside (what is left is logged loudly).
-      const [usageWritten, decisionsWritten, exposureWritten] = await Promise.all([
+      const [usageWritten, bookkeepingWritten, decisionsWritten, exposureWritten] = await Promise.all([
         usage?.stop().catch(() => false) ?? true,
+        bookkeeping.stop().catch(() => false),
         decisions.stop().catch(() => false),
         exposure.stop().catch(() => false),
-        bookkeeping.stop().catch(() => false),
         webhooks?.stop().catch(() => {}),
       ]);
+      if (!bookkeepingWritten) {
+        logger?.error(
+          { lost: bookkeeping.pending },
+          `bookkeeping NOT written at shutdown after retrying for ${STOP_WRITE_LIMIT_MS / 1000} s: ${bookkeeping.pending} rows (when key pairs were last used or refused, signing keys seen) are lost`,
+        );
+      }
       if (usage && !usageWritten) {
         const lost = usage.totals();
         const line = `usage counts NOT written at shutdown after retrying for ${STOP_WRITE_LIMIT_MS / 1000} s: ${lost.requests} requests (${lost.accepted} accepted, ${lost.clientErrors} 4xx, ${lost.serverErrors} 5xx) of ${lost.partners} partners are lost`;
