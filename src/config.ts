@@ -37,6 +37,7 @@ export const SERVER_DEFAULTS = {
   bodyLimitBytes: 1_048_576,
   logLevel: 'info',
   metricsHost: '127.0.0.1',
+  decisionRetentionMs: 30 * 86_400_000,
   staleBudgetMs: 120_000,
 } as const;
 
@@ -196,6 +197,15 @@ function environmentSchema(z: Zod) {
         return parsed;
       }),
   );
+  // Days or hours (30d, 12h): how long the gate's refusals and the exposure counts are kept.
+  const retention = z.preprocess(
+    unset,
+    z
+      .string()
+      .regex(/^[1-9]\d{0,4}[dh]$/, { error: (issue) => `must be a number of days or hours such as 30d or 12h, got '${String(issue.input).slice(0, 40)}'` })
+      .transform((raw) => Number(raw.slice(0, -1)) * (raw.endsWith('d') ? 86_400_000 : 3_600_000))
+      .optional(),
+  );
   // 120s, 2m, 500ms, or 0 (no budget): at most an hour.
   const budget = z.preprocess(
     unset,
@@ -245,6 +255,7 @@ function environmentSchema(z: Zod) {
     PUBLIC_API_DEFAULT_BURST: whole(1, 1_000_000_000),
     REDIS_URL: redisUrl,
     PUBLIC_API_USAGE: onOff,
+    PUBLIC_API_DECISION_RETENTION: retention,
     PUBLIC_API_METRICS_PORT: whole(0, 65_535),
     PUBLIC_API_METRICS_HOST: host,
     PUBLIC_API_METRICS_PER_PARTNER: onOff,
@@ -296,6 +307,8 @@ export interface ServerConfig {
   readonly redisUrl: string | null;
   /** Count data requests per partner × company × hour into usage_hours (PUBLIC_API_USAGE, default on). */
   readonly usage: boolean;
+  /** How long the gate's refusals and the exposure counts are kept (PUBLIC_API_DECISION_RETENTION, default 30d). */
+  readonly decisionRetentionMs: number;
   /** The metrics listener's port (--metrics-port / PUBLIC_API_METRICS_PORT); null: no metrics. */
   readonly metricsPort: number | null;
   /** Its address (--metrics-host / PUBLIC_API_METRICS_HOST), loopback by default. */
@@ -384,6 +397,7 @@ function serverConfig(values: ServerVariables): ServerConfig {
     defaultBurst: values.PUBLIC_API_DEFAULT_BURST ?? null,
     redisUrl: values.REDIS_URL ?? null,
     usage: values.PUBLIC_API_USAGE ?? true,
+    decisionRetentionMs: values.PUBLIC_API_DECISION_RETENTION ?? SERVER_DEFAULTS.decisionRetentionMs,
     metricsPort,
     metricsHost,
     metricsPerPartner: values.PUBLIC_API_METRICS_PER_PARTNER ?? false,

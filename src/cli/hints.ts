@@ -20,6 +20,8 @@ const NEXT_STEP_OF_FIELD: Record<string, string> = {
   secret_key: "use 'partnerctl lookup' on it",
   webhook: "see 'partnerctl webhooks list'",
   head: "the hash 'partnerctl audit head' printed",
+  request_id: "'partnerctl refusals' lists the refusals on record with their request ids",
+  token_id: "run 'partnerctl exposure' on the token's key pair or its partner instead",
   signing_key_file:
     "restore the file from a backup (every serve instance and the CLI must share it); if it is truly lost, 'partnerctl signing-key rotate --new-file' starts a new one",
 };
@@ -34,6 +36,7 @@ const FLAG_OF: Record<string, string> = {
   key_pair: '--key-pair <kp_id>',
   allow: '--allow <cidr>',
   url: '--url <https://…> (http:// only with --insecure)',
+  reason: '--reason <code> (docs/reasons.md lists them)',
 };
 
 /** The flag that gives each field a domain message starts with. */

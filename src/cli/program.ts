@@ -22,6 +22,9 @@ import {
 import { instancesCommand } from './commands/instances.js';
 import { serveCommand } from './commands/serve.js';
 import { usageCommand } from './commands/usage.js';
+import { explainCommand } from './commands/explain.js';
+import { exposureCommand } from './commands/exposure.js';
+import { refusalsCommand } from './commands/refusals.js';
 import { webhooksCommand } from './commands/webhooks.js';
 import { defineCommand, type CommandDefinition } from './definition.js';
 import { GLOBAL_OPTIONS } from './global-options.js';
@@ -82,6 +85,9 @@ Exit codes: 0 ok, 1 error, 2 bad usage, 3 not found (a partner, or the SQLite
     setLimitsCommand,
     setNetworkCommand,
     usageCommand,
+    explainCommand,
+    refusalsCommand,
+    exposureCommand,
     mintTestTokenCommand,
     auditCommand,
     webhooksCommand,

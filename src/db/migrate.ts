@@ -53,7 +53,7 @@ export async function migrationStatus(db: Database): Promise<MigrationStatus> {
   const committed = committedMigrations(db.provider).migrationDirectories.map((dir) => dir.path);
   let rows: { migration_name: string; finished_at: unknown; rolled_back_at: unknown }[] = [];
   try {
-    rows = await db.sql.query('SELECT migration_name, finished_at, rolled_back_at FROM _prisma_migrations');
+    rows = await db.sql.query('SELECT migration_name, finished_at, rolled_back_at FROM _prisma_migrations ORDER BY migration_name');
   } catch (error) {
     if (!/no such table|does not exist/i.test(String((error as Error).message))) throw error;
   }

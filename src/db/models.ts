@@ -4,6 +4,9 @@
 // the typecheck until the SQL follows.
 import type {
   AuditEventModel,
+  ExposureHourModel,
+  GateDecisionModel,
+  GateDecisionUnrecordedModel,
   KeyPairModel,
   LeakReportModel,
   PartnerLimitModel,
@@ -18,6 +21,9 @@ import type {
 
 export interface Models {
   AuditEvent: AuditEventModel;
+  ExposureHour: ExposureHourModel;
+  GateDecision: GateDecisionModel;
+  GateDecisionUnrecorded: GateDecisionUnrecordedModel;
   KeyPair: KeyPairModel;
   LeakReport: LeakReportModel;
   Partner: PartnerModel;

@@ -23,6 +23,23 @@ export const REFUSAL_REASONS = [
 
 export type RefusalReason = (typeof REFUSAL_REASONS)[number];
 
+/**
+ * Every reason the gate refuses with and records (docs/reasons.md): the verdict's, and the refusals around
+ * it, before a credential is looked at (no token, an unreadable one, API keys where a token belongs, a
+ * malformed exchange) or after it is accepted (the partner's limit and quota, the exchange's throttles).
+ */
+export const GATE_REFUSAL_REASONS = [
+  ...REFUSAL_REASONS,
+  'token_missing',
+  'api_key_in_request',
+  'credentials_malformed',
+  'rate_limited',
+  'quota_exceeded',
+  'exchange_throttled',
+] as const;
+
+export type GateRefusalReason = (typeof GATE_REFUSAL_REASONS)[number];
+
 /** What the rules need about a partner. */
 export interface PartnerSnapshot {
   status: string;

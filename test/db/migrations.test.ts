@@ -240,7 +240,7 @@ describe.each(BACKENDS)('%s: applying the history and reporting its state', (pro
       expect(await applyMigrations(config)).toEqual([]);
       db = await openDatabase(config);
       expect(await migrationStatus(db)).toEqual({ applied: committedNames(provider), pending: [], unknown: [], failed: [] });
-      const rows = await db.sql.query<{ migration_name: string }>('SELECT migration_name FROM _prisma_migrations');
+      const rows = await db.sql.query<{ migration_name: string }>('SELECT migration_name FROM _prisma_migrations ORDER BY migration_name');
       expect(rows.map((row) => row.migration_name)).toEqual(committedNames(provider));
       expect((await db.sql.query<{ id: unknown; value: unknown }>('SELECT id, value FROM revision')).map((row) => [Number(row.id), Number(row.value)])).toEqual([[1, 0]]);
     });

@@ -314,7 +314,8 @@ async function runListKeys(session: Session, out: Output, options: OptionsOf<typ
   return code;
 }
 
-async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
+/** A value piped on stdin (at most 64 KiB), trimmed. */
+export async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
   let text = '';
   for await (const chunk of stream) {
     text += typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8');

@@ -264,6 +264,7 @@ export class DataLimits {
         decision.reason === 'quota'
           ? `the daily quota of ${policy.dailyQuota} requests is used up; it resets at 00:00 UTC`
           : `too many requests; retry after ${decision.retryAfterSeconds} s`,
+        { reason: decision.reason === 'quota' ? 'quota_exceeded' : 'rate_limited' },
       );
     }
   }

@@ -16,13 +16,13 @@ const KEY_MATERIAL = new RegExp(`(${ACCESS_KEY_PREFIX}|${SECRET_KEY_PREFIX})[0-9
 const PERCENT_ESCAPE = /%([0-9A-Fa-f]{2})/g;
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 
-function unauthorized(answerHeaders: Record<string, string>, tokenGiven: boolean, message: string): AppError {
+function unauthorized(answerHeaders: Record<string, string>, tokenGiven: boolean, message: string, reason?: string): AppError {
   answerHeaders['www-authenticate'] = tokenGiven ? 'Bearer error="invalid_token"' : 'Bearer';
-  return new AppError('unauthorized', message);
+  return new AppError('unauthorized', message, { reason: reason ?? (tokenGiven ? 'token_invalid' : 'token_missing') });
 }
 
 function apiKeysRefused(): AppError {
-  return new AppError('invalid_request', 'API keys are accepted only by POST /public/v1/auth/token, never on data requests');
+  return new AppError('invalid_request', 'API keys are accepted only by POST /public/v1/auth/token, never on data requests', { reason: 'api_key_in_request' });
 }
 
 export function carriesKeyMaterial(text: string): boolean {
@@ -77,7 +77,7 @@ export function bearerToken(raw: readonly string[], answerHeaders: Record<string
 
 /** A refusal of the token itself (not verified, or no longer accepted), as the gate answers it. */
 export function tokenRefused(answerHeaders: Record<string, string>, error: unknown): unknown {
-  return isAppError(error) && error.code === 'unauthorized' ? unauthorized(answerHeaders, true, error.message) : error;
+  return isAppError(error) && error.code === 'unauthorized' ? unauthorized(answerHeaders, true, error.message, error.reason) : error;
 }
 
 // The usual query: company_id alone, in characters no query parser decodes.

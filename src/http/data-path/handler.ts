@@ -38,8 +38,12 @@ const EMPTY = Buffer.alloc(0);
 class DataRequest {
   /** The verified token's claims, once admitted. */
   claims: TokenClaims | null = null;
+  /** A verified token's claims that the gate then refused: for the record of the refusal. */
+  presented: TokenClaims | null = null;
   /** The company the request is authorised for, once authorised. */
   companyId: string | null = null;
+  /** The company the request named, authorised or not (for the record of a refusal). */
+  companyNamed: string | null = null;
   /** Headers every answer to this request carries (CORS, WWW-Authenticate, RateLimit-*, traceresponse, Allow). */
   readonly headers: Record<string, string> = {};
   /** The query, as parsed once by the gate. */
@@ -191,6 +195,7 @@ export class DataHandler {
   private async admitWaiting(token: string, data: DataRequest): Promise<void> {
     try {
       const claims = await this.deps.verifier.verify(token);
+      data.presented = claims;
       await this.deps.access.authenticate(claims, data.client.address);
       data.claims = claims;
     } catch (error) {
@@ -298,6 +303,7 @@ export class DataHandler {
       this.fail(data, error);
       return;
     }
+    data.companyNamed = company;
     const claims = data.claims!;
     if (this.deps.access.authorizesCompanyNow(claims, company)) {
       this.authorized(data, company);
@@ -397,10 +403,14 @@ export class DataHandler {
     } catch {
       response.destroy();
     }
+    const token = data.claims ?? data.presented;
     const finished: FinishedRequest = {
       requestId: data.id,
       partnerId: data.claims === null ? null : data.claims.partnerId,
       companyId: data.companyId,
+      companyNamed: data.companyNamed,
+      keyPairId: token === null ? null : token.keyPairId,
+      tokenId: token === null ? null : token.jti,
       method: request.method!,
       url: request.url!,
       status,

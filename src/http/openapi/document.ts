@@ -93,7 +93,8 @@ const EXPECTATION_FAILED =
 
 const GATEWAY_OWN =
   'Every 4xx and 5xx is an error envelope whose `request_id` is also sent as `X-Request-Id`; every answer, ' +
-  'successful or not, carries `X-Request-Id`.';
+  'successful or not, carries `X-Request-Id`. Support can explain any refusal (401, 403, 404, 429, a 400 about ' +
+  'credentials) from its `error.request_id` alone: quote it when asking why a request was refused.';
 
 const DATA_RULES =
   'Every data request carries `Authorization: Bearer <token>` and names its target company exactly once: as ' +
@@ -472,7 +473,7 @@ export function openApiDocument(): object {
               properties: {
                 code: ref('schemas', 'ErrorCode'),
                 message: { type: 'string', description: 'Human-readable; 5xx messages are fixed texts.' },
-                request_id: { type: 'string', format: 'uuid', description: 'The same value as the X-Request-Id header.' },
+                request_id: { type: 'string', format: 'uuid', description: 'The same value as the X-Request-Id header; support explains a refusal from it.' },
               },
             },
           },
@@ -490,7 +491,7 @@ export function openApiDocument(): object {
                   anyOf: [ref('schemas', 'ErrorCode'), { type: 'string', description: 'An engine\'s own code, from an envelope the engine sent.' }],
                 },
                 message: { type: 'string' },
-                request_id: { type: 'string', format: 'uuid', description: 'The same value as the X-Request-Id header.' },
+                request_id: { type: 'string', format: 'uuid', description: 'The same value as the X-Request-Id header; support explains a refusal from it.' },
               },
             },
           },

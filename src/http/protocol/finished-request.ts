@@ -7,6 +7,8 @@ export interface FinishedRequest {
   partnerId: string | null;
   /** The company a data request was authorised for. */
   companyId: string | null;
+  /** The company a data request named (query or body), authorised or not; null before it was read. */
+  companyNamed: string | null;
   method: string;
   url: string;
   status: number;
@@ -19,10 +21,17 @@ export interface FinishedRequest {
   traceId: string | null;
   /** A data request's spans, ended by the finish step, when spans are exported; else null. */
   spans: RequestSpans | null;
+  /**
+   * The key pair behind the request: on a data request, the pair that minted its verified token (accepted or
+   * refused); at the token endpoint, the pair its access key named. Null otherwise.
+   */
+  keyPairId: string | null;
+  /** A data request's verified token id (its jti), accepted or refused; null otherwise. */
+  tokenId: string | null;
   /** A token exchange (accepted or refused): the pair its access key named, the partner it minted for. */
   exchange?: { keyPairId: string | null; partnerId: string | null; userAgent: string | undefined };
   /** Why a 5xx was answered (the client sees a fixed message): for the log. */
   failure?: unknown;
-  /** A refused credential's stable reason code (the verdict's, carried by AppError.reason). */
+  /** Why the gate refused it (AppError.reason, docs/reasons.md): recorded (docs/decisions.md). */
   reason?: string;
 }

@@ -3,6 +3,8 @@ import type { Database } from '../../db/client.js';
 import type { AccessState } from '../../domain/access.js';
 import type { ClockSync } from '../../domain/clock-sync.js';
 import type { CredentialExchange } from '../../domain/credentials.js';
+import type { DecisionRecorder } from '../../domain/decision-records.js';
+import type { ExposureCounter } from '../../domain/exposure-counts.js';
 import type { SigningKeys } from '../../domain/signing-keys.js';
 import type { TokenVerifier } from '../../domain/tokens.js';
 import type { UsageCounter } from '../../domain/usage.js';
@@ -30,6 +32,10 @@ export interface AppDeps {
   forwarder?: Forwarder;
   /** Data requests counted per partner × company × hour; none: not counted. */
   usage?: UsageCounter | null;
+  /** The gate's refusals on record (docs/decisions.md); none: not recorded. */
+  decisions?: DecisionRecorder | null;
+  /** Accepted data requests per key pair, token, company and address (exposure_hours); none: not counted. */
+  exposure?: ExposureCounter | null;
   /** Prometheus metrics (served by their own listener); none: not kept. */
   metrics?: Metrics | null;
   /** Spans exported over OTLP/HTTP (OTEL_EXPORTER_OTLP_ENDPOINT); none: trace ids only. */

@@ -6,6 +6,8 @@ import type { AppDeps } from './deps.js';
 import { methodNotAllowed } from './method-not-allowed.js';
 
 const RATE_KEY_MAX_LENGTH = 64;
+/** A token request that does not present its credentials as the endpoint reads them: refused and recorded. */
+const MALFORMED = { reason: 'credentials_malformed' };
 
 interface RateLimitResult {
   isAllowed: boolean;
@@ -16,19 +18,19 @@ type Limiter = (request: FastifyRequest) => Promise<RateLimitResult>;
 
 function parseTokenRequest(body: unknown, raw: string | null): { accessKey: string; secretKey: string } {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    throw new AppError('invalid_request', 'the body must be a JSON object with access_key and secret_key');
+    throw new AppError('invalid_request', 'the body must be a JSON object with access_key and secret_key', MALFORMED);
   }
   const fields = Object.keys(body);
   const { access_key: accessKey, secret_key: secretKey } = body as Record<string, unknown>;
   if (typeof accessKey !== 'string' || typeof secretKey !== 'string') {
-    throw new AppError('invalid_request', 'access_key and secret_key are required and must be strings');
+    throw new AppError('invalid_request', 'access_key and secret_key are required and must be strings', MALFORMED);
   }
   if (fields.length !== 2) {
-    throw new AppError('invalid_request', 'the body may hold only access_key and secret_key');
+    throw new AppError('invalid_request', 'the body may hold only access_key and secret_key', MALFORMED);
   }
   // JSON.parse keeps the last of repeated members; a body that repeats a key is ambiguous, so it is refused.
   if (raw !== null && (countTopLevelKey(raw, 'access_key') > 1 || countTopLevelKey(raw, 'secret_key') > 1)) {
-    throw new AppError('invalid_request', 'access_key and secret_key may each be given only once');
+    throw new AppError('invalid_request', 'access_key and secret_key may each be given only once', MALFORMED);
   }
   return { accessKey, secretKey };
 }
@@ -38,7 +40,7 @@ async function enforce(limiter: Limiter, request: FastifyRequest, reply: Fastify
   if (result.isAllowed || !result.isExceeded) return;
   const seconds = Math.max(1, result.ttlInSeconds ?? 1);
   reply.header('retry-after', String(seconds));
-  throw new AppError('rate_limited', `too many token requests ${what}; retry after ${seconds} s`);
+  throw new AppError('rate_limited', `too many token requests ${what}; retry after ${seconds} s`, { reason: 'exchange_throttled' });
 }
 
 /**

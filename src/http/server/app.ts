@@ -65,7 +65,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const trustProxy = addresses.trustProxy;
   const cors = new CorsPolicy(config.corsOrigins);
   // The last step of every request: the data handler's records, and Fastify's (onResponse below).
-  const finish = createFinish(logger, deps.metrics ?? null, deps.usage ?? null);
+  const finish = createFinish(logger, deps.metrics ?? null, deps.usage ?? null, deps.decisions ?? null, deps.exposure ?? null);
   const upstream = config.upstream;
   const ownForwarder = deps.forwarder === undefined && upstream ? createForwarder(upstream, { timeoutMs: config.upstreamTimeoutMs }) : null;
   const forwarder: Forwarder | null = deps.forwarder ?? ownForwarder;
@@ -164,6 +164,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       requestId: request.id,
       partnerId: null,
       companyId: null,
+      companyNamed: null,
+      keyPairId: request.exchangeKeyPairId ?? null,
+      tokenId: null,
       method: request.method,
       url: request.raw.url ?? '',
       status: reply.statusCode,

@@ -1,7 +1,9 @@
 // The last step of every request, whichever way it came in and whoever answered it: one line in the request
-// log, the metrics, the usage counts. Nothing here writes on the request path: counts are kept in memory,
-// log lines are batched (log-destination.ts).
+// log, the metrics, the usage and exposure counts, the gate's refusals on record. Nothing here writes on the
+// request path: counts are kept in memory, refusals take a ring slot, log lines are batched (log-destination.ts).
 import { pino, type Logger } from 'pino';
+import type { DecisionRecorder } from '../../domain/decision-records.js';
+import type { ExposureCounter } from '../../domain/exposure-counts.js';
 import type { UsageCounter } from '../../domain/usage.js';
 import type { Metrics } from '../counters/metrics.js';
 import { redactKeyMaterial } from '../data-path/gate.js';
@@ -69,9 +71,17 @@ function logFailure(logger: Logger, finished: FinishedRequest): void {
 
 /**
  * The finish step: the failure's log line (5xx), the request line (when info lines are on), the metrics,
- * and the usage counts (data requests of a partner whose token was verified, whatever their answer).
+ * the usage counts (data requests of a partner whose token was verified, whatever their answer), the
+ * exposure counts (data requests that passed the gate: token and company accepted) and the refusals the
+ * gate gave a reason for (docs/decisions.md).
  */
-export function createFinish(logger: Logger | undefined, metrics: Metrics | null, usage: UsageCounter | null): (finished: FinishedRequest) => void {
+export function createFinish(
+  logger: Logger | undefined,
+  metrics: Metrics | null,
+  usage: UsageCounter | null,
+  decisions: DecisionRecorder | null,
+  exposure: ExposureCounter | null,
+): (finished: FinishedRequest) => void {
   const stream = logger?.isLevelEnabled('info') ? (logger as unknown as Record<symbol, { write(line: string): unknown }>)[pino.symbols.streamSym] : undefined;
   return (finished) => {
     finished.spans?.ended(finished.status, finished.partnerId, finished.companyId);
@@ -79,5 +89,9 @@ export function createFinish(logger: Logger | undefined, metrics: Metrics | null
     stream?.write(requestLine(finished));
     metrics?.response(finished);
     if (usage !== null && finished.partnerId !== null) usage.record(finished.partnerId, finished.companyId ?? '', finished.status, finished.engineMs);
+    if (finished.reason !== undefined) decisions?.refused(finished);
+    else if (exposure !== null && finished.companyId !== null && finished.partnerId !== null && finished.tokenId !== null) {
+      exposure.record(finished.partnerId, finished.keyPairId, finished.tokenId, finished.companyId, finished.client, finished.status);
+    }
   };
 }

@@ -8,6 +8,8 @@ import { Bookkeeping } from '../../domain/bookkeeping.js';
 import { CLOCK_TOLERANCE_MS, ClockSync } from '../../domain/clock-sync.js';
 import { InstanceRegistry } from '../../domain/instances.js';
 import { CredentialExchange } from '../../domain/credentials.js';
+import { DecisionRecorder } from '../../domain/decision-records.js';
+import { ExposureCounter } from '../../domain/exposure-counts.js';
 import { openSigningKeys, SigningKeyWatch } from '../../domain/signing-key-guard.js';
 import type { SigningKeys } from '../../domain/signing-keys.js';
 import { TOKEN_VERIFIER_CACHE_SIZE, TokenVerifier } from '../../domain/tokens.js';
@@ -45,6 +47,8 @@ export interface ServicesOptions {
   metrics?: boolean;
   /** How often usage counts are written (default 10 s). */
   usageFlushMs?: number;
+  /** The gate's refusals recorded per partner and per address per minute (default DECISION_CAP_PER_MINUTE). */
+  decisionCapPerMinute?: number;
   /** Deliver webhooks from this process (the server: yes; in-process tests: only when they ask). */
   webhooks?: boolean;
 }
@@ -76,6 +80,10 @@ export interface Services {
   readonly limits: DataLimits;
   /** Data requests per partner × company × hour, written every 10 s; null with PUBLIC_API_USAGE=0. */
   readonly usage: UsageCounter | null;
+  /** The gate's refusals on record (docs/decisions.md). */
+  readonly decisions: DecisionRecorder;
+  /** Accepted data requests per key pair, token, company and address, per hour. */
+  readonly exposure: ExposureCounter;
   /** Prometheus metrics; null unless a metrics port is configured. */
   readonly metrics: Metrics | null;
   /** Span export over OTLP/HTTP (OTEL_EXPORTER_OTLP_ENDPOINT); null: none. */
@@ -216,6 +224,18 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
         },
       })
     : null;
+  const recordsFailed = (what: string) => (error: unknown, failures: number) => {
+    if (failures === 1 || failures % 20 === 0) logger?.warn({ err: loggableChain(error), failures }, `${what} not written (database busy or unavailable); kept for the next attempt`);
+  };
+  const decisions = new DecisionRecorder(db, clock, instances.instanceId, {
+    retentionMs: config.server.decisionRetentionMs,
+    ...(options.decisionCapPerMinute !== undefined ? { capPerMinute: options.decisionCapPerMinute } : {}),
+    onFailure: recordsFailed('refusals on record'),
+  });
+  const exposure = new ExposureCounter(db, clock, {
+    ...(options.usageFlushMs !== undefined ? { intervalMs: options.usageFlushMs } : {}),
+    onFailure: recordsFailed('exposure counts'),
+  });
   const webhooks = options.webhooks
     ? new WebhookDeliverer(db, {
         retryDelaysMs: config.webhookRetryDelaysMs ?? (parseRetryDelays(DEFAULT_RETRY_DELAYS) as number[]),
@@ -233,11 +253,13 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
       await instances.stop().catch(() => false);
       clockSync?.stop();
       access.stop();
-      // Both retry while the database is busy, for STOP_WRITE_LIMIT_MS at most (side by side: one bound);
+      // Each retries while the database is busy, for STOP_WRITE_LIMIT_MS at most (side by side: one bound);
       // webhook sends under way get 2 s and their outcomes 5 s more alongside (what is left is logged loudly).
-      const [usageWritten, bookkeepingWritten] = await Promise.all([
+      const [usageWritten, bookkeepingWritten, decisionsWritten, exposureWritten] = await Promise.all([
         usage?.stop().catch(() => false) ?? true,
         bookkeeping.stop().catch(() => false),
+        decisions.stop().catch(() => false),
+        exposure.stop().catch(() => false),
         webhooks?.stop().catch(() => {}),
       ]);
       if (!bookkeepingWritten) {
@@ -250,6 +272,12 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
         const lost = usage.totals();
         const line = `usage counts NOT written at shutdown after retrying for ${STOP_WRITE_LIMIT_MS / 1000} s: ${lost.requests} requests (${lost.accepted} accepted, ${lost.clientErrors} 4xx, ${lost.serverErrors} 5xx) of ${lost.partners} partners are lost`;
         logger?.error({ lost }, line);
+      }
+      if (!decisionsWritten || !exposureWritten) {
+        logger?.error(
+          { refusals: decisions.pending, exposure_cells: exposure.pending },
+          `refusals on record or exposure counts NOT written at shutdown after retrying for ${STOP_WRITE_LIMIT_MS / 1000} s: they are lost`,
+        );
       }
       await redis?.close();
       if (ownsDb) await db.close().catch(() => {});
@@ -279,6 +307,8 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
     stoppers.push(() => keyWatch.stop());
     await exchange.warmUp();
     usage?.start();
+    decisions.start();
+    exposure.start();
     webhooks?.start();
   } catch (error) {
     await close();
@@ -295,5 +325,5 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
     config.server.metricsPort !== null || options.metrics
       ? new Metrics({ db, access, verifier, limits, redis, usage }, { perPartner: config.server.metricsPerPartner })
       : null;
-  return { config, clock, clockSync, logger, db, keys, access, verifier, exchange, bookkeeping, registry: instances, redis, limits, usage, metrics, spans, webhooks, close };
+  return { config, clock, clockSync, logger, db, keys, access, verifier, exchange, bookkeeping, registry: instances, redis, limits, usage, decisions, exposure, metrics, spans, webhooks, close };
 }

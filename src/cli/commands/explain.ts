@@ -1,0 +1,61 @@
+import type { Remedy } from '../../domain/refusals.js';
+import { defineCommand } from '../definition.js';
+import { iso, type Output } from '../output.js';
+import type { Session } from '../session.js';
+
+/** A partner name as one shell word. */
+function shellWord(value: string): string {
+  return /^[A-Za-z0-9_.:@%+=,/-]+$/.test(value) ? value : `"${value.replace(/(["\\$`])/g, '\\$1')}"`;
+}
+
+/** The command line that changes the answer, for the operator. */
+export function remedyCommand(remedy: Remedy): string {
+  const partner = shellWord(remedy.partnerName);
+  if (remedy.action === 'map_company') return `partnerctl map-company ${partner} --company ${shellWord(remedy.companyId)}`;
+  if (remedy.action === 'enable_partner') return `partnerctl enable-partner ${partner}`;
+  if (remedy.action === 'issue_keys') return `partnerctl issue-keys ${partner}`;
+  return `partnerctl set-network ${partner} ${remedy.allow.map((rule) => `--allow ${shellWord(rule)}`).join(' ')}`;
+}
+
+export const explainCommand = defineCommand({
+  name: 'explain',
+  description: 'why the gate refused a request, from its request id (error.request_id), whichever instance answered, and what would change the answer',
+  arguments: [{ name: '<request-id>', description: 'the request id of the error answer (error.request_id, or the X-Request-Id header)' }],
+  notes:
+    'Servers write refusals within about a second; an accepted request, or one answered before the gate\n' +
+    '(a malformed request, an unknown path), has none on record: exit 3 (not found).',
+  examples: [{ lines: ['partnerctl explain 3f0c1f7e-0d3b-4d53-9a55-8f4f0e2f6a10'] }],
+  run: (session, out, { args }) => runExplain(session, out, args[0]!),
+});
+
+async function runExplain(session: Session, out: Output, requestId: string): Promise<void> {
+  const [{ explainRequest }, db] = await Promise.all([import('../../domain/refusals.js'), session.db()]);
+  const { decision: d, explanation, remedy } = await explainRequest(db, requestId);
+  const command = remedy ? remedyCommand(remedy) : null;
+  if (out.json) {
+    out.emitJson({
+      request_id: d.requestId,
+      at: iso(d.at),
+      status: d.status,
+      reason: d.reason,
+      partner_id: d.partnerId,
+      key_pair_id: d.keyPairId,
+      token_id: d.tokenId,
+      company_id: d.companyId,
+      client_address: d.clientAddress,
+      instance_id: d.instanceId,
+      explanation,
+      remedy: command,
+    });
+    return;
+  }
+  const chalk = await out.chalk();
+  out.line(`${chalk.bold(`refused ${d.status}`)} (${d.reason}) at ${iso(d.at)} by instance ${d.instanceId}`);
+  out.line(`  ${d.route === 'exchange' ? 'token exchange' : 'data request'} from ${d.clientAddress}`);
+  if (d.partnerId !== null) out.line(`  partner:  ${d.partnerId}`);
+  if (d.keyPairId !== null) out.line(`  key pair: ${d.keyPairId}`);
+  if (d.tokenId !== null) out.line(`  token:    ${d.tokenId}`);
+  if (d.companyId !== null) out.line(`  company:  ${d.companyId}`);
+  out.line(`Why: ${explanation}`);
+  out.line(command ? `To change the answer: ${chalk.bold(command)}` : 'Nothing for an operator to change: the client must act as above.');
+}

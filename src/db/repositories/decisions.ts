@@ -1,0 +1,158 @@
+import type { Columns } from '../models.js';
+import { toDate } from '../sql.js';
+import { valuesBatches, type Queryable, type SqlTx } from '../unit.js';
+
+/** One refusal by the gate, as gate_decisions holds it. */
+export type DecisionRow = Columns<'GateDecision'>;
+
+/** One counter of refusals not recorded (a minute, an instance, a key over the cap). */
+export type UnrecordedDelta = Columns<'GateDecisionUnrecorded'>;
+
+const COLUMNS = 'request_id, at, instance_id, route, partner_id, key_pair_id, token_id, company_id, client_address, status, reason';
+
+type Raw = {
+  request_id: string;
+  at: unknown;
+  instance_id: string;
+  route: string;
+  partner_id: string | null;
+  key_pair_id: string | null;
+  token_id: string | null;
+  company_id: string | null;
+  client_address: string;
+  status: number | string;
+  reason: string;
+};
+
+function fromRaw(raw: Raw): DecisionRow {
+  return {
+    requestId: raw.request_id,
+    at: toDate(raw.at)!,
+    instanceId: raw.instance_id,
+    route: raw.route,
+    partnerId: raw.partner_id,
+    keyPairId: raw.key_pair_id,
+    tokenId: raw.token_id,
+    companyId: raw.company_id,
+    clientAddress: raw.client_address,
+    status: Number(raw.status),
+    reason: raw.reason,
+  };
+}
+
+/** The partners of these key pairs (a refused exchange knows its pair, not always its partner). */
+export async function partnersOfPairs(q: Queryable, pairIds: readonly string[]): Promise<Map<string, string>> {
+  const found = new Map<string, string>();
+  for (let i = 0; i < pairIds.length; i += 500) {
+    const slice = pairIds.slice(i, i + 500);
+    const rows = await q.query<{ id: string; partner_id: string }>(
+      `SELECT id, partner_id FROM key_pairs WHERE id IN (${slice.map((_, n) => `$${n + 1}`).join(', ')})`,
+      slice,
+    );
+    for (const row of rows) found.set(row.id, row.partner_id);
+  }
+  return found;
+}
+
+/** Records refusals; a request id already recorded keeps its row. */
+export async function insertDecisions(tx: SqlTx, rows: readonly DecisionRow[]): Promise<void> {
+  const values = rows.map(
+    (r) => [r.requestId, r.at, r.instanceId, r.route, r.partnerId, r.keyPairId, r.tokenId, r.companyId, r.clientAddress, r.status, r.reason] as const,
+  );
+  for (const { placeholders, params } of valuesBatches(values)) {
+    await tx.run(`INSERT INTO gate_decisions (${COLUMNS}) VALUES ${placeholders} ON CONFLICT (request_id) DO NOTHING`, params);
+  }
+}
+
+/** Adds to the counters of refusals not recorded (created when missing). */
+export async function addUnrecorded(tx: SqlTx, deltas: readonly UnrecordedDelta[]): Promise<void> {
+  const values = deltas.map((d) => [d.minute, d.instanceId, d.keyKind, d.keyValue, d.refusals] as const);
+  for (const { placeholders, params } of valuesBatches(values)) {
+    await tx.run(
+      `INSERT INTO gate_decisions_unrecorded (minute, instance_id, key_kind, key_value, refusals) VALUES ${placeholders}
+       ON CONFLICT (minute, instance_id, key_kind, key_value) DO UPDATE SET refusals = gate_decisions_unrecorded.refusals + excluded.refusals`,
+      params,
+    );
+  }
+}
+
+/** Drops decisions, counters and exposure hours older than `before`; how many rows went. */
+export async function pruneRecords(tx: SqlTx, before: Date): Promise<number> {
+  return (
+    (await tx.run('DELETE FROM gate_decisions WHERE at < $1', [before])) +
+    (await tx.run('DELETE FROM gate_decisions_unrecorded WHERE minute < $1', [before])) +
+    (await tx.run('DELETE FROM exposure_hours WHERE period_start < $1', [before]))
+  );
+}
+
+export async function decisionByRequestId(q: Queryable, requestId: string): Promise<DecisionRow | null> {
+  const rows = await q.query<Raw>(`SELECT ${COLUMNS} FROM gate_decisions WHERE request_id = $1`, [requestId]);
+  return rows[0] ? fromRaw(rows[0]) : null;
+}
+
+/** Which decisions: a window, and optionally a partner, a reason, a key pair, a token. */
+export interface DecisionFilter {
+  since: Date;
+  until: Date;
+  partnerId?: string;
+  reason?: string;
+  keyPairId?: string;
+  tokenId?: string;
+}
+
+function where(filter: DecisionFilter, params: unknown[]): string {
+  const parts = [`at >= $${params.push(filter.since)}`, `at < $${params.push(filter.until)}`];
+  if (filter.partnerId !== undefined) parts.push(`partner_id = $${params.push(filter.partnerId)}`);
+  if (filter.reason !== undefined) parts.push(`reason = $${params.push(filter.reason)}`);
+  if (filter.keyPairId !== undefined) parts.push(`key_pair_id = $${params.push(filter.keyPairId)}`);
+  if (filter.tokenId !== undefined) parts.push(`token_id = $${params.push(filter.tokenId)}`);
+  return parts.join(' AND ');
+}
+
+export type DecisionGrouping = 'company' | 'address';
+
+export interface DecisionCount {
+  reason: string;
+  /** The company or client address, with a grouping; '' for refusals that named no company. */
+  key?: string;
+  refusals: number;
+  latestAt: Date;
+}
+
+/** Refusals counted by reason (and company or address), most first. */
+export async function decisionCounts(q: Queryable, filter: DecisionFilter, by: DecisionGrouping | undefined): Promise<DecisionCount[]> {
+  const params: unknown[] = [];
+  const key = by === 'company' ? "COALESCE(company_id, '')" : by === 'address' ? 'client_address' : null;
+  const rows = await q.query<{ reason: string; key?: string; refusals: number | string; latest_at: unknown }>(
+    `SELECT reason${key ? `, ${key} AS key` : ''}, COUNT(*) AS refusals, MAX(at) AS latest_at
+     FROM gate_decisions WHERE ${where(filter, params)}
+     GROUP BY reason${key ? `, ${key}` : ''}
+     ORDER BY COUNT(*) DESC, reason${key ? ', key' : ''}`,
+    params,
+  );
+  return rows.map((row) => ({
+    reason: row.reason,
+    ...(key ? { key: row.key ?? '' } : {}),
+    refusals: Number(row.refusals),
+    latestAt: toDate(row.latest_at)!,
+  }));
+}
+
+/** The newest decisions of the filter. */
+export async function latestDecisions(q: Queryable, filter: DecisionFilter, limit: number): Promise<DecisionRow[]> {
+  const params: unknown[] = [];
+  const condition = where(filter, params);
+  const rows = await q.query<Raw>(`SELECT ${COLUMNS} FROM gate_decisions WHERE ${condition} ORDER BY at DESC, request_id LIMIT $${params.push(limit)}`, params);
+  return rows.map(fromRaw);
+}
+
+/** Refusals not recorded in the window, per key kind (`partner`, `address`, `overflow`); only the partner's with `partnerId`. */
+export async function unrecordedCounts(q: Queryable, filter: { since: Date; until: Date; partnerId?: string }): Promise<Map<string, number>> {
+  const params: unknown[] = [filter.since, filter.until];
+  const partner = filter.partnerId === undefined ? '' : ` AND key_kind = 'partner' AND key_value = $${params.push(filter.partnerId)}`;
+  const rows = await q.query<{ key_kind: string; refusals: number | string }>(
+    `SELECT key_kind, SUM(refusals) AS refusals FROM gate_decisions_unrecorded WHERE minute >= $1 AND minute < $2${partner} GROUP BY key_kind`,
+    params,
+  );
+  return new Map(rows.map((row) => [row.key_kind, Number(row.refusals)]));
+}
