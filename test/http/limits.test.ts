@@ -109,7 +109,8 @@ describe.each(BACKENDS)('limits of data requests, one instance (%s)', (provider)
     });
 
     const tokenOf = async (partner: { partnerId: string; keyPairId: string }) =>
-      (await mintToken(t.keys, { partnerId: partner.partnerId, keyPairId: partner.keyPairId })).accessToken;
+      // Minted on the server's (test) clock: the verifier reads that clock too.
+      (await mintToken(t.keys, { partnerId: partner.partnerId, keyPairId: partner.keyPairId }, undefined, clock)).accessToken;
     const get = (token: string, company = 'acme') =>
       t.inject({ method: 'GET', url: `/public/v1/prices?company_id=${company}`, headers: bearer(token) });
 

@@ -124,7 +124,7 @@ describe.each(BACKENDS)('usage per partner, company and hour (%s)', (provider) =
       const t = await buildTestApp(backend, db, { PUBLIC_API_UPSTREAM_URL: upstream.url }, { usageFlushMs: 100, clock });
       try {
         const seeded = await seedPartner(db);
-        const token = (await mintToken(t.keys, { partnerId: seeded.partnerId, keyPairId: seeded.keyPairId })).accessToken;
+        const token = (await mintToken(t.keys, { partnerId: seeded.partnerId, keyPairId: seeded.keyPairId }, undefined, clock)).accessToken;
         const get = () => t.inject({ method: 'GET', url: '/public/v1/prices?company_id=acme', headers: bearer(token) });
         const rowsOf = async () => (await cli<{ rows: Record<string, unknown>[] }>('usage', seeded.partnerId, '--by', 'company')).rows;
         const waitFor = async (requests: number) => {

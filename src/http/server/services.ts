@@ -140,6 +140,7 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
   // SQLite is a file on this machine: no outage to ride out, so no budget (docs/server.md).
   const staleBudgetMs = db.provider === 'postgresql' ? config.server.staleBudgetMs : 0;
   const access = new AccessState(db, {
+    clock,
     staleBudgetMs,
     onOutage: (event) => {
       if (event.kind === 'start') {
