@@ -70,7 +70,7 @@ export abstract class HourlyCounts<Cell, K extends Keys, Delta> extends Deferred
   /** The cell under these keys in that hour, undefined when there is none yet. */
   protected cellAt(hour: number, ...keys: K): Cell | undefined;
   protected cellAt(hour: number, a: string, b: string, c?: string): Cell | undefined {
-    return this.leaf(this.hours, hour, a, b, false)?.get(this.depth === 2 ? b : (c as string)) as Cell | undefined;
+    return this.leaf(hour, a, b, false)?.get(this.depth === 2 ? b : (c as string)) as Cell | undefined;
   }
 
   /** Whether a new cell may be kept; when not, the request is counted in `dropped` (and the cap reported once). */
@@ -83,7 +83,7 @@ export abstract class HourlyCounts<Cell, K extends Keys, Delta> extends Deferred
   /** Keeps a new cell under these keys in that hour (none there yet); returns it. */
   protected keep(cell: Cell, hour: number, ...keys: K): Cell;
   protected keep(cell: Cell, hour: number, a: string, b: string, c?: string): Cell {
-    (this.leaf(this.hours, hour, a, b, true) as Level).set(this.depth === 2 ? b : (c as string), cell);
+    (this.leaf(hour, a, b, true) as Level).set(this.depth === 2 ? b : (c as string), cell);
     this.cells++;
     return cell;
   }
@@ -123,12 +123,12 @@ export abstract class HourlyCounts<Cell, K extends Keys, Delta> extends Deferred
    * The map holding the cells under `a` (depth 2) or `a`, `b` (depth 3) in that hour; with `make`, the maps
    * missing on the way are made, else undefined when one is missing.
    */
-  private leaf(hours: Map<number, Level>, hour: number, a: string, b: string, make: boolean): Level | undefined {
-    let level = hours.get(hour);
+  private leaf(hour: number, a: string, b: string, make: boolean): Level | undefined {
+    let level = this.hours.get(hour);
     if (level === undefined) {
       if (!make) return undefined;
       level = new Map();
-      hours.set(hour, level);
+      this.hours.set(hour, level);
     }
     const below = this.child(level, a, make);
     return this.depth === 2 || below === undefined ? below : this.child(below, b, make);
