@@ -235,6 +235,11 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
   });
   const exposure = new ExposureCounter(db, clock, {
     ...(options.usageFlushMs !== undefined ? { intervalMs: options.usageFlushMs } : {}),
+    onFull: (cap) =>
+      logger?.error(
+        { cap },
+        `EXPOSURE CAP REACHED: ${cap} exposure cells (token × company × address × hour) are waiting for the database; requests in new cells are not counted until a write goes through`,
+      ),
     onFailure: recordsFailed('exposure counts'),
   });
   const webhooks = options.webhooks
