@@ -140,7 +140,7 @@ export class Bookkeeping extends DeferredWrites {
       // An overlap already over (--after-switch 0s, or found past its end) is recorded with how it ended.
       const events: AuditEntry[] = [];
       for (const pairId of new Set([...ended, ...switches.map(([id]) => id)])) {
-        const event = await settleOverlap(tx, await keyPairById(tx, pairId), this.db.clock.now());
+        const event = await settleOverlap(tx, await keyPairById(tx, pairId), this.clock.now());
         if (event) events.push(event);
       }
       if (events.length > 0) {

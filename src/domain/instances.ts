@@ -41,7 +41,7 @@ export function servingUntil(row: Pick<InstanceRow, 'lastSeenAt' | 'staleBudgetM
  * old state. Receipts never wait for such an instance; one that is stale but within its budget may still be
  * serving what it last confirmed, and is not counted as done.
  */
-export function isDone(row: Pick<InstanceRow, 'lastSeenAt' | 'staleBudgetMs'>, now = Date.now()): boolean {
+export function isDone(row: Pick<InstanceRow, 'lastSeenAt' | 'staleBudgetMs'>, now: number): boolean {
   return now - row.lastSeenAt.getTime() > Math.max(STALE_AFTER_MS, row.staleBudgetMs);
 }
 
@@ -124,7 +124,7 @@ export class InstanceRegistry extends DeferredWrites {
       lastSeenAt: new Date(this.clock.now()),
       appliedRevision: applied,
       staleBudgetMs: this.staleBudgetMs,
-      clockOffsetMs: this.clockOffsetMs(),
+      clockOffsetMs: withinColumn(this.clockOffsetMs()),
     };
     this.due = false;
     const moved = applied !== this.written;
@@ -225,4 +225,11 @@ export async function forgetInstance(db: Database, who: Actor, instanceId: strin
     });
     return row;
   });
+}
+
+const INT32_MAX = 2_147_483_647;
+
+/** The column is a 32-bit integer: an offset beyond ±24.8 days is written as the limit (skewed all the same). */
+function withinColumn(offsetMs: number | null): number | null {
+  return offsetMs === null ? null : Math.max(-INT32_MAX, Math.min(INT32_MAX, Math.round(offsetMs)));
 }

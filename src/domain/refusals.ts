@@ -25,7 +25,7 @@ export type Remedy =
   | { action: 'map_company'; partnerName: string; companyId: string }
   | { action: 'enable_partner'; partnerName: string }
   | { action: 'issue_keys'; partnerName: string }
-  | { action: 'allow_addresses'; partnerName: string; allow: string[] };
+  | { action: 'look_up_key_pair'; partnerName: string; keyPairId: string };
 
 export interface Explanation {
   decision: DecisionRow;
@@ -110,9 +110,10 @@ async function explain(db: Database, d: DecisionRow): Promise<{ explanation: str
       };
     case 'address_not_allowed': {
       const rules = partner ? rulesFromColumn((await partnerGateRow(db.sql, partner.id))?.allowFrom ?? null) : [];
+      // Never "allow the caller": a genuine credential presented from outside the rules may be a leaked one.
       return {
-        explanation: `the client address ${d.clientAddress} is outside ${who}'s network rules (${rules.length > 0 ? rules.join(', ') : 'none now'})`,
-        remedy: partner && rules.length > 0 ? { action: 'allow_addresses', partnerName: partner.name, allow: [...rules, d.clientAddress] } : null,
+        explanation: `the client address ${d.clientAddress} is outside ${who}'s network rules (${rules.length > 0 ? rules.join(', ') : 'none now'}): if the address is the partner's own, its network rules must include it; if not, the credential was used from elsewhere and may be out (look its key pair up before changing anything)`,
+        remedy: partner && d.keyPairId !== null ? { action: 'look_up_key_pair', partnerName: partner.name, keyPairId: d.keyPairId } : null,
       };
     }
     case 'rate_limited':

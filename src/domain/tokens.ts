@@ -80,6 +80,26 @@ function refused(message: string, reason: 'token_invalid' | 'token_expired' = 't
 }
 
 /**
+ * A genuine token past its expiry (its signature verified before its lifetime was read): refused, but whose
+ * it was is known, so that the refusal is recorded against its partner, key pair and token.
+ */
+export class ExpiredToken extends AppError {
+  constructor(readonly claims: TokenClaims | null) {
+    super('unauthorized', 'the token has expired', { reason: 'token_expired' });
+  }
+}
+
+/** Who an expired token's payload names, when it is shaped as ours; null otherwise. */
+function claimsOfExpired(payload: Record<string, unknown>): TokenClaims | null {
+  const { sub, jti, iat, exp, kp, test } = payload;
+  if (typeof sub !== 'string' || typeof jti !== 'string' || typeof iat !== 'number' || typeof exp !== 'number') return null;
+  const isTest = test === true && kp === undefined;
+  if (!isTest && typeof kp !== 'string') return null;
+  const keyPairId = isTest ? null : (kp as string);
+  return { partnerId: sub, keyPairId, test: isTest, jti, exp, issuedAtMs: issuedAtMsOf(jti, sub, keyPairId, iat) };
+}
+
+/**
  * Verifies signature, algorithm, issuer, audience and lifetime. Verified tokens are remembered until they
  * expire, so a client's repeated requests pay for the signature check once.
  */
@@ -143,7 +163,7 @@ export class TokenVerifier {
       ));
     } catch (error) {
       if (error instanceof AppError) throw error;
-      if (error instanceof errors.JWTExpired) throw refused('the token has expired', 'token_expired');
+      if (error instanceof errors.JWTExpired) throw new ExpiredToken(claimsOfExpired(error.payload as Record<string, unknown>));
       throw refused('the token is not valid');
     }
     const { sub, jti, iat, exp, kp, test } = payload as Record<string, unknown>;

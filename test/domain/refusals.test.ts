@@ -85,7 +85,9 @@ describe.each(BACKENDS)('every reason code explained (%s)', (provider) => {
       expect(explained.get('tokens_revoked')!.explanation).toMatch(
         new RegExp(`^token issued ${new Date(at.getTime() - 60_000).toISOString().replace(/\./g, '\\.')} before the brake of \\S+: the client must exchange again$`),
       );
-      expect(explained.get('address_not_allowed')!.remedy).toEqual({ action: 'allow_addresses', partnerName: 'Acme Pricing', allow: ['10.0.0.0/8', '192.0.2.1'] });
+      // Never "allow the caller": the key pair is looked up first (its credential may be out).
+      expect(explained.get('address_not_allowed')!.remedy).toEqual({ action: 'look_up_key_pair', partnerName: 'Acme Pricing', keyPairId: expect.stringMatching(/^kp_/) });
+      expect(explained.get('address_not_allowed')!.explanation).toContain('10.0.0.0/8');
       // The pair is active: the client has the keys to use, no operator remedy.
       expect(explained.get('pair_revoked')!.remedy).toBeNull();
       await revokeKeyPair(db, who, partner.id);

@@ -5,6 +5,7 @@ import { revokeTokens } from '../../src/domain/key-pairs.js';
 import { setLimits } from '../../src/domain/limits.js';
 import { setNetwork } from '../../src/domain/networks.js';
 import { setPartnerStatus } from '../../src/domain/partners.js';
+import { mintToken } from '../../src/domain/tokens.js';
 import { parseRate } from '../../src/rates.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
@@ -116,7 +117,7 @@ describe.each(BACKENDS)('refusals on record, explained; exposure (%s)', (provide
       expect((await explain(ids.partner_disabled!)).remedy).toBe(`partnerctl enable-partner ${disabled.name}`);
       expect(await explain(ids.address_not_allowed!)).toMatchObject({
         client_address: '192.0.2.7',
-        remedy: `partnerctl set-network ${walled.name} --allow 10.9.0.0/16 --allow 192.0.2.7`,
+        remedy: expect.stringMatching(/^partnerctl lookup kp_\w+$/),
       });
       expect(await explain(ids.rate_limited!)).toMatchObject({ status: 429, partner_id: limited.partnerId });
 
@@ -141,6 +142,18 @@ describe.each(BACKENDS)('refusals on record, explained; exposure (%s)', (provide
       expect(byAddress.counts).toEqual([{ reason: 'address_not_allowed', client_address: '192.0.2.7', refusals: 1, latest_at: expect.any(String) }]);
       const badReason = await cli('refusals', '--reason', 'nope');
       expect(badReason.code).toBe(2);
+    });
+
+    it('records an expired token against its partner, pair and token; a refused exchange as an exchange', async () => {
+      const p = await seedPartner(db, ['acme']);
+      const { accessToken, claims } = await mintToken(t.keys, { partnerId: p.partnerId, keyPairId: p.keyPairId }, 1);
+      await new Promise((resolve) => setTimeout(resolve, claims.exp * 1000 - Date.now() + 50));
+      const expired = refusedId(await data(accessToken, 'acme'), 401);
+      const malformed = refusedId(await t.inject({ method: 'POST', url: '/public/v1/auth/token', payload: { access_key: p.accessKey } }), 400);
+      await written();
+      expect(await explain(expired)).toMatchObject({ reason: 'token_expired', partner_id: p.partnerId, key_pair_id: p.keyPairId, token_id: claims.jti });
+      const text = await runCli(['explain', malformed], backend.env);
+      expect(text.stdout).toContain('token exchange from');
     });
 
     it('holds the cap under a flood from one address, counting what it did not record', async () => {

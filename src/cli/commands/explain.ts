@@ -14,7 +14,7 @@ export function remedyCommand(remedy: Remedy): string {
   if (remedy.action === 'map_company') return `partnerctl map-company ${partner} --company ${shellWord(remedy.companyId)}`;
   if (remedy.action === 'enable_partner') return `partnerctl enable-partner ${partner}`;
   if (remedy.action === 'issue_keys') return `partnerctl issue-keys ${partner}`;
-  return `partnerctl set-network ${partner} ${remedy.allow.map((rule) => `--allow ${shellWord(rule)}`).join(' ')}`;
+  return `partnerctl lookup ${remedy.keyPairId}`;
 }
 
 export const explainCommand = defineCommand({

@@ -174,7 +174,7 @@ export class Metrics {
       help: 'Seconds since the access revision was last confirmed from the database (normally under the 1 s staleness bound)',
       registers,
       collect() {
-        this.set(access.confirmedAtMs === 0 ? -1 : (Date.now() - access.confirmedAtMs) / 1000);
+        this.set(access.confirmedAtMs === 0 ? -1 : access.stateAgeMs / 1000);
       },
     });
     new Gauge({

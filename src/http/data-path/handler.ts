@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { AccessState } from '../../domain/access.js';
-import type { TokenClaims, TokenVerifier } from '../../domain/tokens.js';
+import { ExpiredToken, type TokenClaims, type TokenVerifier } from '../../domain/tokens.js';
 import { AppError, isAppError } from '../../errors.js';
 import type { DataLimits, Policy } from '../counters/limits.js';
 import type { ClientAddress, ClientAddresses } from '../protocol/client-address.js';
@@ -199,6 +199,7 @@ export class DataHandler {
       await this.deps.access.authenticate(claims, data.client.address);
       data.claims = claims;
     } catch (error) {
+      if (error instanceof ExpiredToken) data.presented = error.claims;
       throw tokenRefused(data.headers, error);
     }
     await this.limit(data);

@@ -51,7 +51,13 @@ async function enforce(limiter: Limiter, request: FastifyRequest, reply: Fastify
  */
 export function registerTokenRoutes(app: FastifyInstance, deps: AppDeps): void {
   const { config, exchange } = deps;
-  const onRequest: Array<(request: FastifyRequest, reply: FastifyReply) => Promise<void>> = [];
+  // Marks the request an exchange from its first hook on: a refusal before the body (a throttle, a malformed
+  // body) is recorded as the exchange's, not as a data request's.
+  const onRequest: Array<(request: FastifyRequest, reply: FastifyReply) => Promise<void>> = [
+    async (request) => {
+      request.exchangeKeyPairId = null;
+    },
+  ];
   const preHandler: Array<(request: FastifyRequest, reply: FastifyReply) => Promise<void>> = [];
   if (config.tokenRateLimitPerIp > 0) {
     const perAddress = app.createRateLimit({
