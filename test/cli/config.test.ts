@@ -1,9 +1,29 @@
 import { readFileSync } from 'node:fs';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { loadConfig, resolveDatabase, VERSION } from '../../src/config.js';
 import { AppError } from '../../src/errors.js';
 
 describe('the CLI configuration', () => {
+  it('reads the plain variables without zod exactly as the schema does, for any environment', () => {
+    const value = fc.option(fc.oneof(fc.constantFrom('', ' ', '  x ', '/tmp/p.db', 'postgresql://u:p@h/db', 'dumb', '0'), fc.string()), { nil: undefined });
+    const environment = fc.record(
+      { DATABASE_URL: value, PARTNERCTL_ACTOR: value, PARTNERCTL_SIGNING_KEY_FILE: value, XDG_DATA_HOME: value, XDG_CONFIG_HOME: value, NO_COLOR: value, TERM: value },
+      { requiredKeys: [] },
+    );
+    fc.assert(
+      fc.property(environment, (env) => {
+        const plain = loadConfig(env);
+        // A pool size makes the schema parse the whole environment (zod): everything else must be the same.
+        const parsed = loadConfig({ ...env, PARTNERCTL_DB_POOL_SIZE: '7' });
+        expect(parsed.env.PARTNERCTL_DB_POOL_SIZE).toBe(7);
+        expect({ ...plain, env: { ...plain.env, PARTNERCTL_DB_POOL_SIZE: 7 } }).toEqual(parsed);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+
   it('comes from package.json for the version, not a fallback', () => {
     const manifest = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
     expect(VERSION).toBe(manifest.version);
