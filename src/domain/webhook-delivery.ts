@@ -17,6 +17,7 @@ import {
   type DueDelivery,
 } from '../db/repositories/webhooks.js';
 import type { SqlTx } from '../db/unit.js';
+import { keyPairState } from './key-pair-state.js';
 import { writeOutbox, type NewWebhookEvent } from './outbox.js';
 import { formatDuration } from './validation.js';
 
@@ -321,6 +322,9 @@ export class WebhookDeliverer {
     const found: { keys: string[]; event: NewWebhookEvent }[] = [];
     const horizon = new Date(now.getTime() + EXPIRY_REMINDER_DAYS[0] * DAY_MS);
     for (const pair of await pairsExpiringBetween(this.db.sql, now, horizon)) {
+      // A pair whose overlap has ended (not settled yet) is no longer live: no reminder.
+      const state = keyPairState(pair, now.getTime());
+      if (state !== 'active' && state !== 'retiring') continue;
       const left = pair.expiresAt.getTime() - now.getTime();
       const due = EXPIRY_REMINDER_DAYS.filter((days) => left <= days * DAY_MS);
       if (due.length === 0) continue;

@@ -7,6 +7,7 @@ import { resolveDatabase } from '../../src/config.js';
 import { openDatabase, type Database } from '../../src/db/client.js';
 import { claimDelivery, dueDeliveries } from '../../src/db/repositories/webhooks.js';
 import { writeOutbox } from '../../src/domain/outbox.js';
+import { issueKeyPair, rotateKeyPair } from '../../src/domain/key-pairs.js';
 import { createPartner } from '../../src/domain/partners.js';
 import { WEBHOOK_TIMEOUT_MS, WebhookDeliverer, type DeliveryLog } from '../../src/domain/webhook-delivery.js';
 import { addWebhook } from '../../src/domain/webhooks.js';
@@ -157,6 +158,27 @@ describe.each(BACKENDS)('webhook delivery on %s: the rules of a delivery, on a t
       clock.advance(30 * 86_400_000);
       await deliverer().runOnce();
       expect(receiver.to('/down')).toHaveLength(3);
+    });
+
+    it('no expiry reminder for a pair whose overlap has ended, though nothing has settled it yet', async () => {
+      const deliverer = new WebhookDeliverer(db, { retryDelaysMs: [MINUTE] });
+      const remindersOf = async (keyPairId: string) =>
+        (await db.sql.query<{ key: string }>('SELECT key FROM webhook_reminders')).filter((row) => row.key.startsWith(`keys.expiring:${keyPairId}:`)).length;
+      const overlapping = async () => {
+        const { partner } = await createPartner(db, ALICE, { name: uniqueName() });
+        const old = await issueKeyPair(db, ALICE, partner.id, { expiresInMs: 10 * 86_400_000 });
+        await rotateKeyPair(db, ALICE, partner.id, { overlapMs: 3_600_000 });
+        return old.keyPairId;
+      };
+      // Retiring and within its overlap: live, so its expiry 10 days out is reminded of.
+      const live = await overlapping();
+      await deliverer.findReminders(new Date(clock.now()));
+      expect(await remindersOf(live)).toBe(1);
+      // Its overlap over (2 h later), stored 'retiring' still: superseded, no reminder.
+      const ended = await overlapping();
+      clock.advance(2 * 3_600_000);
+      await deliverer.findReminders(new Date(clock.now()));
+      expect(await remindersOf(ended)).toBe(0);
     });
 
     it('a claimed delivery (its sender died mid-send) is due again only when the claim’s lease ends', async () => {

@@ -1,3 +1,4 @@
+import type { KeyPairRow } from './key-pairs.js';
 import type { Column, Columns } from '../models.js';
 import { leaseStillHeld, type LeaseFence } from './leases.js';
 import { toDate } from '../sql.js';
@@ -241,13 +242,29 @@ export async function remindersSent(q: Queryable, keys: readonly string[]): Prom
 }
 
 /** Live pairs (active or retiring, of an active partner) expiring after `now` and before `until`. */
-export async function pairsExpiringBetween(q: Queryable, now: Date, until: Date): Promise<{ id: string; partnerId: string; expiresAt: Date }[]> {
-  const rows = await q.query<{ id: string; partner_id: string; expires_at: unknown }>(
-    `SELECT k.id, k.partner_id, k.expires_at FROM key_pairs k JOIN partners p ON p.id = k.partner_id
+/**
+ * Candidates for keys.expiring: pairs stored as minting whose expiry falls in the window, of active partners.
+ * Which of them are live now is the domain's to say (domain/key-pair-state.ts), from the columns returned.
+ */
+export async function pairsExpiringBetween(
+  q: Queryable,
+  now: Date,
+  until: Date,
+): Promise<(Pick<KeyPairRow, 'id' | 'partnerId' | 'status' | 'retiresAt' | 'supersededAt' | 'revokedAt'> & { expiresAt: Date })[]> {
+  const rows = await q.query<{ id: string; partner_id: string; status: string; expires_at: unknown; retires_at: unknown; superseded_at: unknown; revoked_at: unknown }>(
+    `SELECT k.id, k.partner_id, k.status, k.expires_at, k.retires_at, k.superseded_at, k.revoked_at FROM key_pairs k JOIN partners p ON p.id = k.partner_id
       WHERE k.status IN ('active', 'retiring') AND p.status = 'active' AND k.expires_at IS NOT NULL AND k.expires_at > $1 AND k.expires_at <= $2`,
     [now, until],
   );
-  return rows.map((row) => ({ id: row.id, partnerId: row.partner_id, expiresAt: toDate(row.expires_at)! }));
+  return rows.map((row) => ({
+    id: row.id,
+    partnerId: row.partner_id,
+    status: row.status,
+    expiresAt: toDate(row.expires_at)!,
+    retiresAt: toDate(row.retires_at),
+    supersededAt: toDate(row.superseded_at),
+    revokedAt: toDate(row.revoked_at),
+  }));
 }
 
 /** Accepted data requests since `dayStart` of every partner with a daily quota, against the quota. */
