@@ -78,7 +78,7 @@ describe('help', () => {
     expect(lookup).toContain(
       'Exit codes: 0 found, 2 malformed (a wrong checksum says "checksum"), 3 matches nothing or cannot be traced.',
     );
-    expect(lookup).toContain("the leaked value; '-' reads it from stdin (kept out of the shell's history); asked for on a terminal when omitted");
+    expect(lookup).toContain("the leaked value; '-' reads it from a pipe (kept out of the shell's history); on a terminal, omitted or '-', it is asked for, masked");
     const root = (await onWideTerminal(['--help'], 200)).stdout.replace(/\s+/g, ' ');
     expect(root).toContain('PARTNERCTL_DB_POOL_SIZE PostgreSQL connections per process (default 10 for serve, 2 otherwise)');
     expect(root).toContain('5 database or service unavailable, 6 committed but not confirmed by every running server (a receipt), 7 permission denied (the database role lacks the privilege), 130 cancelled.');

@@ -96,7 +96,7 @@ export const rotateKeysCommand = defineCommand({
   options: ROTATE_KEYS_OPTIONS,
   examples: [
     {
-      caption: "leaked secret, at 3 a.m.; 'partnerctl lookup <secret>' prints this line",
+      caption: "leaked secret, at 3 a.m.; 'partnerctl lookup' (it asks for the secret, masked) prints this line",
       lines: ['partnerctl rotate-keys ptn_… --revoke-issued-tokens --yes --json'],
     },
     {
