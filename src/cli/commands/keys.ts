@@ -43,6 +43,8 @@ const ISSUE_KEYS_OPTIONS = defineOptions([{ flags: '--expires-in <duration>', de
 
 export const issueKeysCommand = defineCommand({
   name: 'issue-keys',
+  group: 'Keys and leaks',
+  summary: "issue a partner's first key pair (the secret shown once)",
   description: 'issue the first key pair of a partner; the secret is shown once (refused when one is active: use rotate-keys)',
   arguments: [PARTNER_ARGUMENT],
   options: ISSUE_KEYS_OPTIONS,
@@ -90,6 +92,8 @@ type RotateKeysOptions = OptionsOf<typeof ROTATE_KEYS_OPTIONS>;
 
 export const rotateKeysCommand = defineCommand({
   name: 'rotate-keys',
+  group: 'Keys and leaks',
+  summary: 'replace the active key pair (--overlap for a planned one)',
   description:
     'replace the active key pair in one transaction: the old pair mints nothing more (or, with --overlap, until its overlap ends), its tokens live out their 15 minutes',
   arguments: [PARTNER_ARGUMENT],
@@ -195,6 +199,8 @@ const REVOKE_KEYS_OPTIONS = defineOptions([
 
 export const revokeKeysCommand = defineCommand({
   name: 'revoke-keys',
+  group: 'Keys and leaks',
+  summary: "revoke a partner's live key pairs and refuse their tokens",
   description:
     'revoke the live key pairs of a partner (no active pair is left) and refuse their tokens and its test tokens at once; nothing left to revoke exits 0, changed: false (asks to confirm)',
   arguments: [PARTNER_ARGUMENT],
@@ -249,6 +255,8 @@ const MINT_TEST_TOKEN_OPTIONS = defineOptions([{ flags: '--ttl <seconds>', descr
 
 export const mintTestTokenCommand = defineCommand({
   name: 'mint-test-token',
+  group: 'Keys and leaks',
+  summary: 'a token for trying the API as a partner',
   description: 'mint a token for trying the API as a partner (no key pair needed; prints just the token without --json)',
   arguments: [PARTNER_ARGUMENT],
   options: MINT_TEST_TOKEN_OPTIONS,

@@ -72,6 +72,8 @@ function lookupJson(result: LookupResult) {
 
 export const lookupCommand = defineCommand({
   name: 'lookup',
+  group: 'Keys and leaks',
+  summary: 'what a leaked value is, whose, and what contains it',
   description:
     'what a leaked value is and whose (access key, secret key, key-pair id, JWT or token id), whether it is genuine and accepted now, and the command that contains it',
   arguments: [
@@ -195,6 +197,8 @@ async function runLookup(session: Session, out: Output, value: string | undefine
 
 export const revokeTokensCommand = defineCommand({
   name: 'revoke-tokens',
+  group: 'Keys and leaks',
+  summary: 'refuse every token issued before now; keys untouched',
   description:
     'leaked token, keys safe: refuse every token of the partner issued before now (test tokens too); keys untouched, the client re-exchanges once (asks to confirm)',
   arguments: [PARTNER_ARGUMENT],
@@ -242,6 +246,8 @@ const LIST_KEYS_OPTIONS = defineOptions([
 
 export const listKeysCommand = defineCommand({
   name: 'list-keys',
+  group: 'Keys and leaks',
+  summary: 'list key pairs across partners (never a secret)',
   description: 'list key pairs across partners (never a secret), oldest first, a page at a time',
   options: LIST_KEYS_OPTIONS,
   examples: [{ caption: 'daily cron', lines: ['partnerctl list-keys --status active --older-than 90d --fail-if-any --json'] }],

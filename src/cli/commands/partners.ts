@@ -16,6 +16,8 @@ const CREATE_PARTNER_OPTIONS = defineOptions([
 
 export const createPartnerCommand = defineCommand({
   name: 'create-partner',
+  group: 'Partners',
+  summary: 'create a partner',
   description: 'create a partner account',
   options: CREATE_PARTNER_OPTIONS,
   examples: [{ lines: ['partnerctl create-partner --name "Acme Pricing" --json'] }],
@@ -62,6 +64,8 @@ const LIST_PARTNERS_OPTIONS = defineOptions([
 
 export const listPartnersCommand = defineCommand({
   name: 'list-partners',
+  group: 'Partners',
+  summary: 'list partners, a page at a time',
   description: 'list partners, oldest first, a page at a time',
   options: LIST_PARTNERS_OPTIONS,
   run: (session, out, { options }) => runListPartners(session, out, options),
@@ -136,6 +140,8 @@ function statusText(chalk: Awaited<ReturnType<Output['chalk']>>, status: string)
 
 export const showPartnerCommand = defineCommand({
   name: 'show-partner',
+  group: 'Partners',
+  summary: 'a partner: key pairs, limits, network rules, companies',
   description: 'show a partner, its key pairs (never secrets), its company count and first 20 companies (list-companies for all)',
   arguments: [PARTNER_ARGUMENT],
   run: (session, out, { args }) => runShowPartner(session, out, args[0]),
@@ -222,6 +228,8 @@ function partnerJson(partner: PartnerRecord) {
 
 export const disablePartnerCommand = defineCommand({
   name: 'disable-partner',
+  group: 'Partners',
+  summary: 'disable a partner: its keys and tokens are refused',
   description: 'disable a partner: its keys mint nothing and its tokens are refused (asks to confirm)',
   arguments: [PARTNER_ARGUMENT],
   options: WAIT_OPTIONS,
@@ -230,6 +238,8 @@ export const disablePartnerCommand = defineCommand({
 
 export const enablePartnerCommand = defineCommand({
   name: 'enable-partner',
+  group: 'Partners',
+  summary: 'enable a disabled partner (its keys, not its old tokens)',
   description: 'enable a disabled partner again',
   arguments: [PARTNER_ARGUMENT],
   run: (session, out, { args }) => runSetPartnerStatus(session, out, args[0], 'active'),

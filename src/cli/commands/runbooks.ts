@@ -102,6 +102,8 @@ const APPLY_OPTIONS = defineOptions([
 
 export const applyCommand = defineCommand({
   name: 'apply',
+  group: 'State as code',
+  summary: 'make the database match a document of partners',
   description:
     'make the database match a document of partners (name, status, companies): plan, then apply in one transaction (asks to confirm disabling partners or unmapping companies)',
   options: APPLY_OPTIONS,
@@ -274,6 +276,8 @@ const EXPORT_OPTIONS = defineOptions([{ flags: '--partner <partner>', descriptio
 
 export const exportCommand = defineCommand({
   name: 'export',
+  group: 'State as code',
+  summary: 'print the partners as a document for apply',
   description: 'print partners, their status, companies and network rules as a document for apply (YAML; JSON with --json)',
   options: EXPORT_OPTIONS,
   run: (session, out, { options }) => runExport(session, out, options),
