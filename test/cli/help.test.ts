@@ -245,6 +245,7 @@ describe('help --json', () => {
       '--after-switch <duration>',
       '--finish',
       '--expires-in <duration>',
+      '--secret-to <file>',
       '--wait <duration>',
       '--no-wait',
       '-h, --help',
