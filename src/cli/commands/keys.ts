@@ -179,6 +179,13 @@ async function runRotateKeys(session: Session, out: Output, partnerArgument: str
       session,
       `Rotate the keys of '${reference}', revoke its active, retiring and superseded pairs and refuse every token it holds (test tokens too), at once`,
     );
+  } else if (overlap.overlapMs === undefined && session.interactive) {
+    // A routine rotation without an overlap breaks the partner's exchanges until it installs the new pair:
+    // a person is asked; scripts (no terminal) rotate as they always did.
+    await confirmDestructive(
+      session,
+      `Rotate the keys of '${reference}': its current pair stops minting tokens now (--overlap 7d keeps it working until the partner switches)`,
+    );
   }
   const db = await session.db();
   const { file, handOver } = secretFileOf(options.secretTo);

@@ -240,7 +240,8 @@ export const enablePartnerCommand = defineCommand({
   name: 'enable-partner',
   group: 'Partners',
   summary: 'enable a disabled partner (its keys, not its old tokens)',
-  description: 'enable a disabled partner again',
+  description:
+    'enable a disabled partner again: its keys work again; tokens issued before are still refused, so its client exchanges its keys once more',
   arguments: [PARTNER_ARGUMENT],
   run: (session, out, { args }) => runSetPartnerStatus(session, out, args[0], 'active'),
 });
@@ -264,7 +265,8 @@ async function runSetPartnerStatus(
     out.emitJson({ ...partnerJson(partner), changed, ...receiptJson(receipt) });
     return reportReceipt(out, receipt, options.wait || '3s');
   }
-  const verb = status === 'disabled' ? 'Disabled' : 'Enabled';
-  out.line(changed ? `${verb} partner ${partner.name} (${partner.id})` : `Partner ${partner.name} was already ${status}; nothing changed`);
+  if (!changed) out.line(`Partner ${partner.name} was already ${status}; nothing changed`);
+  else if (status === 'disabled') out.line(`Disabled partner ${partner.name} (${partner.id})`);
+  else out.line(`Enabled partner ${partner.name} (${partner.id}): its keys work again; tokens issued before now stay refused (its client exchanges its keys once more)`);
   return reportReceipt(out, receipt, options.wait || '3s');
 }
