@@ -127,8 +127,9 @@ function globalHelp(definition: CommandDefinition): string {
  * that is no command is a usage error naming the nearest one.
  */
 export function showHelp(program: Command, words: readonly string[]): never {
-  const json = parsedOptions<typeof GLOBAL_OPTIONS>(program.opts()).json === true;
-  if (words.length === 1 && words[0] === GLOBAL_TOPIC && !json) {
+  if (words.length === 1 && words[0] === GLOBAL_TOPIC) {
+    // In JSON the global options are the program's own, in its tree.
+    if (parsedOptions<typeof GLOBAL_OPTIONS>(program.opts()).json === true) return program.help();
     program.configureOutput().writeOut?.(globalHelp(definitions.get(program)!));
     throw new CommanderError(EXIT.ok, 'commander.help', '(outputHelp)');
   }

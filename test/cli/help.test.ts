@@ -126,6 +126,7 @@ describe('the program\'s help, for a newcomer', () => {
     const global = await runCli(['help', 'global'], ENV);
     expect(global.code).toBe(0);
     expect(global.stdout.replace(/\s+/g, ' ')).toContain('who is acting, for the audit trail (default: $PARTNERCTL_ACTOR or the OS user)');
+    expect((await runCli(['help', 'global', '--json'], ENV)).json<Node>().name).toBe('partnerctl');
   });
 
   it("lists in each command's help the global options its examples use", async () => {

@@ -86,7 +86,7 @@ export const lookupCommand = defineCommand({
   examples: [
     { caption: 'on a terminal: asks for the value, masked', lines: ['partnerctl lookup'] },
     {
-      caption: 'from the clipboard (macOS pbpaste; Linux wl-paste or xclip -o -selection clipboard)',
+      caption: 'from the clipboard: pbpaste on macOS, wl-paste or xclip -o on Linux',
       lines: ['pbpaste | partnerctl lookup - --json | jq -r .contain', 'wl-paste | partnerctl lookup - --json | jq -r .contain'],
     },
   ],
