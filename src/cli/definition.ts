@@ -34,10 +34,28 @@ export interface Invocation<Options> {
 
 type Run<Options> = (session: Session, out: Output, invocation: Invocation<Options>) => Promise<number | undefined> | Promise<void>;
 
+/** The tasks the program's help groups its commands by, in its order. */
+export const COMMAND_GROUPS = [
+  'Partners',
+  'Keys and leaks',
+  'Companies',
+  'State as code',
+  'Limits and usage',
+  'Server',
+  'Audit and webhooks',
+  'Setup',
+] as const;
+
+export type CommandGroup = (typeof COMMAND_GROUPS)[number];
+
 /** A command as the program holds it (program.ts, help, the reference): its options as commander parsed them. */
 export interface CommandDefinition {
   name: string;
   description: string;
+  /** A top-level command's task: the program's help lists it under this heading (a test refuses one without). */
+  group?: CommandGroup;
+  /** A top-level command's line in the program's help (its own help keeps the whole description). */
+  summary?: string;
   /** Left out of help, completion and the command reference (for the completion scripts' own use). */
   hidden?: boolean;
   arguments?: ArgumentDefinition[];

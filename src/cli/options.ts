@@ -6,6 +6,8 @@ export interface OptionDefinition {
   /** As commander spells it: '-f, --file <file|->', '--dry-run'. */
   readonly flags: string;
   readonly description: string;
+  /** A global option's line in the program's help (`help global` and every other place show the description). */
+  readonly summary?: string;
   /** The value when the option is not given (shown in the help as "(default: …)"). */
   readonly default?: string;
   /** The only values accepted. */

@@ -28,7 +28,7 @@ import { refusalsCommand } from './commands/refusals.js';
 import { webhooksCommand } from './commands/webhooks.js';
 import { defineCommand, type CommandDefinition } from './definition.js';
 import { GLOBAL_OPTIONS } from './global-options.js';
-import { configureHelp } from './help.js';
+import { configureHelp, showHelp } from './help.js';
 import type { OptionDefinition } from './options.js';
 
 /** Runs a command's definition once commander has parsed its command line. */
@@ -37,7 +37,7 @@ export type Runner = (command: Command, definition: CommandDefinition) => Promis
 /** The program itself: the options every command accepts, and what its help says after the commands. */
 export const PROGRAM = defineCommand({
   name: 'partnerctl',
-  description: 'Provision partners of the price-recommendation API, manage their keys, and serve the public API.',
+  description: 'Provision partners of the price-recommendation API and serve its public API.',
   options: GLOBAL_OPTIONS,
   notes: `Database:
   --database-url, else DATABASE_URL, else the context (--context or the
@@ -117,11 +117,21 @@ export function buildProgram(run: Runner, argv: readonly string[] = []): Command
     throw new CommanderError(0, 'commander.version', VERSION);
   });
   for (const definition of PROGRAM.subcommands ?? []) addCommand(program, definition, run);
+  // The program's own help command: it follows a path of subcommands and refuses a name that is no command.
+  program.helpCommand(false);
+  program
+    .command('help')
+    .helpGroup('Setup')
+    .summary("a command's help; 'help global': the global options")
+    .description("show a command's help (its options, notes and examples); 'help global': the global options, the database, the environment and exit codes")
+    .argument('[command...]', 'a command, and a subcommand of it')
+    .action((words: string[]) => showHelp(program, words));
   return program;
 }
 
 function addCommand(parent: Command, definition: CommandDefinition, run: Runner): void {
   const command = parent.command(definition.name, { hidden: definition.hidden === true }).description(definition.description);
+  if (definition.group) command.helpGroup(definition.group);
   configureHelp(command, definition);
   for (const argument of definition.arguments ?? []) command.argument(argument.name, argument.description);
   for (const option of definition.options ?? []) command.addOption(toOption(option));

@@ -1,6 +1,6 @@
 // docs/cli.md, written from the command definitions (scripts/cli-docs.mjs; a test compares it with the file).
 import type { Command } from 'commander';
-import type { CommandDefinition } from './definition.js';
+import { COMMAND_GROUPS, type CommandDefinition } from './definition.js';
 import { exampleHeading } from './help.js';
 import type { OptionDefinition } from './options.js';
 import { buildProgram, PROGRAM } from './program.js';
@@ -68,10 +68,16 @@ export function cliReference(): string {
     '<!-- Generated from the command definitions (src/cli/commands/) by `npm run docs:cli`: do not edit by hand. -->',
     '',
     `${PROGRAM.description} Every command prints help with \`--help\`;`,
-    '`partnerctl help [command] --json` prints the command tree as one JSON object.',
+    '`partnerctl help [command] --json` prints the command tree as one JSON object. The commands by task:',
     '',
-    ...entries.map((entry) => `- [${entry.path}](#${slug(entry.path)}): ${entry.definition.description}`),
-    '',
+    ...COMMAND_GROUPS.flatMap((group) => {
+      const within = entries.filter(({ path }) => {
+        const top = (PROGRAM.subcommands ?? []).find((definition) => path.split(' ')[1] === definition.name);
+        return top?.group === group;
+      });
+      if (within.length === 0) return [];
+      return [`**${group}**`, '', ...within.map((entry) => `- [${entry.path}](#${slug(entry.path)}): ${entry.definition.description}`), ''];
+    }),
     '## Global options',
     '',
     'Every command accepts these.',

@@ -60,7 +60,8 @@ function helpCommand(program: Command, argv: readonly string[]): string {
   let command = program;
   for (const word of argv.slice(2)) {
     const sub = command.commands.find((candidate) => candidate.name() === word || candidate.aliases().includes(word));
-    if (sub) {
+    // `help X` is refused for X, whose help is the one to see.
+    if (sub && sub.name() !== 'help') {
       command = sub;
       path.push(sub.name());
     }

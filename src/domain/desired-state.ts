@@ -9,6 +9,8 @@ import type { Queryable } from '../db/unit.js';
 import { AppError } from '../errors.js';
 import { closest } from '../text.js';
 import { bulkPolicy, mapCompaniesIn, unmapCompaniesIn } from './companies.js';
+import { NO_LIMITS, partnerLimitsOn, replaceLimitsIn, sameLimits, type PartnerLimits } from './limits.js';
+import { formatRate, MAX_COUNT, parseRate } from '../rates.js';
 import { canonicalCidr, canonicalRules, partnerNetwork, partnerNetworkOn, setNetworkIn } from './networks.js';
 import { issueKeyPairIn, newKeyPair, type IssuedKeyPair, type NewKeyPair } from './key-pairs.js';
 import { createPartnerIn, findPartner, printable, refuseSimilarName, setPartnerStatusIn, type PartnerRecord, type PartnerStatus } from './partners.js';
@@ -24,6 +26,18 @@ export interface DesiredPartner {
   companies?: string[];
   /** The partner's network rules (canonical CIDRs); an empty list clears them. Absent: not managed by the document. */
   allow_from?: string[];
+  /**
+   * The partner's own limits, exactly: a field left out has no value of its own (the server's default), `{}`
+   * clears them all. Absent: not managed by the document.
+   */
+  limits?: DesiredLimits;
+}
+
+/** Limits as set-limits takes them: `50/s`, a burst, a daily quota. */
+export interface DesiredLimits {
+  rate?: string;
+  burst?: number;
+  daily_quota?: number;
 }
 
 export interface DesiredState {
@@ -45,6 +59,14 @@ function makeDocumentSchema() {
             status: z.enum(['active', 'disabled']).optional(),
             companies: z.array(z.string()).optional(),
             allow_from: z.array(z.string()).optional(),
+            limits: z
+              .object({
+                rate: z.string().optional(),
+                burst: z.number().int().min(1).max(MAX_COUNT).optional(),
+                daily_quota: z.number().int().min(1).max(MAX_COUNT).optional(),
+              })
+              .strict()
+              .optional(),
           })
           .strict(),
       ),
@@ -70,7 +92,12 @@ export function parseDesiredState(value: unknown, source: string): DesiredState 
     for (const issue of parsed.error.issues) {
       if (issue.code === 'unrecognized_keys') {
         // An unknown key, with the nearest key that place knows (`compnies` -> `companies`).
-        const known = issue.path.length === 0 ? ['partners'] : ['name', 'status', 'companies'];
+        const known =
+          issue.path.length === 0
+            ? ['partners']
+            : issue.path.at(-1) === 'limits'
+              ? ['rate', 'burst', 'daily_quota']
+              : ['name', 'status', 'companies', 'allow_from', 'limits'];
         for (const key of issue.keys) {
           const near = closest(key, known, 1)[0];
           problems.push(`${pathText(issue.path)}: unknown key '${printable(key)}'${near ? `: did you mean '${near}'?` : ''}`);
@@ -82,7 +109,19 @@ export function parseDesiredState(value: unknown, source: string): DesiredState 
   const raw = (value as { partners?: unknown } | null)?.partners;
   const seen = new Map<string, number>();
   (Array.isArray(raw) ? raw : []).forEach((partner: unknown, i) => {
-    const { name, companies, allow_from: allowFrom } = (partner ?? {}) as { name?: unknown; companies?: unknown; allow_from?: unknown };
+    const { name, companies, allow_from: allowFrom, limits } = (partner ?? {}) as {
+      name?: unknown;
+      companies?: unknown;
+      allow_from?: unknown;
+      limits?: { rate?: unknown };
+    };
+    if (typeof limits?.rate === 'string') {
+      try {
+        parseRate(limits.rate);
+      } catch (error) {
+        problems.push(`partners[${i}].limits.rate: ${(error as Error).message}`);
+      }
+    }
     if (Array.isArray(allowFrom)) {
       allowFrom.forEach((cidr: unknown, j) => {
         if (typeof cidr !== 'string') return;
@@ -117,7 +156,7 @@ export function parseDesiredState(value: unknown, source: string): DesiredState 
     const shown = problems.slice(0, MAX_PROBLEMS_SHOWN).join('; ');
     const more = problems.length > MAX_PROBLEMS_SHOWN ? `; and ${problems.length - MAX_PROBLEMS_SHOWN} more` : '';
     throw new AppError('invalid_argument', `${source}: ${problems.length} problem${problems.length > 1 ? 's' : ''}: ${shown}${more}; nothing was changed`, {
-      hint: 'the document is {partners: [{name, status?, companies?, allow_from?}]}',
+      hint: 'the document is {partners: [{name, status?, companies?, allow_from?, limits?: {rate?, burst?, daily_quota?}}]}',
     });
   }
   const data = parsed.data as DesiredState;
@@ -127,7 +166,22 @@ export function parseDesiredState(value: unknown, source: string): DesiredState 
       ...(partner.status ? { status: partner.status } : {}),
       ...(partner.companies ? { companies: [...new Set(partner.companies)] } : {}),
       ...(partner.allow_from ? { allow_from: canonicalRules(partner.allow_from) } : {}),
+      ...(partner.limits ? { limits: documentLimits(limitsOf(partner.limits)) } : {}),
     })),
+  };
+}
+
+/** A document's limits as the partner's own limits (fields left out: none of its own). */
+function limitsOf(limits: DesiredLimits): PartnerLimits {
+  return { rate: limits.rate === undefined ? null : parseRate(limits.rate), burst: limits.burst ?? null, dailyQuota: limits.daily_quota ?? null };
+}
+
+/** A partner's own limits as a document writes them: only the fields it has. */
+function documentLimits(limits: PartnerLimits): DesiredLimits {
+  return {
+    ...(limits.rate ? { rate: formatRate(limits.rate) } : {}),
+    ...(limits.burst !== null ? { burst: limits.burst } : {}),
+    ...(limits.dailyQuota !== null ? { daily_quota: limits.dailyQuota } : {}),
   };
 }
 
@@ -144,6 +198,8 @@ export interface PartnerPlan {
   issueKeys: boolean;
   /** The network rules to set (an empty list clears them); null: unchanged. */
   network: string[] | null;
+  /** The partner's own limits to set, as the document writes them (`{}` clears them); null: unchanged. */
+  limits: DesiredLimits | null;
 }
 
 export interface Plan {
@@ -156,6 +212,7 @@ export interface Plan {
   companiesUnmapped: number;
   keysIssued: number;
   networksSet: number;
+  limitsSet: number;
   /** Every partner, mapping and key change the plan makes: 0 when the database is already as described. */
   changes: number;
 }
@@ -199,6 +256,11 @@ async function planOn(q: Queryable, state: DesiredState, options: PlanOptions): 
       const current = existing ? await partnerNetworkOn(q, existing.id) : [];
       if (current.join(',') !== desired.allow_from.join(',')) network = desired.allow_from;
     }
+    let limits: DesiredLimits | null = null;
+    if (desired.limits !== undefined) {
+      const current = existing ? await partnerLimitsOn(q, existing.id) : NO_LIMITS;
+      if (!sameLimits(current, limitsOf(desired.limits))) limits = desired.limits;
+    }
     const plan: PartnerPlan = {
       name: desired.name,
       partnerId: existing?.id ?? null,
@@ -209,8 +271,9 @@ async function planOn(q: Queryable, state: DesiredState, options: PlanOptions): 
       unmap,
       issueKeys,
       network,
+      limits,
     };
-    if (plan.create || statusChange || map.length || unmap.length || issueKeys || network) partners.push(plan);
+    if (plan.create || statusChange || map.length || unmap.length || issueKeys || network || limits) partners.push(plan);
   }
   const count = (test: (plan: PartnerPlan) => boolean) => partners.filter(test).length;
   const totals = {
@@ -221,6 +284,7 @@ async function planOn(q: Queryable, state: DesiredState, options: PlanOptions): 
     companiesUnmapped: partners.reduce((sum, plan) => sum + plan.unmap.length, 0),
     keysIssued: count((plan) => plan.issueKeys),
     networksSet: count((plan) => plan.network !== null),
+    limitsSet: count((plan) => plan.limits !== null),
   };
   return {
     partners,
@@ -232,7 +296,8 @@ async function planOn(q: Queryable, state: DesiredState, options: PlanOptions): 
       totals.companiesMapped +
       totals.companiesUnmapped +
       totals.keysIssued +
-      totals.networksSet,
+      totals.networksSet +
+      totals.limitsSet,
   };
 }
 
@@ -245,7 +310,8 @@ export interface ApplyResult {
 /**
  * Applies a document as ONE unit of work: the plan is made again inside the transaction (what is applied
  * is what was read under the write lock), then every change runs through the domain's `…In(unit, …)`
- * forms, each writing its audit events. Nothing is written when the plan is empty.
+ * forms, each writing its audit events. Nothing is written when the plan is empty. The new key pairs are
+ * handed over (`handOver`, only when there are some) before the commit: when that fails, nothing changes.
  */
 export async function applyDesiredState(
   db: Database,
@@ -253,6 +319,7 @@ export async function applyDesiredState(
   state: DesiredState,
   options: PlanOptions = {},
   progress?: (done: number, total: number) => void,
+  handOver?: (issued: IssuedKeyPair[]) => Promise<void>,
 ): Promise<ApplyResult> {
   // Key pairs are hashed (argon2, tens of ms each) before the transaction opens, for the partners that
   // need one now; a partner that needs one only by the time the unit runs gets one made there.
@@ -284,10 +351,12 @@ export async function applyDesiredState(
         if (step.map.length) await mapCompaniesIn(unit, partner, step.map);
         if (step.unmap.length) await unmapCompaniesIn(unit, partner, step.unmap);
         if (step.network) await setNetworkIn(unit, partner.id, step.network);
+        if (step.limits) await replaceLimitsIn(unit, partner.id, limitsOf(step.limits));
         if (step.issueKeys) issued.push(await issueKeyPairIn(unit, partner.id, pairs.get(step.name) ?? (await newKeyPair(unit.clock))));
         done += 1 + step.map.length + step.unmap.length;
         progress?.(done, size);
       }
+      if (handOver && issued.length > 0) await handOver(issued);
       return { plan, issued };
     },
     bulkPolicy(size),
@@ -316,12 +385,14 @@ export async function exportDesiredState(db: Database, references: readonly stri
   const partners: DesiredPartner[] = [];
   for (const partner of records) {
     const allow = await partnerNetwork(db, partner.id);
+    const limits = await partnerLimitsOn(db.sql, partner.id);
     partners.push({
       name: partner.name,
       status: partner.status,
       companies: await companyIdsOf(db.sql, partner.id),
-      // Only partners with rules carry them: a document without allow_from leaves rules alone.
+      // Only partners with rules or limits carry them: a document without leaves them alone.
       ...(allow.length > 0 ? { allow_from: allow } : {}),
+      ...(sameLimits(limits, NO_LIMITS) ? {} : { limits: documentLimits(limits) }),
     });
   }
   return { partners };

@@ -71,9 +71,46 @@ export async function issueKeyPairIn(unit: Unit, reference: string, pair: NewKey
   return { partner, keyPairId: pair.id, accessKey: pair.accessKey, secretKey: pair.secretKey, expiresAt };
 }
 
-export async function issueKeyPair(db: Database, who: Actor, reference: string, options: KeyPairOptions = {}): Promise<IssuedKeyPair> {
+/**
+ * `handOver` hands a new pair's secret over (a file, say) inside its unit of work, before the commit: when
+ * it fails, nothing is issued, and a secret is never committed without having been handed over. A unit
+ * retried after a conflict hands it over again.
+ */
+export async function issueKeyPair(
+  db: Database,
+  who: Actor,
+  reference: string,
+  options: KeyPairOptions = {},
+  handOver?: (issued: IssuedKeyPair) => Promise<void>,
+): Promise<IssuedKeyPair> {
   const pair = await newKeyPair(db.clock);
-  return runUnit(db, who, (unit) => issueKeyPairIn(unit, reference, pair, options));
+  return runUnit(db, who, async (unit) => {
+    const issued = await issueKeyPairIn(unit, reference, pair, options);
+    if (handOver) await handOver(issued);
+    return issued;
+  });
+}
+
+/** Issuing where a pair may already be active: a new pair, or the one already active left as it is. */
+export type IssueOutcome = { changed: true; issued: IssuedKeyPair } | { changed: false; partner: PartnerRecord; activeKeyPairId: string };
+
+/** `issue-keys --if-none-active`: a re-run finds the pair active and changes nothing (no secret to show). */
+export async function issueKeyPairIfNoneActive(
+  db: Database,
+  who: Actor,
+  reference: string,
+  options: KeyPairOptions = {},
+  handOver?: (issued: IssuedKeyPair) => Promise<void>,
+): Promise<IssueOutcome> {
+  const pair = await newKeyPair(db.clock);
+  return runUnit(db, who, async (unit): Promise<IssueOutcome> => {
+    const partner = await findPartner(unit.tx, reference);
+    const active = await activeKeyPair(unit.tx, partner.id);
+    if (active) return { changed: false, partner, activeKeyPairId: active.id };
+    const issued = await issueKeyPairIn(unit, partner.id, pair, options);
+    if (handOver) await handOver(issued);
+    return { changed: true, issued };
+  });
 }
 
 function expiryOf(now: Date, options: KeyPairOptions): Date | null {
@@ -269,10 +306,20 @@ async function rotateKeyPairIn(unit: Unit, reference: string, pair: NewKeyPair, 
   };
 }
 
-export async function rotateKeyPair(db: Database, who: Actor, reference: string, options: RotationOptions = {}): Promise<RotatedKeyPair> {
+export async function rotateKeyPair(
+  db: Database,
+  who: Actor,
+  reference: string,
+  options: RotationOptions = {},
+  handOver?: (issued: IssuedKeyPair) => Promise<void>,
+): Promise<RotatedKeyPair> {
   checkRotationOptions(options);
   const pair = await newKeyPair(db.clock);
-  return runUnit(db, who, (unit) => rotateKeyPairIn(unit, reference, pair, options));
+  return runUnit(db, who, async (unit) => {
+    const rotated = await rotateKeyPairIn(unit, reference, pair, options);
+    if (handOver) await handOver(rotated);
+    return rotated;
+  });
 }
 
 export interface FinishedOverlap {

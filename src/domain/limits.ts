@@ -1,5 +1,6 @@
 import type { Database } from '../db/client.js';
 import { deleteLimits, limitsOf, upsertLimits, type LimitsRow } from '../db/repositories/limits.js';
+import type { Queryable } from '../db/unit.js';
 import { AppError } from '../errors.js';
 import { findPartner, type PartnerRecord } from './partners.js';
 import { formatRate, type Rate } from '../rates.js';
@@ -14,7 +15,7 @@ export interface PartnerLimits {
   dailyQuota: number | null;
 }
 
-const NO_LIMITS: PartnerLimits = Object.freeze({ rate: null, burst: null, dailyQuota: null });
+export const NO_LIMITS: PartnerLimits = Object.freeze({ rate: null, burst: null, dailyQuota: null });
 
 function fromRow(row: LimitsRow | null): PartnerLimits {
   if (!row) return NO_LIMITS;
@@ -42,7 +43,7 @@ export interface LimitsChange {
   clear?: boolean;
 }
 
-const same = (a: PartnerLimits, b: PartnerLimits): boolean => JSON.stringify(limitsJson(a)) === JSON.stringify(limitsJson(b));
+export const sameLimits = (a: PartnerLimits, b: PartnerLimits): boolean => JSON.stringify(limitsJson(a)) === JSON.stringify(limitsJson(b));
 
 /** Sets the given fields of a partner's limits (the others stay), or clears them all; audited as `partner.limits_set`. */
 async function setLimitsIn(
@@ -66,12 +67,26 @@ async function setLimitsIn(
         burst: change.burst ?? before.burst,
         dailyQuota: change.dailyQuota ?? before.dailyQuota,
       };
-  if (same(before, after)) return { partner, limits: before, changed: false };
-  if (change.clear) {
-    await deleteLimits(unit.tx, partner.id);
+  return { partner, ...(await writeLimits(unit, partner.id, before, after)) };
+}
+
+/** A partner's own limits made exactly `after` (no limit of its own: the server's defaults), as `apply` does. */
+export async function replaceLimitsIn(unit: Unit, partnerId: string, after: PartnerLimits): Promise<{ limits: PartnerLimits; changed: boolean }> {
+  return writeLimits(unit, partnerId, fromRow(await limitsOf(unit.tx, partnerId)), after);
+}
+
+/** A partner's own limits, read where a plan compares them. */
+export async function partnerLimitsOn(q: Queryable, partnerId: string): Promise<PartnerLimits> {
+  return fromRow(await limitsOf(q, partnerId));
+}
+
+async function writeLimits(unit: Unit, partnerId: string, before: PartnerLimits, after: PartnerLimits): Promise<{ limits: PartnerLimits; changed: boolean }> {
+  if (sameLimits(before, after)) return { limits: before, changed: false };
+  if (sameLimits(after, NO_LIMITS)) {
+    await deleteLimits(unit.tx, partnerId);
   } else {
     await upsertLimits(unit.tx, {
-      partnerId: partner.id,
+      partnerId,
       rateCount: after.rate?.count ?? null,
       ratePeriodSeconds: after.rate?.periodSeconds ?? null,
       burst: after.burst,
@@ -79,8 +94,8 @@ async function setLimitsIn(
       updatedAt: new Date(unit.clock.now()),
     });
   }
-  unit.audit({ action: 'partner.limits_set', partnerId: partner.id, details: { before: limitsJson(before), after: limitsJson(after) } });
-  return { partner, limits: after, changed: true };
+  unit.audit({ action: 'partner.limits_set', partnerId, details: { before: limitsJson(before), after: limitsJson(after) } });
+  return { limits: after, changed: true };
 }
 
 export function setLimits(

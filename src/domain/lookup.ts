@@ -154,15 +154,22 @@ async function pairResult(db: Database, kind: LookupKind, pair: KeyPairRow, genu
         }`
       : null;
   const revokePair: Containment = { action: 'revoke_keys', partnerId: pair.partnerId, keyPairId: pair.id };
+  // The genuine secret presented from outside the partner's network rules is a secret someone else holds.
+  const outside =
+    genuine === null && pair.unlistedRefusedAt !== null
+      ? `its genuine secret was presented from ${pair.unlistedRefusedAddress ?? 'an unknown address'} at ${pair.unlistedRefusedAt.toISOString()}, outside the partner's network rules: the secret is out; `
+      : null;
   let note: string;
   let contain: Containment | null;
   if (genuine === false) {
     note = `this is not the secret of ${pair.id}: it matches no stored hash, so nothing of ours leaked`;
     contain = null;
-  } else if (kind === 'access_key') {
-    // An access key is public by design (it goes with every exchange): alone it lets no one in.
+  } else if (genuine === null && outside === null) {
+    // An access key goes with every exchange and a pair id is in audit events and webhook payloads: neither
+    // lets anyone in, and containing on their word alone would break the partner's integration for nothing.
+    const what = kind === 'access_key' ? 'an access key' : 'a key-pair id';
     const state = retiring ?? `the pair is ${status}`;
-    note = `an access key alone is not a secret: nothing leaked unless its secret key did (look that up if so); ${state}`;
+    note = `${what} alone is not a secret: nothing leaked unless its secret key did (look that up if so); ${state}`;
     contain = null;
   } else if (status === 'active') {
     note = 'the active pair: rotate it now and refuse every token the partner holds';
@@ -180,6 +187,7 @@ async function pairResult(db: Database, kind: LookupKind, pair: KeyPairRow, genu
     note = `${status}: it mints nothing, but tokens it minted may be live until ${new Date(liveUntil).toISOString()}; revoke it to refuse them`;
     contain = revokePair;
   }
+  if (outside !== null) note = `${outside}${note}`;
   return {
     kind,
     partner,

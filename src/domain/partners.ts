@@ -7,6 +7,7 @@ import {
   partnerByNameKey,
   partnerPage,
   searchPartners as partnersMatching,
+  setTokensRevokedBefore,
   updatePartnerStatus,
 } from '../db/repositories/partners.js';
 import type { Queryable } from '../db/unit.js';
@@ -113,7 +114,14 @@ export async function setPartnerStatusIn(
   if (partner.status === status) return { partner, changed: false };
   const now = new Date(unit.clock.now());
   await updatePartnerStatus(unit.tx, partner.id, status, now);
-  unit.audit({ action: status === 'disabled' ? 'partner.disabled' : 'partner.enabled', partnerId: partner.id });
+  if (status === 'disabled') {
+    unit.audit({ action: 'partner.disabled', partnerId: partner.id });
+  } else {
+    // Enabling restores the keys, not the tokens issued before the disable (disable may have been the
+    // containment of a leak): they stay refused, and the partner's client exchanges its keys once more.
+    await setTokensRevokedBefore(unit.tx, partner.id, now.getTime());
+    unit.audit({ action: 'partner.enabled', partnerId: partner.id, details: { tokens_revoked_before: now.getTime() } });
+  }
   return { partner: { ...partner, status, updatedAt: now }, changed: true };
 }
 

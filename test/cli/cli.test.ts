@@ -28,7 +28,7 @@ describe.each(BACKENDS)('partnerctl CLI on %s', (provider) => {
       const issued = await cli('issue-keys', 'Acme Pricing', '--json');
       expect(issued.code, issued.stderr).toBe(0);
       const keys = issued.json();
-      expect(Object.keys(keys).sort()).toEqual(['access_key', 'expires_at', 'key_pair_id', 'partner_id', 'secret_key']);
+      expect(Object.keys(keys).sort()).toEqual(['access_key', 'changed', 'expires_at', 'key_pair_id', 'partner_id', 'secret_key']);
       expect(keys.partner_id).toBe(partner.partner_id);
       expect(keys.expires_at).toBeNull();
       expect(keys.access_key).toMatch(/^pctl_ak_[0-9A-Za-z]{28}$/);
@@ -300,6 +300,9 @@ describe('partnerctl on the embedded default', () => {
     const result = await runCli(['--help'], { ...process.env, DATABASE_URL: 'postgresql://nobody@127.0.0.1:1/none' });
     expect(result.code).toBe(0);
     expect(result.stdout).toContain('rotate-keys');
-    expect(result.stdout).toContain('.local/share/partnerctl');
+    // The default database is told in 'help global', with the rest of the program's notes.
+    const global = await runCli(['help', 'global'], { ...process.env, DATABASE_URL: 'postgresql://nobody@127.0.0.1:1/none' });
+    expect(global.code).toBe(0);
+    expect(global.stdout).toContain('.local/share/partnerctl');
   });
 });

@@ -2,6 +2,9 @@ import { EventEmitter } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { PassThrough, Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
+import { COMMAND_GROUPS } from '../../src/cli/definition.js';
+import { GLOBAL_OPTIONS } from '../../src/cli/global-options.js';
+import { PROGRAM } from '../../src/cli/program.js';
 import { runCli as runCommandLine } from '../../src/cli/run.js';
 import { runBinary, runCli } from '../support/cli.js';
 
@@ -78,8 +81,8 @@ describe('help', () => {
     expect(lookup).toContain(
       'Exit codes: 0 found, 2 malformed (a wrong checksum says "checksum"), 3 matches nothing or cannot be traced.',
     );
-    expect(lookup).toContain("the leaked value; '-' reads it from stdin (kept out of the shell's history); asked for on a terminal when omitted");
-    const root = (await onWideTerminal(['--help'], 200)).stdout.replace(/\s+/g, ' ');
+    expect(lookup).toContain("the leaked value; '-' reads it from a pipe (kept out of the shell's history); on a terminal, omitted or '-', it is asked for, masked");
+    const root = (await onWideTerminal(['help', 'global'], 200)).stdout.replace(/\s+/g, ' ');
     expect(root).toContain('PARTNERCTL_DB_POOL_SIZE PostgreSQL connections per process (default 10 for serve, 2 otherwise)');
     expect(root).toContain('5 database or service unavailable, 6 committed but not confirmed by every running server (a receipt), 7 permission denied (the database role lacks the privilege), 130 cancelled.');
   });
@@ -90,9 +93,76 @@ describe('help', () => {
     expect(apply.stdout).toContain('Examples:\n  partnerctl export > partners.yaml\n  partnerctl apply -f partners.yaml --dry-run\n');
     const rotate = await runCli(['rotate-keys', '--help'], ENV);
     expect(rotate.stdout).toContain('  partnerctl rotate-keys ptn_… --revoke-issued-tokens --yes --json\n');
-    // The root's notes are the root's only.
-    expect((await runCli(['--help'], ENV)).stdout).toContain('Exit codes: 0 ok, 1 error');
+    // The root's notes are the root's only, behind 'help global'.
+    expect((await runCli(['help', 'global'], ENV)).stdout).toContain('Exit codes: 0 ok, 1 error');
     expect((await runCli(['audit', '--help'], ENV)).stdout).not.toContain('Exit codes');
+  });
+});
+
+describe('the program\'s help, for a newcomer', () => {
+  const visible = (PROGRAM.subcommands ?? []).filter((definition) => !definition.hidden);
+
+  it('every command has a task to be listed under and a one-line summary (a new command without fails here)', () => {
+    expect(visible.filter((definition) => !definition.group || !definition.summary).map((definition) => definition.name)).toEqual([]);
+  });
+
+  it('groups the commands by task, one line each, within 60 lines of 80 columns', async () => {
+    const root = await runCli(['--help'], ENV);
+    expect(root.code).toBe(0);
+    const lines = root.stdout.trimEnd().split('\n');
+    expect(lines.length).toBeLessThanOrEqual(60);
+    expect(tooWide(root.stdout)).toEqual([]);
+    const headings = lines.filter((line) => /^[A-Z][a-z ]+:$/.test(line)).map((line) => line.slice(0, -1));
+    expect(headings).toEqual([...COMMAND_GROUPS]);
+    for (const definition of visible) {
+      const start = lines.indexOf(`${definition.group}:`);
+      const end = lines.findIndex((line, index) => index > start && /^\S/.test(line));
+      const line = lines.slice(start, end).find((candidate) => candidate.startsWith(`  ${definition.name} `));
+      expect(line, definition.name).toMatch(new RegExp(`^  ${definition.name} +${definition.summary!.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`));
+    }
+    expect(lines).toContainEqual(expect.stringMatching(/^ {2}help +/));
+    // The global options, one line each; in full behind 'help global'.
+    for (const option of GLOBAL_OPTIONS) expect(lines, option.flags).toContainEqual(expect.stringMatching(new RegExp(`^  ${option.flags} +\\S`)));
+    const global = await runCli(['help', 'global'], ENV);
+    expect(global.code).toBe(0);
+    expect(global.stdout.replace(/\s+/g, ' ')).toContain('who is acting, for the audit trail (default: $PARTNERCTL_ACTOR or the OS user)');
+    expect((await runCli(['help', 'global', '--json'], ENV)).json<Node>().name).toBe('partnerctl');
+  });
+
+  it("lists in each command's help the global options its examples use", async () => {
+    const checked: string[] = [];
+    const walk = async (definitions: readonly typeof PROGRAM[], path: string[]) => {
+      for (const definition of definitions) {
+        const here = [...path, definition.name];
+        const used = GLOBAL_OPTIONS.filter((option) =>
+          (definition.examples ?? []).some((example) => example.lines.some((line) => option.flags.split(', ').some((flag) => line.split(' ').includes(flag)))),
+        );
+        if (used.length > 0) {
+          const screen = (await runCli([...here, '--help'], ENV)).stdout;
+          const section = screen.slice(screen.indexOf('Global options (in the examples below):'));
+          expect(screen, here.join(' ')).toContain('Global options (in the examples below):');
+          for (const option of used) expect(section, `${here.join(' ')} ${option.flags}`).toMatch(new RegExp(`\n  ${option.flags} +\\S`));
+          checked.push(here.join(' '));
+        }
+        await walk(definition.subcommands ?? [], here);
+      }
+    };
+    await walk(visible, []);
+    expect(checked).toEqual(expect.arrayContaining(['rotate-keys', 'lookup', 'list-keys']));
+  });
+
+  it('refuses help for a command that does not exist, exit 2, naming the nearest', async () => {
+    const unknown = await runBinary(['help', 'nonexistent'], ENV);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stdout).toBe('');
+    expect(unknown.stderr).toMatch(/unknown command 'nonexistent'/);
+    const typo = await runBinary(['help', 'lokup'], ENV);
+    expect(typo.code).toBe(2);
+    expect(typo.stderr).toMatch(/did you mean lookup\?/);
+    const sub = await runCli(['help', 'db', 'migrat'], ENV);
+    expect(sub.code).toBe(2);
+    expect(sub.stderr).toMatch(/did you mean migrate\? see 'partnerctl db --help'/);
+    expect((await runCli(['help', 'db', 'migrate'], ENV)).stdout).toMatch(/^Usage: partnerctl db migrate/);
   });
 });
 
@@ -176,6 +246,7 @@ describe('help --json', () => {
       '--after-switch <duration>',
       '--finish',
       '--expires-in <duration>',
+      '--secret-to <file>',
       '--wait <duration>',
       '--no-wait',
       '-h, --help',

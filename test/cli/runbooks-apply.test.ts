@@ -67,7 +67,7 @@ partners:
       expect(again.code).toBe(0);
       expect(again.json()).toEqual({
         applied: false,
-        plan: { changes: 0, partners_created: 0, partners_enabled: 0, partners_disabled: 0, companies_mapped: 0, companies_unmapped: 0, keys_issued: 0, networks_set: 0, partners: [] },
+        plan: { changes: 0, partners_created: 0, partners_enabled: 0, partners_disabled: 0, companies_mapped: 0, companies_unmapped: 0, keys_issued: 0, networks_set: 0, limits_set: 0, partners: [] },
       });
       expect(await auditCount()).toBe(events);
       expect((await cli('apply', '-f', path)).stdout).toContain('Nothing to change');
@@ -83,7 +83,7 @@ partners:
       const unconfirmed = await runCli(['apply', '-f', '-', '--prune', '--json'], backend.env, { input: doc });
       expect(unconfirmed.code).toBe(2);
       expect(unconfirmed.json().error.code).toBe('confirmation_required');
-      expect(unconfirmed.json().error.message).toContain('unmap 2 companies');
+      expect(unconfirmed.json().error.message).toContain('Apply 2 changes (2 companies unmapped)');
       const dry = await runCli(['apply', '-f', '-', '--prune', '--dry-run', '--json'], backend.env, { input: doc });
       expect(dry.code, dry.stderr).toBe(0);
       expect((await cli('show-partner', 'Acme Pricing', '--json')).json().company_count).toBe(4);
@@ -166,12 +166,22 @@ partners:
         expect(key.secret_key).toMatch(/^pctl_sk_/);
         expect(issued.stdout + issued.stderr).not.toContain(key.secret_key);
       }
-      // The partners have keys now: nothing to issue; an existing file is never written over.
-      const refused = await cli('apply', '-f', doc, '--issue-keys-to', keysFile);
-      expect(refused.code).toBe(2);
-      expect(refused.stderr).toMatch(/--issue-keys-to .*exists/);
+      // The partners have keys now: a re-run has nothing to issue, exits 0 and leaves the file alone.
+      const written = readFileSync(keysFile, 'utf8');
+      const rerun = await cli('apply', '-f', doc, '--issue-keys-to', keysFile, '--json');
+      expect(rerun.code, rerun.stderr).toBe(0);
+      expect(rerun.json()).toMatchObject({ plan: { keys_issued: 0, changes: 0 }, applied: false, keys_file: null });
+      expect(readFileSync(keysFile, 'utf8')).toBe(written);
       const other = join(backend.dir, 'secrets-2.json');
       expect((await cli('apply', '-f', doc, '--issue-keys-to', other, '--json')).json().plan.keys_issued).toBe(0);
+      expect(existsSync(other)).toBe(false);
+      // With something to issue, an existing file is never written over: exit 2, and nothing of the plan is applied.
+      const more = file('more-keys.yaml', 'partners:\n  - name: Keyed Later\n    companies: [k-2]\n');
+      const refused = await cli('apply', '-f', more, '--issue-keys-to', keysFile);
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toMatch(/--issue-keys-to .*exists/);
+      expect(readFileSync(keysFile, 'utf8')).toBe(written);
+      expect((await cli('show-partner', 'Keyed Later')).code).toBe(3);
       expect((await cli('apply', '-f', doc, '--issue-keys-to', join(backend.dir, 'dry.json'), '--dry-run')).code).toBe(0);
       expect(existsSync(join(backend.dir, 'dry.json'))).toBe(false);
     });

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { companyIdsOf } from '../../src/db/repositories/companies.js';
 import { applyDesiredState, exportDesiredState, parseDesiredState, planDesiredState, type DesiredState } from '../../src/domain/desired-state.js';
 import { issueKeyPair } from '../../src/domain/key-pairs.js';
+import { partnerLimits } from '../../src/domain/limits.js';
 import { partnerNetwork, setNetwork } from '../../src/domain/networks.js';
 import { createPartner, findPartner, setPartnerStatus } from '../../src/domain/partners.js';
 import { AppError } from '../../src/errors.js';
@@ -79,7 +80,7 @@ describe.each(BACKENDS)('planning and applying a desired state on %s', (provider
       const name = uniqueName('new');
       const planned = await plan({ partners: [{ name, status: 'disabled', companies: ['c1', 'c2'], allow_from: ['198.51.100.0/24'] }] }, { issueKeys: true });
       expect(planned.partners).toEqual([
-        { name, partnerId: null, create: true, statusChange: null, createStatus: 'disabled', map: ['c1', 'c2'], unmap: [], issueKeys: true, network: ['198.51.100.0/24'] },
+        { name, partnerId: null, create: true, statusChange: null, createStatus: 'disabled', map: ['c1', 'c2'], unmap: [], issueKeys: true, network: ['198.51.100.0/24'], limits: null },
       ]);
       expect(planned).toMatchObject({ partnersCreated: 1, partnersDisabled: 0, companiesMapped: 2, keysIssued: 1, networksSet: 1, changes: 5 });
     });
@@ -94,7 +95,7 @@ describe.each(BACKENDS)('planning and applying a desired state on %s', (provider
 
       const changed = await plan({ partners: [{ name: partner.name, status: 'disabled', companies: ['keep', 'add'], allow_from: [] }] }, { prune: true });
       expect(changed.partners).toEqual([
-        { name: partner.name, partnerId: partner.id, create: false, statusChange: 'disabled', createStatus: null, map: ['add'], unmap: ['drop'], issueKeys: false, network: [] },
+        { name: partner.name, partnerId: partner.id, create: false, statusChange: 'disabled', createStatus: null, map: ['add'], unmap: ['drop'], issueKeys: false, network: [], limits: null },
       ]);
       expect(changed.changes).toBe(4);
       // Without prune a company the document does not list stays mapped.
@@ -160,6 +161,23 @@ describe.each(BACKENDS)('planning and applying a desired state on %s', (provider
       await applyDesiredState(ctx.db, ALICE, { partners: [{ name, status: 'disabled', companies: ['z', 'a'], allow_from: ['192.0.2.1/32'] }] });
       await setPartnerStatus(ctx.db, ALICE, name, 'active');
       expect(await exportDesiredState(ctx.db, [name, name])).toEqual({ partners: [{ name, status: 'active', companies: ['a', 'z'], allow_from: ['192.0.2.1/32'] }] });
+    });
+
+    it("carries a partner's limits: planned only when they differ, applied exactly, exported; {} clears them", async () => {
+      const name = uniqueName('limited');
+      const state = parseDesiredState({ partners: [{ name, limits: { rate: '3000/m', burst: 20 } }] }, 'doc.json');
+      expect((await planDesiredState(ctx.db, state)).limitsSet).toBe(1);
+      const { plan } = await applyDesiredState(ctx.db, ALICE, state);
+      expect(plan).toMatchObject({ partnersCreated: 1, limitsSet: 1, changes: 2 });
+      expect(await partnerLimits(ctx.db, (await findPartner(ctx.db.sql, name)).id)).toEqual({ rate: { count: 3000, periodSeconds: 60 }, burst: 20, dailyQuota: null });
+      expect((await exportDesiredState(ctx.db, [name])).partners[0]?.limits).toEqual({ rate: '3000/m', burst: 20 });
+      expect((await planDesiredState(ctx.db, state)).changes).toBe(0);
+      // The document's limits are the partner's, exactly: a field left out is no longer the partner's own.
+      const fewer = parseDesiredState({ partners: [{ name, limits: { daily_quota: 5 } }] }, 'doc.json');
+      await applyDesiredState(ctx.db, ALICE, fewer);
+      expect((await exportDesiredState(ctx.db, [name])).partners[0]?.limits).toEqual({ daily_quota: 5 });
+      await applyDesiredState(ctx.db, ALICE, parseDesiredState({ partners: [{ name, limits: {} }] }, 'doc.json'));
+      expect((await exportDesiredState(ctx.db, [name])).partners[0]).not.toHaveProperty('limits');
     });
   });
 });

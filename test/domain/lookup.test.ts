@@ -8,6 +8,7 @@ import { AccessState } from '../../src/domain/access.js';
 import { CredentialExchange } from '../../src/domain/credentials.js';
 import { issueKeyPair, listKeyPairs, revokeKeyPair, revokeTokens, rotateKeyPair, type KeyPairOptions } from '../../src/domain/key-pairs.js';
 import { lookup } from '../../src/domain/lookup.js';
+import { touchUnlistedRefused } from '../../src/db/repositories/key-pairs.js';
 import { setNetwork } from '../../src/domain/networks.js';
 import { showPartner } from '../../src/domain/partner-details.js';
 import { createPartner, setPartnerStatus } from '../../src/domain/partners.js';
@@ -100,6 +101,26 @@ describe.each(BACKENDS)('lookup on %s', (provider) => {
       const wrong = `${pair.secretKey.slice(0, -6)}AAAAAA`;
       const wrongResult = await lookup(db, wrong, openKeys).catch((error: unknown) => error);
       if (!isAppError(wrongResult)) expect(wrongResult).toMatchObject({ genuine: false, contain: null });
+    });
+
+    it('a pair id or an access key alone contains nothing, unless the genuine secret came from outside the network rules', async () => {
+      const { db } = timed();
+      const pair = await issued(db);
+      for (const value of [pair.keyPairId, pair.accessKey]) {
+        const looked = await lookup(db, value, openKeys);
+        expect(looked, value).toMatchObject({ status: 'active', accepted: true, contain: null });
+        expect(looked.note, value).toMatch(/alone is not a secret/);
+      }
+      await setNetwork(db, ALICE, pair.partner.id, ['10.0.0.0/8']);
+      await touchUnlistedRefused(ctx.db.sql, pair.keyPairId, new Date(db.clock.now()), '203.0.113.9');
+      const rotate = { action: 'rotate_keys', partnerId: pair.partner.id, keyPairId: pair.keyPairId, revokeIssuedTokens: true };
+      for (const value of [pair.keyPairId, pair.accessKey]) {
+        const looked = await lookup(db, value, openKeys);
+        expect(looked.contain, value).toEqual(rotate);
+        expect(looked.note, value).toMatch(/203\.0\.113\.9.*the secret is out/);
+      }
+      await revokeKeyPair(db, ALICE, pair.partner.id, { keyPairId: pair.keyPairId });
+      expect(await lookup(db, pair.keyPairId, openKeys)).toMatchObject({ status: 'revoked', contain: null });
     });
 
     it('names the network rules "accepted" depends on: it has no client address', async () => {

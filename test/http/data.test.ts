@@ -358,7 +358,9 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
         expectEnvelope(await getFor(disabledToken), 401, 'unauthorized');
         await setPartnerStatus(db, who, disabled.partnerId, 'active');
         await t.access.refresh();
-        expect((await getFor(disabledToken)).statusCode).toBe(200);
+        // Enabling restores the keys, not the tokens issued before: the client exchanges once more.
+        expectEnvelope(await getFor(disabledToken), 401, 'unauthorized');
+        expect((await getFor(await tokenFor(disabled))).statusCode).toBe(200);
       });
 
       it('rotation: old keys refused, old token valid until expiry; with revocation every earlier token dies at once', async () => {

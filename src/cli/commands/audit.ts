@@ -20,6 +20,8 @@ const AUDIT_OPTIONS = defineOptions([
 
 export const auditCommand = defineCommand({
   name: 'audit',
+  group: 'Audit and webhooks',
+  summary: 'the audit trail, newest first',
   description: 'show the audit trail, newest first',
   arguments: [{ name: '[partner]', description: 'only events of this partner' }],
   options: AUDIT_OPTIONS,

@@ -15,9 +15,11 @@ const MAPPING_OPTIONS = defineOptions([
 ]);
 
 /** map-company and unmap-company: the same flags, the opposite change. */
-function mappingCommand(name: string, action: 'map' | 'unmap', description: string): CommandDefinition {
+function mappingCommand(name: string, action: 'map' | 'unmap', summary: string, description: string): CommandDefinition {
   return defineCommand({
     name,
+    group: 'Companies',
+    summary,
     description,
     arguments: [PARTNER_ARGUMENT],
     options: MAPPING_OPTIONS,
@@ -32,12 +34,14 @@ function mappingCommand(name: string, action: 'map' | 'unmap', description: stri
 export const mapCompanyCommand = mappingCommand(
   'map-company',
   'map',
+  'let a partner reach companies',
   'let a partner reach companies (succeeds, changing nothing, for those already mapped)',
 );
 
 export const unmapCompanyCommand = mappingCommand(
   'unmap-company',
   'unmap',
+  'stop a partner reaching companies',
   'stop a partner reaching companies (asks to confirm, stating the count; succeeds for those not mapped)',
 );
 
@@ -112,6 +116,8 @@ const LIST_COMPANIES_OPTIONS = defineOptions([
 
 export const listCompaniesCommand = defineCommand({
   name: 'list-companies',
+  group: 'Companies',
+  summary: "list a partner's companies",
   description: "list a partner's companies by id, a page at a time",
   arguments: [PARTNER_ARGUMENT],
   options: LIST_COMPANIES_OPTIONS,

@@ -6,6 +6,8 @@ import type { Session } from '../session.js';
 
 export const completionCommand = defineCommand({
   name: 'completion',
+  group: 'Setup',
+  summary: 'print a shell completion script',
   description: 'print a shell completion script (commands, options, partner names)',
   arguments: [{ name: '[shell]', description: 'bash, zsh or fish' }],
   examples: [{ lines: ['eval "$(partnerctl completion bash)"', 'partnerctl completion fish > ~/.config/fish/completions/partnerctl.fish'] }],

@@ -12,6 +12,8 @@ const NAME_ARGUMENT = { name: '<name>', description: 'the context: letters, digi
 
 export const contextCommand = defineCommand({
   name: 'context',
+  group: 'Setup',
+  summary: 'named databases and actors: add, use, list, show, remove',
   description: 'named databases and actors per user (add, use, list, show, remove); --context NAME picks one per command',
   notes: `Stored in $XDG_CONFIG_HOME/partnerctl/contexts.json (or ~/.config/partnerctl),
 mode 0600 in a 0700 folder. The database is chosen in this order:

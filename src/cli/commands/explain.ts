@@ -19,6 +19,8 @@ export function remedyCommand(remedy: Remedy): string {
 
 export const explainCommand = defineCommand({
   name: 'explain',
+  group: 'Audit and webhooks',
+  summary: "why the gate refused a request, from its request id",
   description: 'why the gate refused a request, from its request id (error.request_id), whichever instance answered, and what would change the answer',
   arguments: [{ name: '<request-id>', description: 'the request id of the error answer (error.request_id, or the X-Request-Id header)' }],
   notes:

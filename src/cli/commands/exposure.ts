@@ -15,6 +15,8 @@ const EXPOSURE_OPTIONS = defineOptions([
 
 export const exposureCommand = defineCommand({
   name: 'exposure',
+  group: 'Keys and leaks',
+  summary: "what a credential reached: companies, addresses, when",
   description:
     'what a credential did: its first and last use, its containment, every company and client address it reached with counts, and what it was refused after containment',
   arguments: [

@@ -18,6 +18,8 @@ const INSTANCES_OPTIONS = defineOptions([
 
 export const instancesCommand = defineCommand({
   name: 'instances',
+  group: 'Server',
+  summary: 'the running serve instances and what each applied',
   description: 'list the running serve instances: heartbeat, the revision each applied, clock offset, stale or behind',
   options: INSTANCES_OPTIONS,
   notes: `An instance heartbeats every second; one silent for over 10 s is stale.

@@ -6,10 +6,11 @@ import { defineOptions, type OptionsOf } from '../options.js';
 import { iso, type Output } from '../output.js';
 import { confirmDestructive } from '../prompts.js';
 import { parseWaitOption, receiptJson, reportReceipt, WAIT_OPTIONS, withReceipt } from '../receipt.js';
+import { SecretFile, secretsDocument, withSecretFile } from '../secret-file.js';
 import type { Session } from '../session.js';
 import { DURATION_HELP, PARTNER_ARGUMENT, resolvePartnerArgument } from './common.js';
 
-async function showNewSecret(out: Output, title: string, issued: IssuedKeyPair, extra: [string, string][] = []) {
+async function showNewSecret(out: Output, title: string, issued: IssuedKeyPair, secretTo: SecretFile | null, extra: [string, string][] = []) {
   const chalk = await out.chalk();
   out.line(title);
   out.line(
@@ -18,34 +19,68 @@ async function showNewSecret(out: Output, title: string, issued: IssuedKeyPair, 
       ['key pair id', issued.keyPairId],
       ...extra,
       ['access key', issued.accessKey],
-      ['secret key', chalk.bold(issued.secretKey)],
+      ['secret key', secretTo ? `in ${secretTo.path} (mode 0600), with the access key; shown nowhere else` : chalk.bold(issued.secretKey)],
     ]),
   );
   out.line();
-  out.line(chalk.yellow('The secret key is shown once, now, and never again: store it now (only its hash is kept).'));
+  out.line(
+    chalk.yellow(
+      secretTo
+        ? `Hand ${secretTo.path} to the partner by a channel you trust, then delete it (only the secret's hash is kept here).`
+        : 'The secret key is shown once, now, and never again: store it now (only its hash is kept).',
+    ),
+  );
 }
 
-function newPairJson(issued: IssuedKeyPair) {
+/** The new pair in JSON: its secret, or where it went (`--secret-to`) and no secret. */
+function newPairJson(issued: IssuedKeyPair, secretTo: SecretFile | null) {
   return {
     partner_id: issued.partner.id,
     key_pair_id: issued.keyPairId,
     access_key: issued.accessKey,
-    secret_key: issued.secretKey,
+    ...(secretTo ? { secret_to: secretTo.path } : { secret_key: issued.secretKey }),
     expires_at: iso(issued.expiresAt),
   };
+}
+
+const SECRET_TO_OPTION = {
+  flags: '--secret-to <file>',
+  description: 'write the new credentials to this new file (JSON, mode 0600; refused, exit 2, if it exists), never to stdout',
+} as const;
+
+/** The file `--secret-to` names, and the hand-over that writes the new pair into it inside the change. */
+function secretFileOf(path: string | undefined): { file: SecretFile | null; handOver: ((issued: IssuedKeyPair) => Promise<void>) | undefined } {
+  if (path === undefined) return { file: null, handOver: undefined };
+  const file = new SecretFile(path, '--secret-to');
+  return { file, handOver: (issued) => file.write(secretsDocument([issued])) };
 }
 
 function expiryOption(value: string | undefined): { expiresInMs?: number } {
   return value === undefined ? {} : { expiresInMs: parseDuration(value, '--expires-in') };
 }
 
-const ISSUE_KEYS_OPTIONS = defineOptions([{ flags: '--expires-in <duration>', description: `the pair mints nothing after this long (${DURATION_HELP})` }]);
+const ISSUE_KEYS_OPTIONS = defineOptions([
+  { flags: '--expires-in <duration>', description: `the pair mints nothing after this long (${DURATION_HELP})` },
+  {
+    flags: '--if-none-active',
+    description: 'a partner with an active pair is left as it is: exit 0, changed: false, no secret (re-runnable provisioning)',
+  },
+  SECRET_TO_OPTION,
+]);
 
 export const issueKeysCommand = defineCommand({
   name: 'issue-keys',
+  group: 'Keys and leaks',
+  summary: "issue a partner's first key pair (the secret shown once)",
   description: 'issue the first key pair of a partner; the secret is shown once (refused when one is active: use rotate-keys)',
   arguments: [PARTNER_ARGUMENT],
   options: ISSUE_KEYS_OPTIONS,
+  examples: [
+    {
+      caption: 're-runnable provisioning: the secret goes to a file for the partner, never to stdout',
+      lines: ['partnerctl issue-keys ptn_… --if-none-active --secret-to acme-keys.json --json'],
+    },
+  ],
   run: (session, out, { args, options }) => runIssueKeys(session, out, args[0], options),
 });
 
@@ -57,13 +92,25 @@ async function runIssueKeys(
 ): Promise<void> {
   const expiry = expiryOption(options.expiresIn);
   const reference = await resolvePartnerArgument(session, partnerArgument);
-  const [{ issueKeyPair }, db] = await Promise.all([import('../../domain/key-pairs.js'), session.db()]);
-  const issued = await issueKeyPair(db, session.who, reference, expiry);
-  if (out.json) {
-    out.emitJson(newPairJson(issued));
+  const [{ issueKeyPair, issueKeyPairIfNoneActive }, db] = await Promise.all([import('../../domain/key-pairs.js'), session.db()]);
+  const { file, handOver } = secretFileOf(options.secretTo);
+  const outcome = await withSecretFile(file, async () =>
+    options.ifNoneActive
+      ? issueKeyPairIfNoneActive(db, session.who, reference, expiry, handOver)
+      : { changed: true as const, issued: await issueKeyPair(db, session.who, reference, expiry, handOver) },
+  );
+  if (!outcome.changed) {
+    const { partner, activeKeyPairId } = outcome;
+    if (out.json) out.emitJson({ partner_id: partner.id, key_pair_id: activeKeyPairId, changed: false });
+    else out.line(`${partner.name} (${partner.id}) already has an active key pair (${activeKeyPairId}); nothing changed.`);
     return;
   }
-  await showNewSecret(out, 'Issued a new key pair.', issued, issued.expiresAt ? [['expires', iso(issued.expiresAt)!]] : []);
+  const { issued } = outcome;
+  if (out.json) {
+    out.emitJson({ ...newPairJson(issued, file), changed: true });
+    return;
+  }
+  await showNewSecret(out, 'Issued a new key pair.', issued, file, issued.expiresAt ? [['expires', iso(issued.expiresAt)!]] : []);
 }
 
 const ROTATE_KEYS_OPTIONS = defineOptions([
@@ -83,6 +130,7 @@ const ROTATE_KEYS_OPTIONS = defineOptions([
   },
   { flags: '--finish', description: 'end the overlap now: the retiring pair is superseded (nothing retiring: changed: false)' },
   { flags: '--expires-in <duration>', description: `the new pair mints nothing after this long (${DURATION_HELP})` },
+  SECRET_TO_OPTION,
   ...WAIT_OPTIONS.map((option) => ({ ...option, description: `with --revoke-issued-tokens: ${option.description}` })),
 ]);
 
@@ -90,13 +138,15 @@ type RotateKeysOptions = OptionsOf<typeof ROTATE_KEYS_OPTIONS>;
 
 export const rotateKeysCommand = defineCommand({
   name: 'rotate-keys',
+  group: 'Keys and leaks',
+  summary: 'replace the active key pair (--overlap for a planned one)',
   description:
     'replace the active key pair in one transaction: the old pair mints nothing more (or, with --overlap, until its overlap ends), its tokens live out their 15 minutes',
   arguments: [PARTNER_ARGUMENT],
   options: ROTATE_KEYS_OPTIONS,
   examples: [
     {
-      caption: "leaked secret, at 3 a.m.; 'partnerctl lookup <secret>' prints this line",
+      caption: "leaked secret, at 3 a.m.; 'partnerctl lookup' (it asks for the secret, masked) prints this line",
       lines: ['partnerctl rotate-keys ptn_… --revoke-issued-tokens --yes --json'],
     },
     {
@@ -129,13 +179,24 @@ async function runRotateKeys(session: Session, out: Output, partnerArgument: str
       session,
       `Rotate the keys of '${reference}', revoke its active, retiring and superseded pairs and refuse every token it holds (test tokens too), at once`,
     );
+  } else if (overlap.overlapMs === undefined && session.interactive) {
+    // A routine rotation without an overlap breaks the partner's exchanges until it installs the new pair:
+    // a person is asked; scripts (no terminal) rotate as they always did.
+    await confirmDestructive(
+      session,
+      `Rotate the keys of '${reference}': its current pair stops minting tokens now (--overlap 7d keeps it working until the partner switches)`,
+    );
   }
   const db = await session.db();
-  const change = () => rotateKeyPair(db, session.who, reference, { revokeIssuedTokens: options.revokeIssuedTokens === true, ...expiry, ...overlap });
+  const { file, handOver } = secretFileOf(options.secretTo);
+  const change = () =>
+    withSecretFile(file, () =>
+      rotateKeyPair(db, session.who, reference, { revokeIssuedTokens: options.revokeIssuedTokens === true, ...expiry, ...overlap }, handOver),
+    );
   const { result: rotated, receipt } = await withReceipt(db, waitMs, change, out, session.options.debug);
   if (out.json) {
     out.emitJson({
-      ...newPairJson(rotated),
+      ...newPairJson(rotated, file),
       superseded_key_pair_id: rotated.supersededKeyPairId,
       revoked_issued_tokens: rotated.revokedIssuedTokens,
       revoked_key_pair_ids: rotated.revokedKeyPairIds,
@@ -156,7 +217,7 @@ async function runRotateKeys(session: Session, out: Output, partnerArgument: str
           ? `revoked with ${rotated.revokedKeyPairIds.length - 1} retiring or superseded pair(s): they mint nothing and every token issued before now is refused (test tokens too)`
           : 'superseded: it mints nothing; tokens it already minted live out their 15 minutes'
       })`;
-  await showNewSecret(out, 'Rotated the key pair.', rotated, [
+  await showNewSecret(out, 'Rotated the key pair.', rotated, file, [
     ['old key pair', old],
     ...(rotated.endedRetiringKeyPairId
       ? ([['ended overlap', `${rotated.endedRetiringKeyPairId} (was retiring from an earlier rotation: superseded now)`]] as [string, string][])
@@ -195,6 +256,8 @@ const REVOKE_KEYS_OPTIONS = defineOptions([
 
 export const revokeKeysCommand = defineCommand({
   name: 'revoke-keys',
+  group: 'Keys and leaks',
+  summary: "revoke a partner's live key pairs and refuse their tokens",
   description:
     'revoke the live key pairs of a partner (no active pair is left) and refuse their tokens and its test tokens at once; nothing left to revoke exits 0, changed: false (asks to confirm)',
   arguments: [PARTNER_ARGUMENT],
@@ -249,6 +312,8 @@ const MINT_TEST_TOKEN_OPTIONS = defineOptions([{ flags: '--ttl <seconds>', descr
 
 export const mintTestTokenCommand = defineCommand({
   name: 'mint-test-token',
+  group: 'Keys and leaks',
+  summary: 'a token for trying the API as a partner',
   description: 'mint a token for trying the API as a partner (no key pair needed; prints just the token without --json)',
   arguments: [PARTNER_ARGUMENT],
   options: MINT_TEST_TOKEN_OPTIONS,

@@ -4,7 +4,7 @@ import { AppError, EXIT, isAppError } from '../../errors.js';
 import { defineCommand } from '../definition.js';
 import { defineOptions, type OptionsOf } from '../options.js';
 import { iso, type Output } from '../output.js';
-import { askSecret, confirmDestructive, requireValue } from '../prompts.js';
+import { askSecret, confirmDestructive } from '../prompts.js';
 import { parseWaitOption, receiptJson, reportReceipt, WAIT_OPTIONS, withReceipt, type WaitOptions } from '../receipt.js';
 import type { Session } from '../session.js';
 import { DURATION_HELP, parseLimit, PARTNER_ARGUMENT, resolvePartnerArgument } from './common.js';
@@ -19,8 +19,8 @@ export function containCommand(contain: Containment): string {
 /** What to run next when a value could not be looked up (the domain names the field; the words are here). */
 function lookupHint(error: AppError, value: string): string | undefined {
   if (error.field === 'partner_id') return `see 'partnerctl show-partner ${value}'`;
-  if (error.field === 'access_key') return "run 'partnerctl lookup <access key>' with the access key it was used with";
-  if (error.field === 'token') return "look up the token itself ('partnerctl lookup <jwt>'), or contain by partner with 'partnerctl revoke-tokens <partner>'";
+  if (error.field === 'access_key') return "look up the access key it was used with ('partnerctl lookup' asks for it)";
+  if (error.field === 'token') return "look up the token itself ('partnerctl lookup' asks for it), or contain by partner with 'partnerctl revoke-tokens <partner>'";
   return undefined;
 }
 
@@ -72,25 +72,41 @@ function lookupJson(result: LookupResult) {
 
 export const lookupCommand = defineCommand({
   name: 'lookup',
+  group: 'Keys and leaks',
+  summary: 'what a leaked value is, whose, and what contains it',
   description:
     'what a leaked value is and whose (access key, secret key, key-pair id, JWT or token id), whether it is genuine and accepted now, and the command that contains it',
   arguments: [
     {
       name: '[value]',
-      description: "the leaked value; '-' reads it from stdin (kept out of the shell's history); asked for on a terminal when omitted",
+      description: "the leaked value; '-' reads it from a pipe (kept out of the shell's history); on a terminal, omitted or '-', it is asked for, masked",
     },
   ],
   notes: 'Exit codes: 0 found, 2 malformed (a wrong checksum says "checksum"), 3 matches nothing or cannot be traced.',
-  examples: [{ lines: ['pbpaste | partnerctl lookup - --json | jq -r .contain'] }],
+  examples: [
+    { caption: 'on a terminal: asks for the value, masked', lines: ['partnerctl lookup'] },
+    {
+      caption: 'from the clipboard: pbpaste on macOS, wl-paste or xclip -o on Linux',
+      lines: ['pbpaste | partnerctl lookup - --json | jq -r .contain', 'wl-paste | partnerctl lookup - --json | jq -r .contain'],
+    },
+  ],
   run: (session, out, { args }) => runLookup(session, out, args[0]),
 });
 
 async function runLookup(session: Session, out: Output, value: string | undefined): Promise<void> {
-  const text = await requireValue(session, value, '<value> (an access key, secret key, key-pair id, token or token id)', () =>
-    askSecret(session, 'Leaked value (access key, secret key, key-pair id, token or token id; not echoed)'),
-  );
-  // '-' reads the value from stdin, so a secret need not go into the shell's history.
-  const looked = text === '-' ? await readAll(session.terminal.in) : text;
+  // '-' reads the value from stdin, so a secret need not go into the shell's history; from a terminal that
+  // would echo it and wait for Ctrl-D, so there it is asked for, masked, as with no argument at all.
+  const fromTerminal = value === undefined || (value === '-' && session.terminal.inIsTTY);
+  if (fromTerminal && !session.interactive) {
+    throw new AppError('missing_argument', 'missing <value> (an access key, secret key, key-pair id, token or token id)', {
+      hint: "pipe it in ('partnerctl lookup -' reads stdin), or run 'partnerctl lookup' on a terminal without --json or --no-input: it asks, masked",
+    });
+  }
+  const looked = fromTerminal
+    ? await askSecret(session, 'Leaked value (access key, secret key, key-pair id, token or token id; not echoed)')
+    : value === '-'
+      ? await readAll(session.terminal.in)
+      : value;
   const [{ lookup }, { openSigningKeys }, db] = await Promise.all([
     import('../../domain/lookup.js'),
     import('../../domain/signing-key-guard.js'),
@@ -181,6 +197,8 @@ async function runLookup(session: Session, out: Output, value: string | undefine
 
 export const revokeTokensCommand = defineCommand({
   name: 'revoke-tokens',
+  group: 'Keys and leaks',
+  summary: 'refuse every token issued before now; keys untouched',
   description:
     'leaked token, keys safe: refuse every token of the partner issued before now (test tokens too); keys untouched, the client re-exchanges once (asks to confirm)',
   arguments: [PARTNER_ARGUMENT],
@@ -228,6 +246,8 @@ const LIST_KEYS_OPTIONS = defineOptions([
 
 export const listKeysCommand = defineCommand({
   name: 'list-keys',
+  group: 'Keys and leaks',
+  summary: 'list key pairs across partners (never a secret)',
   description: 'list key pairs across partners (never a secret), oldest first, a page at a time',
   options: LIST_KEYS_OPTIONS,
   examples: [{ caption: 'daily cron', lines: ['partnerctl list-keys --status active --older-than 90d --fail-if-any --json'] }],

@@ -14,6 +14,8 @@ const SET_LIMITS_OPTIONS = defineOptions([
 
 export const setLimitsCommand = defineCommand({
   name: 'set-limits',
+  group: 'Limits and usage',
+  summary: "set a partner's data-request limits",
   description: "set a partner's data-request limits (the others keep the server's defaults); running servers apply them within a second",
   arguments: [PARTNER_ARGUMENT],
   options: SET_LIMITS_OPTIONS,

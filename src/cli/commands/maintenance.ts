@@ -9,6 +9,8 @@ import type { Session } from '../session.js';
 
 export const dbCommand = defineCommand({
   name: 'db',
+  group: 'Setup',
+  summary: 'database maintenance: migrate, status, roles',
   description: 'database maintenance',
   subcommands: [
     defineCommand({
@@ -33,6 +35,8 @@ export const dbCommand = defineCommand({
 
 export const signingKeyCommand = defineCommand({
   name: 'signing-key',
+  group: 'Server',
+  summary: 'the token signing keys',
   description: 'token signing keys',
   subcommands: [
     defineCommand({

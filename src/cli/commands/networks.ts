@@ -12,6 +12,8 @@ const SET_NETWORK_OPTIONS = defineOptions([
 
 export const setNetworkCommand = defineCommand({
   name: 'set-network',
+  group: 'Limits and usage',
+  summary: "allow a partner's credentials only from these addresses",
   description:
     "allow a partner's keys and tokens only from these client addresses (CIDRs), or --clear for anywhere; running servers apply it within a second",
   arguments: [PARTNER_ARGUMENT],

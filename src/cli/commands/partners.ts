@@ -16,6 +16,8 @@ const CREATE_PARTNER_OPTIONS = defineOptions([
 
 export const createPartnerCommand = defineCommand({
   name: 'create-partner',
+  group: 'Partners',
+  summary: 'create a partner',
   description: 'create a partner account',
   options: CREATE_PARTNER_OPTIONS,
   examples: [{ lines: ['partnerctl create-partner --name "Acme Pricing" --json'] }],
@@ -62,6 +64,8 @@ const LIST_PARTNERS_OPTIONS = defineOptions([
 
 export const listPartnersCommand = defineCommand({
   name: 'list-partners',
+  group: 'Partners',
+  summary: 'list partners, a page at a time',
   description: 'list partners, oldest first, a page at a time',
   options: LIST_PARTNERS_OPTIONS,
   run: (session, out, { options }) => runListPartners(session, out, options),
@@ -136,6 +140,8 @@ function statusText(chalk: Awaited<ReturnType<Output['chalk']>>, status: string)
 
 export const showPartnerCommand = defineCommand({
   name: 'show-partner',
+  group: 'Partners',
+  summary: 'a partner: key pairs, limits, network rules, companies',
   description: 'show a partner, its key pairs (never secrets), its company count and first 20 companies (list-companies for all)',
   arguments: [PARTNER_ARGUMENT],
   run: (session, out, { args }) => runShowPartner(session, out, args[0]),
@@ -222,6 +228,8 @@ function partnerJson(partner: PartnerRecord) {
 
 export const disablePartnerCommand = defineCommand({
   name: 'disable-partner',
+  group: 'Partners',
+  summary: 'disable a partner: its keys and tokens are refused',
   description: 'disable a partner: its keys mint nothing and its tokens are refused (asks to confirm)',
   arguments: [PARTNER_ARGUMENT],
   options: WAIT_OPTIONS,
@@ -230,7 +238,10 @@ export const disablePartnerCommand = defineCommand({
 
 export const enablePartnerCommand = defineCommand({
   name: 'enable-partner',
-  description: 'enable a disabled partner again',
+  group: 'Partners',
+  summary: 'enable a disabled partner (its keys, not its old tokens)',
+  description:
+    'enable a disabled partner again: its keys work again; tokens issued before are still refused, so its client exchanges its keys once more',
   arguments: [PARTNER_ARGUMENT],
   run: (session, out, { args }) => runSetPartnerStatus(session, out, args[0], 'active'),
 });
@@ -254,7 +265,8 @@ async function runSetPartnerStatus(
     out.emitJson({ ...partnerJson(partner), changed, ...receiptJson(receipt) });
     return reportReceipt(out, receipt, options.wait || '3s');
   }
-  const verb = status === 'disabled' ? 'Disabled' : 'Enabled';
-  out.line(changed ? `${verb} partner ${partner.name} (${partner.id})` : `Partner ${partner.name} was already ${status}; nothing changed`);
+  if (!changed) out.line(`Partner ${partner.name} was already ${status}; nothing changed`);
+  else if (status === 'disabled') out.line(`Disabled partner ${partner.name} (${partner.id})`);
+  else out.line(`Enabled partner ${partner.name} (${partner.id}): its keys work again; tokens issued before now stay refused (its client exchanges its keys once more)`);
   return reportReceipt(out, receipt, options.wait || '3s');
 }

@@ -17,6 +17,8 @@ const REFUSALS_OPTIONS = defineOptions([
 
 export const refusalsCommand = defineCommand({
   name: 'refusals',
+  group: 'Audit and webhooks',
+  summary: "the gate's refusals on record, by reason",
   description: "the gate's refusals on record, counted by reason (and company or address), the latest with their request ids, and how many the cap left unrecorded",
   arguments: [{ name: '[partner]', description: 'only this partner (id, unique name, access key or key-pair id)' }],
   options: REFUSALS_OPTIONS,

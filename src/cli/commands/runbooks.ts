@@ -1,5 +1,5 @@
-import { closeSync, fsyncSync, openSync, unlinkSync, writeSync } from 'node:fs';
-import type { Plan } from '../../domain/desired-state.js';
+import type { DesiredLimits, Plan } from '../../domain/desired-state.js';
+
 import { AppError } from '../../errors.js';
 import { defineCommand } from '../definition.js';
 import { defineOptions, type OptionsOf } from '../options.js';
@@ -8,6 +8,7 @@ import { jsonSafe, terminalSafe } from '../../text.js';
 import { progressBar } from '../progress.js';
 import { noteCommit, parseWaitOption, receiptJson, reportReceipt, startWaiting, WAIT_OPTIONS } from '../receipt.js';
 import { confirmDestructive } from '../prompts.js';
+import { SecretFile, secretsDocument, withSecretFile } from '../secret-file.js';
 import type { Session } from '../session.js';
 
 /** A document as text: JSON when it looks like JSON (fast for big files), YAML otherwise. */
@@ -102,6 +103,8 @@ const APPLY_OPTIONS = defineOptions([
 
 export const applyCommand = defineCommand({
   name: 'apply',
+  group: 'State as code',
+  summary: 'make the database match a document of partners',
   description:
     'make the database match a document of partners (name, status, companies): plan, then apply in one transaction (asks to confirm disabling partners or unmapping companies)',
   options: APPLY_OPTIONS,
@@ -116,8 +119,15 @@ export const applyCommand = defineCommand({
       # optional: the client addresses allowed (set-network); [] clears them;
       # absent leaves the partner's rules alone
       allow_from: [203.0.113.0/24]
+      # optional: the partner's own limits, exactly (a field left out: the
+      # server's default); {} clears them; absent leaves them alone
+      limits: {rate: 50/s, burst: 100, daily_quota: 1000000}
 
-Re-applying the same document changes nothing (exit 0, "changes": 0).`,
+Re-applying the same document changes nothing (exit 0, "changes": 0).
+Disabling partners or unmapping companies asks first, after showing the plan
+(--yes without a terminal). --issue-keys-to writes the new secrets inside the
+transaction: a file that exists is refused (exit 2) and nothing changes; with
+nothing to issue the file is not touched.`,
   examples: [{ lines: ['partnerctl export > partners.yaml', 'partnerctl apply -f partners.yaml --dry-run'] }],
   run: (session, out, { options }) => runApply(session, out, options),
 });
@@ -134,36 +144,27 @@ async function runApply(session: Session, out: Output, options: OptionsOf<typeof
   const source = options.file === '-' ? '-f - (stdin)' : `-f ${options.file}`;
   const state = parseDesiredState(await parseDocument(await readInput(session, options.file, '-f'), source), source);
   const planOptions = { prune: options.prune === true, issueKeys: options.issueKeysTo !== undefined };
+  const db = await session.db();
   // Disabling partners and unmapping companies cut traffic at once: confirmed, as disable-partner and
-  // unmap-company are (--yes without a terminal). A dry run changes nothing and never asks.
-  if (!options.dryRun) {
-    const preview = await planDesiredState(await session.db(), state, planOptions);
+  // unmap-company are (--yes without a terminal), after the plan is shown. A dry run never asks.
+  let shown = false;
+  if (!options.dryRun && !session.options.yes) {
+    const preview = await planDesiredState(db, state, planOptions);
     const cuts = [
-      preview.partnersDisabled ? `disable ${plural(preview.partnersDisabled, 'partner')} (their tokens are refused at once)` : '',
-      preview.companiesUnmapped
-        ? `unmap ${plural(preview.companiesUnmapped, 'company', 'companies')} (their requests get 404 at once)`
-        : '',
+      preview.partnersDisabled ? 'a disabled partner\'s tokens are refused at once' : '',
+      preview.companiesUnmapped ? "an unmapped company's requests get 404 at once" : '',
     ].filter(Boolean);
     if (cuts.length > 0) {
-      await confirmDestructive(session, `Apply ${plural(preview.changes, 'change')}: ${cuts.join(' and ')}`);
+      if (session.interactive) {
+        await printPlan(out, preview);
+        shown = true;
+      }
+      await confirmDestructive(session, `Apply ${plural(preview.changes, 'change')} (${planCounts(preview)}); ${cuts.join(', ')}`);
     }
   }
-  // The secrets file is created (never overwritten, mode 0600) before anything changes, so a bad path
-  // fails the command while the database is untouched.
-  let keysFd: number | undefined;
-  if (options.issueKeysTo !== undefined && !options.dryRun) {
-    try {
-      keysFd = openSync(options.issueKeysTo, 'wx', 0o600);
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      throw new AppError(
-        'invalid_argument',
-        `--issue-keys-to ${options.issueKeysTo}: ${code === 'EEXIST' ? 'the file exists; secrets are never written over a file' : `cannot be created (${code})`}`,
-        { hint: 'name a new file (it is created with mode 0600)', cause: error },
-      );
-    }
-  }
-  const db = await session.db();
+  // The secrets are written inside the transaction (a new file, mode 0600, never one that exists), and only
+  // when there are some: a file that cannot be written changes nothing; a re-run with none leaves it alone.
+  const keysFile = options.issueKeysTo !== undefined && !options.dryRun ? new SecretFile(options.issueKeysTo, '--issue-keys-to') : null;
   let plan: Plan;
   let applied = false;
   let committedAt = 0;
@@ -174,31 +175,22 @@ async function runApply(session: Session, out: Output, options: OptionsOf<typeof
     const bar = progressBar(session.terminal, 'applying', size);
     let result;
     try {
-      result = await applyDesiredState(db, session.who, state, planOptions, (done) => bar.update(done));
-    } catch (error) {
-      if (keysFd !== undefined) {
-        closeSync(keysFd);
-        unlinkSync(options.issueKeysTo!);
-      }
-      throw error;
+      result = await withSecretFile(keysFile, () =>
+        applyDesiredState(
+          db,
+          session.who,
+          state,
+          planOptions,
+          (done) => bar.update(done),
+          keysFile ? (issued) => keysFile.write(secretsDocument(issued)) : undefined,
+        ),
+      );
     } finally {
       bar.done();
     }
     committedAt = db.clock.now();
     plan = result.plan;
     applied = plan.changes > 0;
-    if (keysFd !== undefined) {
-      const keys = result.issued.map((pair) => ({
-        partner_id: pair.partner.id,
-        name: pair.partner.name,
-        key_pair_id: pair.keyPairId,
-        access_key: pair.accessKey,
-        secret_key: pair.secretKey,
-      }));
-      writeSync(keysFd, `${JSON.stringify({ keys }, null, 2)}\n`);
-      fsyncSync(keysFd);
-      closeSync(keysFd);
-    }
   }
   // A plan that disables a partner refuses its credentials: wait for the serve instances to confirm.
   const waiting = plan.partnersDisabled > 0 && !options.dryRun ? await startWaiting(db, waitMs) : null;
@@ -209,17 +201,19 @@ async function runApply(session: Session, out: Output, options: OptionsOf<typeof
     out.emitJson({
       plan: planJson(plan),
       applied,
-      ...(options.issueKeysTo !== undefined && !options.dryRun ? { keys_file: options.issueKeysTo } : {}),
+      // Where the new secrets went; null when none were issued (the file was not touched).
+      ...(keysFile ? { keys_file: keysFile.written ? keysFile.path : null } : {}),
       ...receiptJson(receipt),
     });
     return reportReceipt(out, receipt, waitText);
   }
-  printPlan(out, plan);
+  // The plan shown before the question is not shown again.
+  if (!shown) await printPlan(out, plan);
   if (plan.changes === 0) out.line('Nothing to change: the database already matches the document.');
   else if (options.dryRun) out.line('Dry run: nothing was changed.');
   else {
     out.line(`Applied ${plan.changes} change${plan.changes === 1 ? '' : 's'} in one transaction.`);
-    if (plan.keysIssued > 0) out.line(`The secrets of ${plan.keysIssued} new key pair(s) are in ${options.issueKeysTo} (mode 0600); they are shown nowhere else.`);
+    if (keysFile?.written) out.line(`The secrets of ${plural(plan.keysIssued, 'new key pair')} are in ${keysFile.path} (mode 0600); they are shown nowhere else.`);
   }
   return reportReceipt(out, receipt, waitText);
 }
@@ -234,6 +228,7 @@ function planJson(plan: Plan) {
     companies_unmapped: plan.companiesUnmapped,
     keys_issued: plan.keysIssued,
     networks_set: plan.networksSet,
+    limits_set: plan.limitsSet,
     partners: plan.partners.map((step) => ({
       name: step.name,
       partner_id: step.partnerId,
@@ -243,6 +238,7 @@ function planJson(plan: Plan) {
       companies_unmapped: step.unmap,
       key_issued: step.issueKeys,
       ...(step.network === null ? {} : { allow_from: step.network }),
+      ...(step.limits === null ? {} : { limits: step.limits }),
     })),
   };
 }
@@ -251,22 +247,53 @@ function plural(n: number, one: string, many = `${one}s`): string {
   return `${n} ${n === 1 ? one : many}`;
 }
 
-function printPlan(out: Output, plan: Plan): void {
+/** Every kind of change the plan makes, counted (creations included): `1 partner created, 2 companies unmapped`. */
+function planCounts(plan: Plan): string {
+  const kinds: [number, string, string][] = [
+    [plan.partnersCreated, 'partner created', 'partners created'],
+    [plan.partnersEnabled, 'partner enabled', 'partners enabled'],
+    [plan.partnersDisabled, 'partner disabled', 'partners disabled'],
+    [plan.companiesMapped, 'company mapped', 'companies mapped'],
+    [plan.companiesUnmapped, 'company unmapped', 'companies unmapped'],
+    [plan.keysIssued, 'key pair issued', 'key pairs issued'],
+    [plan.networksSet, 'network rule set changed', 'network rule sets changed'],
+    [plan.limitsSet, 'partner limits changed', 'partner limits changed'],
+  ];
+  return kinds
+    .filter(([n]) => n > 0)
+    .map(([n, one, many]) => `${n} ${n === 1 ? one : many}`)
+    .join(', ');
+}
+
+function limitsText(limits: DesiredLimits): string {
+  const set = Object.entries(limits);
+  return set.length === 0 ? "clear the limits (the server's defaults)" : `limits ${set.map(([key, value]) => `${key}=${value}`).join(' ')}`;
+}
+
+/** The plan, one line a partner; on a terminal additions green, removals red, other changes yellow. */
+async function printPlan(out: Output, plan: Plan): Promise<void> {
+  const chalk = await out.chalk();
   for (const step of plan.partners) {
     const parts: string[] = [];
-    if (step.create) parts.push(`create (${step.createStatus})`);
-    if (step.statusChange) parts.push(step.statusChange === 'enabled' ? 'enable' : 'disable');
-    if (step.map.length) parts.push(`map ${plural(step.map.length, 'company', 'companies')}`);
-    if (step.unmap.length) parts.push(`unmap ${plural(step.unmap.length, 'company', 'companies')}`);
-    if (step.issueKeys) parts.push('issue a key pair');
-    if (step.network) parts.push(step.network.length === 0 ? 'clear the network rules' : `allow only ${step.network.join(', ')}`);
-    out.line(`${step.create ? '+' : '~'} ${step.name}${step.partnerId ? ` (${step.partnerId})` : ''}: ${parts.join(', ')}`);
+    const added = (text: string) => parts.push(chalk.green(text));
+    const removed = (text: string) => parts.push(chalk.red(text));
+    const changed = (text: string) => parts.push(chalk.yellow(text));
+    if (step.create) added(`create (${step.createStatus})`);
+    if (step.statusChange) (step.statusChange === 'enabled' ? added : removed)(step.statusChange === 'enabled' ? 'enable' : 'disable');
+    if (step.map.length) added(`map ${plural(step.map.length, 'company', 'companies')}`);
+    if (step.unmap.length) removed(`unmap ${plural(step.unmap.length, 'company', 'companies')}`);
+    if (step.issueKeys) added('issue a key pair');
+    if (step.network) changed(step.network.length === 0 ? 'clear the network rules' : `allow only ${step.network.join(', ')}`);
+    if (step.limits) changed(limitsText(step.limits));
+    const mark = step.create ? chalk.green('+') : chalk.yellow('~');
+    out.line(`${mark} ${step.name}${step.partnerId ? ` (${step.partnerId})` : ''}: ${parts.join(', ')}`);
   }
   out.line(
     `Plan: ${plural(plan.partnersCreated, 'partner')} created, ${plan.partnersEnabled} enabled, ${plan.partnersDisabled} disabled; ` +
       `${plural(plan.companiesMapped, 'company', 'companies')} mapped, ${plan.companiesUnmapped} unmapped` +
       `${plan.keysIssued ? `; ${plural(plan.keysIssued, 'key pair')} issued` : ''}` +
-      `${plan.networksSet ? `; ${plural(plan.networksSet, 'network rule set')} changed` : ''} (${plural(plan.changes, 'change')})`,
+      `${plan.networksSet ? `; ${plural(plan.networksSet, 'network rule set')} changed` : ''}` +
+      `${plan.limitsSet ? `; ${plural(plan.limitsSet, "partner's limits", "partners' limits")} changed` : ''} (${plural(plan.changes, 'change')})`,
   );
 }
 
@@ -274,7 +301,9 @@ const EXPORT_OPTIONS = defineOptions([{ flags: '--partner <partner>', descriptio
 
 export const exportCommand = defineCommand({
   name: 'export',
-  description: 'print partners, their status, companies and network rules as a document for apply (YAML; JSON with --json)',
+  group: 'State as code',
+  summary: 'print the partners as a document for apply',
+  description: 'print partners, their status, companies, network rules and limits as a document for apply (YAML; JSON with --json)',
   options: EXPORT_OPTIONS,
   run: (session, out, { options }) => runExport(session, out, options),
 });

@@ -2,6 +2,8 @@ import { defineCommand } from '../definition.js';
 
 export const serveCommand = defineCommand({
   name: 'serve',
+  group: 'Server',
+  summary: 'run the public partner API',
   description: 'run the public partner API (POST /public/v1/auth/token and the data endpoints)',
   options: [
     { flags: '--host <host>', description: 'address to listen on (env HOST, default 127.0.0.1)' },

@@ -18,6 +18,8 @@ const USAGE_OPTIONS = defineOptions([
 
 export const usageCommand = defineCommand({
   name: 'usage',
+  group: 'Limits and usage',
+  summary: 'data requests counted per partner, company, hour or day',
   description: 'data requests counted by the servers, per partner (and company, hour or UTC day); heaviest first',
   arguments: [{ name: '[partner]', description: 'only this partner' }],
   options: USAGE_OPTIONS,

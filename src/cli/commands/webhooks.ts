@@ -24,6 +24,8 @@ const DELIVERIES_OPTIONS = defineOptions([
 
 export const webhooksCommand = defineCommand({
   name: 'webhooks',
+  group: 'Audit and webhooks',
+  summary: 'endpoints that receive signed events: add, list, remove, …',
   description: 'endpoints that receive signed events (Standard Webhooks): add, list, remove, test, deliveries, deliver',
   subcommands: [
     defineCommand({
