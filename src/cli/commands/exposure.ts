@@ -29,7 +29,10 @@ export const exposureCommand = defineCommand({
   notes:
     'Counts are per hour (the window is rounded down to its hour) and kept PUBLIC_API_DECISION_RETENTION\n' +
     '(30 days by default). Servers write them at least every 10 s.',
-  examples: [{ caption: 'after containment, for the partner and its lawyers', lines: ['pbpaste | partnerctl exposure - --csv > exposure.csv'] }],
+  examples: [
+    { caption: 'after containment, for the partner and its lawyers (a key-pair id is no secret)', lines: ['partnerctl exposure kp_01J… --csv > exposure.csv'] },
+    { caption: 'a leaked value from the clipboard: pbpaste on macOS, wl-paste on Linux', lines: ['wl-paste | partnerctl exposure -'] },
+  ],
   run: (session, out, { args, options }) => runExposure(session, out, args[0]!, options),
 });
 
