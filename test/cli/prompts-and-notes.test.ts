@@ -63,6 +63,22 @@ describe('notes', () => {
     expect((await runCli(['list-partners', '--status', 'active'], backend.env)).stdout).toMatch(/Only Active/);
   });
 
+  it("serve's log is written for a person on a terminal, as JSON lines through a pipe", async () => {
+    const { code, screen } = await onTerminal(['serve', '--port', '0'], { ...backend.env, NO_COLOR: '1' }, [[/listening on/, '\u0003']]);
+    // Ctrl-C once it is listening: a clean stop.
+    expect(code).toBe(0);
+    expect(screen).toMatch(/^\[\d{2}:\d{2}:\d{2}\.\d{3}\] INFO: serve instance registered$/m);
+    expect(screen).not.toContain('{"level"');
+    const piped = await serve(backend.env);
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(piped.stdout()).toMatch(/^\{"level":30,"time":"[^"]+","instance_id":"srv_\w+"[^\n]*"msg":"serve instance registered"\}$/m);
+    } finally {
+      piped.child.kill('SIGTERM');
+      await piped.exited;
+    }
+  });
+
   it('serve without an upstream says on start that data requests will get 503', async () => {
     const { PUBLIC_API_UPSTREAM_URL: _unset, ...env } = backend.env;
     const served = await serve(env);

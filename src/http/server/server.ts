@@ -24,6 +24,8 @@ export interface ServerTerminal {
   readonly err: NodeJS.WritableStream;
   /** The request log's destination: the file descriptor behind stdout (the log writes to it directly). */
   readonly outFd?: number;
+  /** stdout is a terminal: the log is written for a person (pino-pretty), JSON lines otherwise. */
+  readonly outIsTTY?: boolean;
   /** SIGTERM and SIGINT arrive here (the process, for the binary). */
   readonly signals: { on(signal: NodeJS.Signals, listener: () => void): unknown; off(signal: NodeJS.Signals, listener: () => void): unknown };
 }
@@ -163,21 +165,21 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
  * finishes the requests in flight, closes the database and resolves. A second signal drops the connections
  * still open. Writes only to the terminal it is given.
  */
-export async function runServer(options: StartOptions, terminal: ServerTerminal): Promise<void> {
-  const server = await startServer({ ...options, logger: options.logger ?? { fd: terminal.outFd ?? 1 } });
-  const say = (line: string) => terminal.err.write(`partnerctl serve: ${line}\n`);
-  const { provider, url } = server.db.config;
-  const where = provider === 'sqlite' ? url : redactUrl(url);
-  if (server.config.upstream === null) {
-    say('no upstream engine (--upstream / PUBLIC_API_UPSTREAM_URL): data requests will get 503 upstream_unavailable; tokens are still exchanged');
-  }
-  say(`listening on ${server.url} (${provider} ${where}), instance ${server.instanceId}`);
-  if (server.metricsUrl) say(`metrics on ${server.metricsUrl}/metrics`);
+/** The log as a person at a terminal reads it: one coloured line per event, times to the millisecond. */
+async function readableLog(config: Config, terminal: ServerTerminal): Promise<Logger> {
+  const { default: pretty } = await import('pino-pretty');
+  const stream = pretty({ destination: terminal.outFd ?? 1, sync: true, colorize: config.colourAllowed, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' });
+  return pino({ level: config.server?.logLevel ?? 'info', base: null, timestamp: pino.stdTimeFunctions.isoTime }, stream);
+}
 
+export async function runServer(options: StartOptions, terminal: ServerTerminal): Promise<void> {
+  const server = await startServer({ ...options, logger: options.logger ?? (terminal.outIsTTY ? await readableLog(options.config, terminal) : { fd: terminal.outFd ?? 1 }) });
+  const say = (line: string) => terminal.err.write(`partnerctl serve: ${line}\n`);
   const signals: NodeJS.Signals[] = ['SIGTERM', 'SIGINT'];
   const listeners = new Map<NodeJS.Signals, () => void>();
   let received = 0;
-  await new Promise<void>((resolve) => {
+  // The signals are taken before "listening" is said: a Ctrl-C right after it stops the server cleanly.
+  const stopped = new Promise<void>((resolve) => {
     for (const signal of signals) {
       const listener = () => {
         received++;
@@ -192,6 +194,16 @@ export async function runServer(options: StartOptions, terminal: ServerTerminal)
       terminal.signals.on(signal, listener);
     }
   });
+
+  const { provider, url } = server.db.config;
+  const where = provider === 'sqlite' ? url : redactUrl(url);
+  if (server.config.upstream === null) {
+    say('no upstream engine (--upstream / PUBLIC_API_UPSTREAM_URL): data requests will get 503 upstream_unavailable; tokens are still exchanged');
+  }
+  say(`listening on ${server.url} (${provider} ${where}), instance ${server.instanceId}`);
+  if (server.metricsUrl) say(`metrics on ${server.metricsUrl}/metrics`);
+
+  await stopped;
   try {
     await server.close();
   } finally {
