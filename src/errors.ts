@@ -59,6 +59,12 @@ const CODES = {
 
 export type ErrorCode = keyof typeof CODES;
 
+/**
+ * What to do next, as a token each front end words for itself (the CLI names its commands and flags:
+ * src/cli/hints.ts); for errors of the layers below the front ends, which write no command line.
+ */
+export type NextStep = 'check_database_url' | 'migrate' | 'migrate_when_idle' | 'migration_status' | 'migrate_after_renames';
+
 export class AppError extends Error {
   readonly code: ErrorCode;
   readonly hint: string | undefined;
@@ -66,14 +72,17 @@ export class AppError extends Error {
   readonly field: string | undefined;
   /** A refused credential's stable reason code (the verdict's), for the record and for support; undefined otherwise. */
   readonly reason: string | undefined;
+  /** What to do next, for the front end to word (after `hint`, the layer's own words). */
+  readonly next: NextStep | undefined;
 
-  constructor(code: ErrorCode, message: string, options: { hint?: string; field?: string; reason?: string; cause?: unknown } = {}) {
+  constructor(code: ErrorCode, message: string, options: { hint?: string; field?: string; reason?: string; next?: NextStep; cause?: unknown } = {}) {
     super(message, { cause: options.cause });
     this.name = 'AppError';
     this.code = code;
     this.hint = options.hint;
     this.field = options.field;
     this.reason = options.reason;
+    this.next = options.next;
   }
 
   get status(): number {

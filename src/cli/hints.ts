@@ -1,4 +1,4 @@
-import type { AppError, ErrorCode } from '../errors.js';
+import type { AppError, ErrorCode, NextStep } from '../errors.js';
 
 // The domain names what went wrong and the input it concerns (`field`); the CLI says which flag that is and
 // what to type next. (The HTTP API has its own words.)
@@ -12,6 +12,15 @@ const NEXT_STEP: Partial<Record<ErrorCode, string>> = {
   schema_out_of_date: "run 'partnerctl db migrate' once as the database's owner",
   database_unavailable: 'run again with --debug to see the database error',
   audit_chain_broken: "'partnerctl audit' shows them; once removed, 'partnerctl audit verify' checks the chain",
+};
+
+/** The CLI's words for a next step the layers below name as a token. */
+const NEXT_STEP_WORDS: Record<NextStep, string> = {
+  check_database_url: 'check DATABASE_URL / --database-url (or the context in use), and that the database server is running',
+  migrate: "run 'partnerctl db migrate' once as the database's owner",
+  migrate_when_idle: "stop the servers using it, run 'partnerctl db migrate', then start them again",
+  migration_status: "see 'partnerctl db status' for the state of the history",
+  migrate_after_renames: "then run 'partnerctl db migrate' again (there is no rename command)",
 };
 
 /** Where to look next for an error about this input: follows the domain's own hint (a "did you mean"). */
@@ -67,6 +76,7 @@ export function messageFor(error: AppError): string {
 }
 
 export function hintFor(error: AppError): string | undefined {
+  if (error.next !== undefined) return error.hint ? `${error.hint}; ${NEXT_STEP_WORDS[error.next]}` : NEXT_STEP_WORDS[error.next];
   const next = error.field === undefined ? (error.code === 'audit_chain_broken' ? NEXT_STEP[error.code] : undefined) : NEXT_STEP_OF_FIELD[error.field];
   if (error.hint) return next ? `${error.hint} ${next}` : error.hint;
   if (next) return next;

@@ -54,7 +54,7 @@ export function databaseUnavailable(config: DatabaseConfig, error: unknown): App
   const where = config.provider === 'sqlite' ? config.url : redactUrl(config.url);
   const reason = error instanceof Error ? error.message.split('\n').filter(Boolean).pop() : String(error);
   return new AppError('database_unavailable', `cannot open the ${config.provider} database at ${where}: ${reason}`, {
-    hint: 'check DATABASE_URL / --database-url, and that the database server is running',
+    next: 'check_database_url',
     cause: error,
   });
 }

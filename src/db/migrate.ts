@@ -101,13 +101,13 @@ export async function applyMigrations(config: DatabaseConfig, options: { through
   } catch (error) {
     if (error instanceof AppError) throw error;
     if (/database is locked|SQLITE_BUSY|busy|timed out|lock/i.test(String((error as Error)?.message ?? error))) {
-      throw new AppError('database_unavailable', 'applying migrations failed: the database is in use by another process (a running partnerctl serve?)', {
-        hint: "stop the servers using it, run 'partnerctl db migrate', then start them again",
+      throw new AppError('database_unavailable', 'applying migrations failed: the database is in use by another process (a running server?)', {
+        next: 'migrate_when_idle',
         cause: error,
       });
     }
     throw new AppError('database_unavailable', `applying migrations failed: ${firstLine(error).slice(0, 300)}`, {
-      hint: "run 'partnerctl db status' to see the state of the history",
+      next: 'migration_status',
       cause: error,
     });
   } finally {
@@ -158,9 +158,8 @@ async function refuseNameCollisions(db: Database): Promise<void> {
     `cannot migrate: partner names are now unique ignoring case and Unicode form, and ${groups.length} group(s) of partners ` +
       `share a name that way: ${named}; nothing was changed`,
     {
-      hint:
-        "rename all but one partner of each group, then run 'partnerctl db migrate' again; there is no rename " +
-        "command: UPDATE partners SET name = '<new name>' WHERE id = '<id>'",
+      hint: "rename all but one partner of each group (UPDATE partners SET name = '<new name>' WHERE id = '<id>')",
+      next: 'migrate_after_renames',
     },
   );
 }
@@ -207,13 +206,15 @@ export async function needsSelfMigration(db: Database): Promise<boolean> {
   const status = await migrationStatus(db);
   if (status.failed.length > 0) {
     throw new AppError('schema_out_of_date', `migration ${status.failed[0]} failed earlier and was never finished`, {
-      hint: "inspect the database, then see 'partnerctl db status'",
+      hint: 'inspect the database',
+      next: 'migration_status',
     });
   }
   if (status.pending.length === 0) return false;
   if (db.provider === 'sqlite') return true;
   throw new AppError('schema_out_of_date', `the database has ${status.pending.length} pending migration(s)`, {
-    hint: "run 'partnerctl db migrate' once (it is not applied automatically on PostgreSQL)",
+    hint: 'it is not applied automatically on PostgreSQL',
+    next: 'migrate',
   });
 }
 

@@ -60,7 +60,7 @@ REVOKE INSERT, UPDATE, DELETE ON audit_chain, _prisma_migrations FROM ${ADMIN};
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO ${ADMIN};
 GRANT SELECT ON webhook_endpoints TO ${ADMIN};
 
--- ${SERVER}: what 'partnerctl serve' needs and nothing else (it cannot create partners or keys).
+-- ${SERVER}: what the API server (serve) needs and nothing else (it cannot create partners or keys).
 GRANT SELECT ON partners, key_pairs, company_mappings, partner_limits, partner_networks, revision, signing_keys, usage_hours, _prisma_migrations TO ${SERVER};
 GRANT UPDATE (last_used_at, last_refused_at, unlisted_refused_at, unlisted_refused_address) ON key_pairs TO ${SERVER};
 -- An overlap's end, seen by the server (the partner's switch, a pair past its retires_at), and its audit event.
@@ -149,7 +149,7 @@ export async function permissionDenied(db: Database, error: unknown): Promise<Ap
   if (rule) {
     return new AppError('permission_denied', `${verb} on ${target} refused for ${login}: ${rule}`, { hint: 'see docs/roles.md', cause: error });
   }
-  const who = holder ? `${holder} has it` : "none of the roles of 'partnerctl db roles' has it";
+  const who = holder ? `${holder} has it` : "none of the four roles (docs/roles.md) has it";
   return new AppError('permission_denied', `${verb} on ${target} is not granted to ${login}; ${who}`, {
     hint: holder ? `ask for membership: GRANT ${holder} TO ${login} (docs/roles.md)` : 'see docs/roles.md',
     cause: error,
