@@ -27,6 +27,15 @@ describe.skipIf(process.platform !== 'linux')('lookup - on a terminal and from a
     expect(screen).toContain('*'.repeat(20));
   });
 
+  it('exposure - asks the same way on a terminal: what lookup takes, it takes alike', async () => {
+    const { code, screen } = await onTerminal(['exposure', '-'], backend.env, [[/Leaked value/, `${secret}\r`]]);
+    expect(code, screen).toBe(0);
+    expect(screen).not.toContain(secret);
+    expect(screen).toContain('*'.repeat(20));
+    const piped = await runBinary(['exposure', '-', '--json'], backend.env, { input: `${secret}\n` });
+    expect(piped.code, piped.stderr).toBe(0);
+  });
+
   it('reads stdin from a pipe, as before', async () => {
     const piped = await runBinary(['lookup', '-', '--json'], backend.env, { input: `${secret}\n` });
     expect(piped.code, piped.stderr).toBe(0);

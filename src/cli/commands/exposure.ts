@@ -1,11 +1,11 @@
 import type { ExposureReport } from '../../domain/exposure.js';
 import { parseTimeOrDuration } from '../../domain/validation.js';
-import { AppError, isAppError } from '../../errors.js';
+import { AppError } from '../../errors.js';
 import { defineCommand } from '../definition.js';
 import { defineOptions, type OptionsOf } from '../options.js';
 import { iso, type Output } from '../output.js';
 import type { Session } from '../session.js';
-import { readAll } from './leaks.js';
+import { leakedValue, signingKeysIfAny } from './leaks.js';
 
 const EXPOSURE_OPTIONS = defineOptions([
   { flags: '--since <time|duration>', description: 'from this ISO time, or this long ago (2h, 7d); default: everything kept' },
@@ -57,21 +57,9 @@ async function runExposure(session: Session, out: Output, value: string, options
   const now = Date.now();
   const since = options.since === undefined ? undefined : parseTimeOrDuration(options.since, '--since', now);
   const until = options.until === undefined ? undefined : parseTimeOrDuration(options.until, '--until', now);
-  const looked = value === '-' ? await readAll(session.terminal.in) : value;
-  const [{ exposureReport }, { openSigningKeys }, db] = await Promise.all([
-    import('../../domain/exposure.js'),
-    import('../../domain/signing-key-guard.js'),
-    session.db(),
-  ]);
-  const openKeys = async () => {
-    try {
-      return await openSigningKeys(db, session.signingKeyFile);
-    } catch (error) {
-      if (isAppError(error) && error.code === 'signing_key_unavailable') return null;
-      throw error;
-    }
-  };
-  const report = await exposureReport(db, looked, openKeys, { ...(since ? { since } : {}), ...(until ? { until } : {}) });
+  const looked = await leakedValue(session, value, 'exposure');
+  const [{ exposureReport }, db] = await Promise.all([import('../../domain/exposure.js'), session.db()]);
+  const report = await exposureReport(db, looked, () => signingKeysIfAny(session, db, out), { ...(since ? { since } : {}), ...(until ? { until } : {}) });
   if (options.csv) {
     const lines = ['kind,value,requests,accepted,client_errors,server_errors,first_seen,last_seen'];
     const row = (kind: string, key: string, counts: ReturnType<typeof countsJson>) =>

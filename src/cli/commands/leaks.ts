@@ -1,4 +1,6 @@
+import type { Database } from '../../db/client.js';
 import type { Containment, LookupResult } from '../../domain/lookup.js';
+import type { SigningKeys } from '../../domain/signing-keys.js';
 import { parseDuration } from '../../domain/validation.js';
 import { AppError, EXIT, isAppError } from '../../errors.js';
 import { defineCommand } from '../definition.js';
@@ -94,36 +96,9 @@ export const lookupCommand = defineCommand({
 });
 
 async function runLookup(session: Session, out: Output, value: string | undefined): Promise<void> {
-  // '-' reads the value from stdin, so a secret need not go into the shell's history; from a terminal that
-  // would echo it and wait for Ctrl-D, so there it is asked for, masked, as with no argument at all.
-  const fromTerminal = value === undefined || (value === '-' && session.terminal.inIsTTY);
-  if (fromTerminal && !session.interactive) {
-    throw new AppError('missing_argument', 'missing <value> (an access key, secret key, key-pair id, token or token id)', {
-      hint: "pipe it in ('partnerctl lookup -' reads stdin), or run 'partnerctl lookup' on a terminal without --json or --no-input: it asks, masked",
-    });
-  }
-  const looked = fromTerminal
-    ? await askSecret(session, 'Leaked value (access key, secret key, key-pair id, token or token id; not echoed)')
-    : value === '-'
-      ? await readAll(session.terminal.in)
-      : value;
-  const [{ lookup }, { openSigningKeys }, db] = await Promise.all([
-    import('../../domain/lookup.js'),
-    import('../../domain/signing-key-guard.js'),
-    session.db(),
-  ]);
-  // Without the signing-key file here the value is still traced; only a token's signature cannot be checked.
-  const openKeys = async () => {
-    try {
-      return await openSigningKeys(db, session.signingKeyFile);
-    } catch (error) {
-      if (isAppError(error) && error.code === 'signing_key_unavailable') {
-        out.note(`partnerctl: note: ${error.message}; a token's signature is not checked (genuine: null)`);
-        return null;
-      }
-      throw error;
-    }
-  };
+  const looked = await leakedValue(session, value, 'lookup');
+  const [{ lookup }, db] = await Promise.all([import('../../domain/lookup.js'), session.db()]);
+  const openKeys = () => signingKeysIfAny(session, db, out);
   let result: LookupResult;
   try {
     result = await lookup(db, looked, openKeys);
@@ -335,6 +310,39 @@ async function runListKeys(session: Session, out: Output, options: OptionsOf<typ
 }
 
 /** A value piped on stdin (at most 64 KiB), trimmed. */
+/**
+ * The leaked value a command was given (lookup, exposure). '-' reads it from stdin, so a secret need not go
+ * into the shell's history; from a terminal that would echo it and wait for Ctrl-D, so there it is asked
+ * for, masked, as with no argument at all.
+ */
+export async function leakedValue(session: Session, value: string | undefined, command: string): Promise<string> {
+  const fromTerminal = value === undefined || (value === '-' && session.terminal.inIsTTY);
+  if (fromTerminal && !session.interactive) {
+    throw new AppError('missing_argument', 'missing <value> (an access key, secret key, key-pair id, token or token id)', {
+      hint: `pipe it in ('partnerctl ${command} -' reads stdin), or run 'partnerctl ${command}' on a terminal without --json or --no-input: it asks, masked`,
+    });
+  }
+  if (fromTerminal) return askSecret(session, 'Leaked value (access key, secret key, key-pair id, token or token id; not echoed)');
+  return value === '-' ? readAll(session.terminal.in) : value;
+}
+
+/**
+ * The signing keys, or null without the key file here: the value is still traced, only a token's signature
+ * cannot be checked (said once on stderr).
+ */
+export async function signingKeysIfAny(session: Session, db: Database, out: Output): Promise<SigningKeys | null> {
+  const { openSigningKeys } = await import('../../domain/signing-key-guard.js');
+  try {
+    return await openSigningKeys(db, session.signingKeyFile);
+  } catch (error) {
+    if (isAppError(error) && error.code === 'signing_key_unavailable') {
+      out.note(`partnerctl: note: ${error.message}; a token's signature is not checked (genuine: null)`);
+      return null;
+    }
+    throw error;
+  }
+}
+
 export async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
   let text = '';
   for await (const chunk of stream) {
