@@ -66,7 +66,7 @@ describe('notes', () => {
   it("serve's log is written for a person on a terminal, as JSON lines through a pipe", async () => {
     const { code, screen } = await onTerminal(['serve', '--port', '0'], { ...backend.env, NO_COLOR: '1' }, [[/listening on/, '\u0003']]);
     // Ctrl-C once it is listening: a clean stop.
-    expect(code).toBe(0);
+    expect(code, screen).toBe(0);
     expect(screen).toMatch(/^\[\d{2}:\d{2}:\d{2}\.\d{3}\] INFO: serve instance registered$/m);
     expect(screen).not.toContain('{"level"');
     const piped = await serve(backend.env);

@@ -82,8 +82,11 @@ export function runShell(script: string, env: NodeJS.ProcessEnv): Promise<{ code
  * Runs the CLI on a real pseudo-terminal (util-linux `script`), answering each prompt when its text appears.
  */
 export function onTerminal(args: string[], env: NodeJS.ProcessEnv, answers: [RegExp, string][]): Promise<{ code: number | null; screen: string }> {
-  const command = [process.execPath, BIN, ...args].map((word) => `'${word.replace(/'/g, `'\\''`)}'`).join(' ');
-  const child = spawn('script', ['-qfec', command, '/dev/null'], { env: { ...env, TERM: 'xterm' }, stdio: ['pipe', 'pipe', 'pipe'] });
+  // `exec`: the shell that script(1) starts ($SHELL, else /bin/sh) must not stay between the terminal and the
+  // binary. dash, left waiting, catches the Ctrl-C too and re-raises it once the binary has exited, so `script`
+  // reported 130 for a binary that stopped cleanly with 0: the exit code depended on the runner's $SHELL.
+  const command = `exec ${[process.execPath, BIN, ...args].map((word) => `'${word.replace(/'/g, `'\\''`)}'`).join(' ')}`;
+  const child = spawn('script', ['-qfec', command, '/dev/null'], { env: { ...env, TERM: 'xterm', SHELL: '/bin/sh' }, stdio: ['pipe', 'pipe', 'pipe'] });
   let screen = '';
   let answeredUpTo = 0;
   const pending = [...answers];
