@@ -44,6 +44,19 @@ export function keyPairStanding(pair: StoredPairState, now: number): KeyPairStan
   return { state, why: 'stored', stoppedAt: state === 'superseded' ? supersededAt : null };
 }
 
+/**
+ * The stored statuses a pair in each state can carry: a narrowing for reading pages of pairs (list-keys
+ * --status), never the decision, which keyPairState makes of every row read. A revoked pair is stored
+ * revoked; an expired one is any other; a superseded one may still be stored retiring (its overlap ended).
+ */
+export const STORED_STATUSES_OF: Readonly<Record<KeyPairState, readonly string[]>> = {
+  active: ['active'],
+  retiring: ['retiring'],
+  superseded: ['superseded', 'retiring'],
+  revoked: ['revoked'],
+  expired: ['active', 'retiring', 'superseded'],
+};
+
 function earliest(...dates: (Date | null)[]): Date | null {
   let first: Date | null = null;
   for (const date of dates) if (date !== null && (first === null || date < first)) first = date;

@@ -19,7 +19,7 @@ import { partnerGateRow, setTokensRevokedBefore } from '../db/repositories/partn
 import type { Queryable, SqlTx } from '../db/unit.js';
 import { AppError } from '../errors.js';
 import { KEY_PAIR_ID_PATTERN, newId, newKeyMaterial } from './identifiers.js';
-import { keyPairStanding, keyPairState, overlapEnded, tokensLiveUntil, type KeyPairState } from './key-pair-state.js';
+import { keyPairStanding, keyPairState, overlapEnded, STORED_STATUSES_OF, tokensLiveUntil, type KeyPairState } from './key-pair-state.js';
 import { findPartner, type PartnerRecord } from './partners.js';
 import { hashSecret } from './secrets.js';
 import { TOKEN_TTL_SECONDS } from './tokens.js';
@@ -452,17 +452,36 @@ export async function listKeyPairs(
     throw new AppError('invalid_argument', `cursor '${options.cursor.slice(0, 40)}' is not a cursor from a previous page`, { field: 'cursor' });
   }
   const partnerId = options.partner === undefined ? undefined : (await findPartner(db.sql, options.partner)).id;
-  const now = new Date(db.clock.now());
-  const rows = await keyPairPage(db.sql, {
-    ...(partnerId ? { partnerId } : {}),
-    ...(options.status ? { status: options.status } : {}),
-    ...(options.olderThanMs !== undefined ? { createdBefore: new Date(now.getTime() - options.olderThanMs) } : {}),
-    ...(options.expiringWithinMs !== undefined ? { expiringBefore: new Date(now.getTime() + options.expiringWithinMs) } : {}),
-    ...(options.unusedForMs !== undefined ? { unusedSince: new Date(now.getTime() - options.unusedForMs) } : {}),
-    ...(options.cursor ? { cursor: options.cursor } : {}),
-    now,
-    limit: options.limit + 1,
-  });
-  const page = rows.slice(0, options.limit).map((row) => ({ ...row, state: keyPairState(row, now.getTime()) }));
-  return { keys: page, nextCursor: rows.length > options.limit ? (page.at(-1)?.id ?? null) : null };
+  const now = db.clock.now();
+  const expiringBy = options.expiringWithinMs === undefined ? undefined : now + options.expiringWithinMs;
+  // The state at `now` is decided here, by keyPairState, of each row read; the query only narrows by the
+  // stored columns, so a page may take more than one read when many rows are judged out.
+  const wanted = (state: KeyPairState) =>
+    (options.status === undefined || state === options.status) &&
+    (expiringBy === undefined || state === 'active') &&
+    (options.unusedForMs === undefined || state !== 'revoked');
+  const storedStatuses = options.status ? STORED_STATUSES_OF[options.status] : expiringBy !== undefined ? STORED_STATUSES_OF.active : undefined;
+  const batch = options.limit + 1;
+  const found: (KeyPairListRow & { state: KeyPairState })[] = [];
+  let cursor = options.cursor;
+  while (found.length <= options.limit) {
+    const rows = await keyPairPage(db.sql, {
+      ...(partnerId ? { partnerId } : {}),
+      ...(storedStatuses ? { storedStatuses } : {}),
+      ...(options.olderThanMs !== undefined ? { createdBefore: new Date(now - options.olderThanMs) } : {}),
+      ...(expiringBy !== undefined ? { expiresBy: new Date(expiringBy) } : {}),
+      ...(options.unusedForMs !== undefined ? { unusedSince: new Date(now - options.unusedForMs) } : {}),
+      ...(cursor ? { cursor } : {}),
+      limit: batch,
+    });
+    for (const row of rows) {
+      const state = keyPairState(row, now);
+      if (wanted(state)) found.push({ ...row, state });
+      if (found.length > options.limit) break;
+    }
+    if (rows.length < batch) break;
+    cursor = rows.at(-1)?.id;
+  }
+  const page = found.slice(0, options.limit);
+  return { keys: page, nextCursor: found.length > options.limit ? (page.at(-1)?.id ?? null) : null };
 }

@@ -181,7 +181,7 @@ describe.each(BACKENDS)('lookup on %s', (provider) => {
         const byGate = await reasonOf(new AccessState(db).authenticate(token.claims, CLIENT));
         expect({ lookup: tokenLookup.reason, gate: byGate }).toEqual({ lookup: tokenReason, gate: tokenReason });
         expect(tokenLookup.accepted).toBe(tokenReason === null);
-        // list-keys' filter (SQL, a page at a time) and the state agree.
+        // list-keys' filter (the state of each row read, a page at a time) and the state agree.
         const state = (await showPartner(db, pair.partner.id)).keyPairs.find((each) => each.id === pair.keyPairId)?.state;
         const filtered = await listKeyPairs(db, { partner: pair.partner.id, status: state!, limit: 10 });
         expect(filtered.keys.map((each) => [each.id, each.state])).toContainEqual([pair.keyPairId, state]);

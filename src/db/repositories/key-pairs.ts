@@ -229,19 +229,20 @@ export interface KeyPairListRow extends KeyPairRow {
 
 /**
  * Key pairs across partners, oldest first (ids sort by creation); the cursor is the last id of the previous
- * page. `status` filters by the state at `now`, as domain/key-pair-state.ts derives it (a page is filtered
- * where it is read, so the rule is written here as SQL too; test/domain/lookup.test.ts holds them together):
- * 'expired' means a pair that is not revoked, past its expiry; 'active' and 'superseded' exclude those.
+ * page. Every condition here narrows by stored columns only: what state a pair is in at an instant is
+ * decided by domain/key-pair-state.ts over the rows read, never in SQL.
  */
 export async function keyPairPage(
   q: Queryable,
   options: {
     partnerId?: string;
-    status?: 'active' | 'retiring' | 'superseded' | 'revoked' | 'expired';
+    /** Stored statuses to read (domain/key-pair-state.ts STORED_STATUSES_OF). */
+    storedStatuses?: readonly string[];
     createdBefore?: Date;
-    expiringBefore?: Date;
+    /** Only pairs with an expiry at or before this instant. */
+    expiresBy?: Date;
+    /** Only pairs last used (or, never used, created) before this instant. */
     unusedSince?: Date;
-    now: Date;
     cursor?: string;
     limit: number;
   },
@@ -250,22 +251,10 @@ export async function keyPairPage(
   const params: unknown[] = [];
   const p = (value: unknown) => `$${params.push(value)}`;
   if (options.partnerId) conditions.push(`k.partner_id = ${p(options.partnerId)}`);
-  if (options.status === 'revoked') conditions.push("k.status = 'revoked'");
-  else if (options.status === 'expired') conditions.push(`k.status <> 'revoked' AND k.expires_at IS NOT NULL AND k.expires_at <= ${p(options.now)}`);
-  else if (options.status === 'retiring') conditions.push(`k.status = 'retiring' AND k.retires_at > ${p(options.now)}`);
-  else if (options.status === 'superseded') {
-    // A retiring pair past its retires_at is superseded, whether or not anything has settled it yet.
-    conditions.push(
-      `(k.status = 'superseded' OR (k.status = 'retiring' AND k.retires_at <= ${p(options.now)})) AND (k.expires_at IS NULL OR k.expires_at > ${p(options.now)})`,
-    );
-  } else if (options.status) conditions.push(`k.status = ${p(options.status)} AND (k.expires_at IS NULL OR k.expires_at > ${p(options.now)})`);
+  if (options.storedStatuses) conditions.push(`k.status IN (${options.storedStatuses.map(p).join(', ')})`);
   if (options.createdBefore) conditions.push(`k.created_at < ${p(options.createdBefore)}`);
-  if (options.expiringBefore) {
-    conditions.push(`k.status = 'active' AND k.expires_at IS NOT NULL AND k.expires_at > ${p(options.now)} AND k.expires_at <= ${p(options.expiringBefore)}`);
-  }
-  if (options.unusedSince) {
-    conditions.push(`k.status <> 'revoked' AND COALESCE(k.last_used_at, k.created_at) < ${p(options.unusedSince)}`);
-  }
+  if (options.expiresBy) conditions.push(`k.expires_at IS NOT NULL AND k.expires_at <= ${p(options.expiresBy)}`);
+  if (options.unusedSince) conditions.push(`COALESCE(k.last_used_at, k.created_at) < ${p(options.unusedSince)}`);
   if (options.cursor) conditions.push(`k.id > ${p(options.cursor)}`);
   const rows = await q.query<Raw & { partner_name: string }>(
     `SELECT ${COLUMNS.split(', ').map((column) => `k.${column}`).join(', ')}, p.name AS partner_name
