@@ -54,12 +54,13 @@ export interface KeyPairOptions {
   expiresInMs?: number;
 }
 
-export async function issueKeyPairIn(unit: Unit, reference: string, pair: NewKeyPair, options: KeyPairOptions = {}): Promise<IssuedKeyPair> {
+/** Issuing asks one question first: the partner, and the pair it has active, if any. */
+async function issuingTo(unit: Unit, reference: string): Promise<{ partner: PartnerRecord; active: KeyPairRow | null }> {
   const partner = await findPartner(unit.tx, reference);
-  const active = await activeKeyPair(unit.tx, partner.id);
-  if (active) {
-    throw new AppError('active_key_pair_exists', `partner '${partner.name}' already has an active key pair (${active.accessKey})`);
-  }
+  return { partner, active: await activeKeyPair(unit.tx, partner.id) };
+}
+
+async function insertIssued(unit: Unit, partner: PartnerRecord, pair: NewKeyPair, options: KeyPairOptions): Promise<IssuedKeyPair> {
   const now = new Date(unit.clock.now());
   const expiresAt = expiryOf(now, options);
   await insertKeyPair(unit.tx, { ...pair, partnerId: partner.id, expiresAt }, now);
@@ -71,11 +72,37 @@ export async function issueKeyPairIn(unit: Unit, reference: string, pair: NewKey
   return { partner, keyPairId: pair.id, accessKey: pair.accessKey, secretKey: pair.secretKey, expiresAt };
 }
 
+/** A new pair for a partner with none active; one active is refused (active_key_pair_exists). */
+export async function issueKeyPairIn(unit: Unit, reference: string, pair: NewKeyPair, options: KeyPairOptions = {}): Promise<IssuedKeyPair> {
+  const { partner, active } = await issuingTo(unit, reference);
+  if (active) {
+    throw new AppError('active_key_pair_exists', `partner '${partner.name}' already has an active key pair (${active.accessKey})`);
+  }
+  return insertIssued(unit, partner, pair, options);
+}
+
+/** Issuing where a pair may already be active: a new pair, or the one already active left as it is. */
+export type IssueOutcome = { changed: true; issued: IssuedKeyPair } | { changed: false; partner: PartnerRecord; activeKeyPairId: string };
+
 /**
- * `handOver` hands a new pair's secret over (a file, say) inside its unit of work, before the commit: when
- * it fails, nothing is issued, and a secret is never committed without having been handed over. A unit
- * retried after a conflict hands it over again.
+ * Runs one issuing in its own unit of work. `handOver` hands a new pair's secret over (a file, say) inside
+ * it, before the commit: when it fails, nothing is issued, and a secret is never committed without having
+ * been handed over. A unit retried after a conflict hands it over again.
  */
+async function issuing<T extends IssueOutcome>(
+  db: Database,
+  who: Actor,
+  handOver: ((issued: IssuedKeyPair) => Promise<void>) | undefined,
+  issue: (unit: Unit, pair: NewKeyPair) => Promise<T>,
+): Promise<T> {
+  const pair = await newKeyPair(db.clock);
+  return runUnit(db, who, async (unit) => {
+    const outcome = await issue(unit, pair);
+    if (outcome.changed && handOver) await handOver(outcome.issued);
+    return outcome;
+  });
+}
+
 export async function issueKeyPair(
   db: Database,
   who: Actor,
@@ -83,33 +110,22 @@ export async function issueKeyPair(
   options: KeyPairOptions = {},
   handOver?: (issued: IssuedKeyPair) => Promise<void>,
 ): Promise<IssuedKeyPair> {
-  const pair = await newKeyPair(db.clock);
-  return runUnit(db, who, async (unit) => {
-    const issued = await issueKeyPairIn(unit, reference, pair, options);
-    if (handOver) await handOver(issued);
-    return issued;
-  });
+  const outcome = await issuing(db, who, handOver, async (unit, pair) => ({ changed: true as const, issued: await issueKeyPairIn(unit, reference, pair, options) }));
+  return outcome.issued;
 }
 
-/** Issuing where a pair may already be active: a new pair, or the one already active left as it is. */
-export type IssueOutcome = { changed: true; issued: IssuedKeyPair } | { changed: false; partner: PartnerRecord; activeKeyPairId: string };
-
 /** `issue-keys --if-none-active`: a re-run finds the pair active and changes nothing (no secret to show). */
-export async function issueKeyPairIfNoneActive(
+export function issueKeyPairIfNoneActive(
   db: Database,
   who: Actor,
   reference: string,
   options: KeyPairOptions = {},
   handOver?: (issued: IssuedKeyPair) => Promise<void>,
 ): Promise<IssueOutcome> {
-  const pair = await newKeyPair(db.clock);
-  return runUnit(db, who, async (unit): Promise<IssueOutcome> => {
-    const partner = await findPartner(unit.tx, reference);
-    const active = await activeKeyPair(unit.tx, partner.id);
+  return issuing<IssueOutcome>(db, who, handOver, async (unit, pair) => {
+    const { partner, active } = await issuingTo(unit, reference);
     if (active) return { changed: false, partner, activeKeyPairId: active.id };
-    const issued = await issueKeyPairIn(unit, partner.id, pair, options);
-    if (handOver) await handOver(issued);
-    return { changed: true, issued };
+    return { changed: true, issued: await insertIssued(unit, partner, pair, options) };
   });
 }
 
