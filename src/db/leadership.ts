@@ -27,6 +27,8 @@ export interface LeadershipOptions {
   onLost?: () => void;
   ttlMs?: number;
   renewMs?: number;
+  /** Who holds it, as `instances` names it: the serve instance's id (unique to the process), else host/pid/random. */
+  holder?: string;
 }
 
 /**
@@ -61,7 +63,7 @@ class LeaseLeadership implements Leadership {
     name: LeaseName,
     private readonly options: LeadershipOptions,
   ) {
-    this.fence = { name, holder: `${hostname()}/${process.pid}/${randomBytes(4).toString('hex')}` };
+    this.fence = { name, holder: options.holder ?? `${hostname()}/${process.pid}/${randomBytes(4).toString('hex')}` };
     this.ttlMs = options.ttlMs ?? LEASE_TTL_MS;
     this.renewMs = options.renewMs ?? LEASE_RENEW_MS;
   }

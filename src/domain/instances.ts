@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import type { Clock } from '../clock.js';
 import type { Database } from '../db/client.js';
 import { announceInstance, beatInstance, listInstances, removeInstance, type InstanceRow } from '../db/repositories/instances.js';
+import { liveLease } from '../db/repositories/leases.js';
 import { currentRevision } from '../db/repositories/revision.js';
 import { AppError } from '../errors.js';
 import { beyondTolerance } from './clock-sync.js';
@@ -188,12 +189,33 @@ export interface InstanceStatus extends InstanceRow {
 }
 
 /** Every registered instance against the database's current revision (`partnerctl instances`). */
-export async function instanceReport(db: Database): Promise<{ revision: number; instances: InstanceStatus[] }> {
+/**
+ * Who delivers webhooks (PostgreSQL: one instance at a time, under a lease): the live lease's holder, the
+ * registered instance it is when it is one (a `webhooks deliver` run is not), and until when it holds it.
+ * Null on SQLite, where every instance delivers under its claims.
+ */
+export interface WebhookDelivererStatus {
+  holder: string | null;
+  instanceId: string | null;
+  heldUntil: Date | null;
+}
+
+export async function instanceReport(db: Database): Promise<{ revision: number; instances: InstanceStatus[]; webhookDelivery: WebhookDelivererStatus | null }> {
   const revision = (await currentRevision(db.sql)) ?? 0;
   const rows = await listInstances(db.sql);
   const now = db.clock.now();
+  const lease = db.provider === 'postgresql' ? await liveLease(db.sql, 'webhook_delivery') : undefined;
+  const webhookDelivery =
+    lease === undefined
+      ? null
+      : {
+          holder: lease?.holder ?? null,
+          instanceId: rows.find((row) => row.instanceId === lease?.holder)?.instanceId ?? null,
+          heldUntil: lease?.expiresAt ?? null,
+        };
   return {
     revision,
+    webhookDelivery,
     instances: rows.map((row) => {
       const stale = isStale(row.lastSeenAt, now);
       const mayServe = stale && !isDone(row, now);

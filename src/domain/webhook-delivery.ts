@@ -133,6 +133,8 @@ export interface DelivererOptions {
    */
   lockWaitMs?: number;
   timeoutMs?: number;
+  /** The serve instance delivering (its id names the lease's holder in `instances`). */
+  instanceId?: string;
 }
 
 export interface RunSummary {
@@ -171,6 +173,7 @@ export class WebhookDeliverer {
     if (this.db.provider === 'postgresql') {
       const log = this.options.log;
       this.leadership = holdLeadership(this.db.sql, 'webhook_delivery', {
+        ...(this.options.instanceId ? { holder: this.options.instanceId } : {}),
         onTaken: () => log?.info({}, 'webhook delivery: this instance delivers (lease taken)'),
         onLost: () =>
           log?.warn({}, 'webhook delivery: lease lost (not renewed in time: this instance was paused or the database unreachable); another instance may deliver'),

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { beatInstance } from '../../src/db/repositories/instances.js';
+import { beatInstance, removeInstance } from '../../src/db/repositories/instances.js';
+import { releaseLease, takeLease } from '../../src/db/repositories/leases.js';
 import { auditEventsPage } from '../../src/domain/audit.js';
 import { forgetInstance, instanceReport, newInstanceId } from '../../src/domain/instances.js';
 import { ConfirmationWatch } from '../../src/domain/receipts.js';
@@ -33,6 +34,30 @@ describe.each(BACKENDS)('the instance registry and receipts with staleness budge
       );
       return { instanceId, lastSeenAt };
     }
+
+    it('names who delivers webhooks: the live lease holder, the registered instance it is (PostgreSQL); null on SQLite', async () => {
+      if (provider === 'sqlite') {
+        expect((await instanceReport(ctx.db)).webhookDelivery).toBeNull();
+        return;
+      }
+      expect((await instanceReport(ctx.db)).webhookDelivery).toEqual({ holder: null, instanceId: null, heldUntil: null });
+      const leader = await registered(0, 0);
+      expect(await takeLease(ctx.db.sql, 'webhook_delivery', leader.instanceId, 60_000)).toBe(true);
+      const held = (await instanceReport(ctx.db)).webhookDelivery;
+      expect(held).toMatchObject({ holder: leader.instanceId, instanceId: leader.instanceId });
+      expect(held!.heldUntil!.getTime()).toBeGreaterThan(Date.now() + 30_000);
+      await releaseLease(ctx.db.sql, 'webhook_delivery', leader.instanceId);
+      // A `webhooks deliver` run holds it under a name of its own: not a registered instance.
+      expect(await takeLease(ctx.db.sql, 'webhook_delivery', 'ops-host/4242/abcd', 60_000)).toBe(true);
+      expect((await instanceReport(ctx.db)).webhookDelivery).toMatchObject({ holder: 'ops-host/4242/abcd', instanceId: null });
+      await releaseLease(ctx.db.sql, 'webhook_delivery', 'ops-host/4242/abcd');
+      // An expired lease is nobody's.
+      expect(await takeLease(ctx.db.sql, 'webhook_delivery', leader.instanceId, 1)).toBe(true);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect((await instanceReport(ctx.db)).webhookDelivery).toEqual({ holder: null, instanceId: null, heldUntil: null });
+      await releaseLease(ctx.db.sql, 'webhook_delivery', leader.instanceId);
+      await ctx.db.sql.transaction((tx) => removeInstance(tx, leader.instanceId), { timeoutMs: 5_000 });
+    });
 
     it('a stale instance within its budget is neither confirmed nor done: unconfirmed, with the instant until which it may serve; past it, or with no budget, stale and not awaited', async () => {
       const cut = await registered(11_000, 60_000);

@@ -43,6 +43,9 @@ async function until<T>(check: () => T | undefined | false, limitMs: number, wha
   }
 }
 
+/** The instance id a server announced on start. */
+const instanceOf = (served: Served) => /, instance (srv_\w+)/.exec(served.stderr())?.[1];
+
 const TAKEN = 'webhook delivery: this instance delivers (lease taken)';
 const LOST = 'webhook delivery: lease lost';
 
@@ -80,6 +83,8 @@ describe('webhook delivery on postgresql: a frozen leader loses its lease', () =
       const first = await serve(backend.env);
       servers.push(first);
       await until(() => first.stdout().includes(TAKEN), 10_000, 'the first instance to lead');
+      expect((await cli('instances')).webhook_delivery).toMatchObject({ holder: instanceOf(first), instance_id: instanceOf(first) });
+      expect((await runCli(['instances'], backend.env)).stdout).toMatch(new RegExp(`^Webhook delivery: ${instanceOf(first)}, lease held until \\S+Z\\.$`, 'm'));
       const second = await serve(backend.env);
       servers.push(second);
       await cli('disable-partner', 'before-pause', '--no-wait');
@@ -96,6 +101,7 @@ describe('webhook delivery on postgresql: a frozen leader loses its lease', () =
       // polls for due deliveries every 0.5 s.
       expect(takeover).toBeLessThan(LEASE_TTL_MS + LEASE_RENEW_MS + 2_000);
       expect(second.stdout()).toContain(TAKEN);
+      expect((await cli('instances')).webhook_delivery).toMatchObject({ instance_id: instanceOf(second) });
 
       first.child.kill('SIGCONT');
       await until(() => first.stdout().includes(LOST), 5_000, 'the resumed instance to say it lost the lease');

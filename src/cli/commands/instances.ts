@@ -4,6 +4,7 @@ import { defineOptions, type OptionsOf } from '../options.js';
 import { iso, type Output } from '../output.js';
 import { confirmDestructive } from '../prompts.js';
 import type { Session } from '../session.js';
+import type { WebhookDelivererStatus } from '../../domain/instances.js';
 
 const INSTANCES_OPTIONS = defineOptions([
   {
@@ -29,7 +30,8 @@ still answer from its last state until its last heartbeat + budget
 that, it is listed, never awaited. Behind: live (or stale and may
 serve) and not yet at the database's current revision. Clock (PostgreSQL): the
 instance's clock minus the database server's; beyond 2 s it is skewed and
-mints no token.`,
+mints no token. On PostgreSQL the last line names the instance that
+delivers webhooks (it holds the delivery lease).`,
   run: (session, out, { options }) => (options.forget === undefined ? runInstances(session, out, options) : runForget(session, out, options.forget)),
 });
 
@@ -44,10 +46,14 @@ async function runForget(session: Session, out: Output, instanceId: string): Pro
 
 async function runInstances(session: Session, out: Output, options: OptionsOf<typeof INSTANCES_OPTIONS>): Promise<number | undefined> {
   const [{ instanceReport }, db] = await Promise.all([import('../../domain/instances.js'), session.db()]);
-  const { revision, instances } = await instanceReport(db);
+  const { revision, instances, webhookDelivery } = await instanceReport(db);
   if (out.json) {
     out.emitJson({
       revision,
+      webhook_delivery:
+        webhookDelivery === null
+          ? null
+          : { holder: webhookDelivery.holder, instance_id: webhookDelivery.instanceId, held_until: webhookDelivery.heldUntil === null ? null : iso(webhookDelivery.heldUntil) },
       instances: instances.map((i) => ({
         instance_id: i.instanceId,
         host: i.host,
@@ -96,6 +102,7 @@ async function runInstances(session: Session, out: Output, options: OptionsOf<ty
         ),
       );
     }
+    if (webhookDelivery !== null) out.line(deliveryText(webhookDelivery));
   }
   const behind = instances.filter((i) => i.behind);
   if (options.failIfBehind && behind.length > 0) {
@@ -105,6 +112,13 @@ async function runInstances(session: Session, out: Output, options: OptionsOf<ty
     return EXIT.error;
   }
   return undefined;
+}
+
+/** PostgreSQL: which instance holds the webhook-delivery lease, if any. */
+function deliveryText(delivery: WebhookDelivererStatus): string {
+  if (delivery.holder === null) return 'Webhook delivery: no instance holds the lease; none delivers now.';
+  const who = delivery.instanceId ?? `${delivery.holder} (not a registered serve instance: a 'webhooks deliver' run)`;
+  return `Webhook delivery: ${who}, lease held until ${iso(delivery.heldUntil!)}.`;
 }
 
 /** `+12 ms`, `-0.3 s`, `+60.0 s SKEWED`; `-` where nothing is measured (SQLite: one clock). */

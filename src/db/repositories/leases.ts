@@ -1,6 +1,7 @@
 // The leases table: who runs a task that one instance runs at a time, until when. PostgreSQL only (on SQLite
 // every instance delivers, under its claims). Every instant is the database's own clock, never a host's:
 // instances whose clocks disagree still agree on whether a lease has expired.
+import { toDate } from '../sql.js';
 import type { Queryable } from '../unit.js';
 
 /** The database's current instant, as the TIMESTAMP(3) column holds it (UTC). */
@@ -19,6 +20,15 @@ export async function takeLease(q: Queryable, name: string, holder: string, ttlM
     [name, holder, Math.round(ttlMs)],
   );
   return rows.length === 1;
+}
+
+/** The holder of a lease that has not expired by the database's clock, and until when; null when none. */
+export async function liveLease(q: Queryable, name: string): Promise<{ holder: string; expiresAt: Date } | null> {
+  const [row] = await q.query<{ holder: string; expires_at: unknown }>(
+    `SELECT holder, expires_at FROM leases WHERE name = $1 AND expires_at > ${DATABASE_NOW}`,
+    [name],
+  );
+  return row ? { holder: row.holder, expiresAt: toDate(row.expires_at)! } : null;
 }
 
 /** Gives the lease up (at shutdown), so that another instance takes it at its next try. */

@@ -246,6 +246,7 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
     ? new WebhookDeliverer(db, {
         retryDelaysMs: config.webhookRetryDelaysMs ?? (parseRetryDelays(DEFAULT_RETRY_DELAYS) as number[]),
         log: logger,
+        instanceId: instances.instanceId,
         // Never sleep the event loop on another process's SQLite lock: a busy write is retried on the next tick.
         lockWaitMs: 0,
       })
