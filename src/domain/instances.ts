@@ -188,7 +188,6 @@ export interface InstanceStatus extends InstanceRow {
   servingUntil: Date | null;
 }
 
-/** Every registered instance against the database's current revision (`partnerctl instances`). */
 /**
  * Who delivers webhooks (PostgreSQL: one instance at a time, under a lease): the live lease's holder, the
  * registered instance it is when it is one (a `webhooks deliver` run is not), and until when it holds it.
@@ -200,6 +199,7 @@ export interface WebhookDelivererStatus {
   heldUntil: Date | null;
 }
 
+/** Every registered instance against the database's current revision, and who delivers webhooks (`partnerctl instances`). */
 export async function instanceReport(db: Database): Promise<{ revision: number; instances: InstanceStatus[]; webhookDelivery: WebhookDelivererStatus | null }> {
   const revision = (await currentRevision(db.sql)) ?? 0;
   const rows = await listInstances(db.sql);

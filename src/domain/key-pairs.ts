@@ -477,7 +477,8 @@ export async function listKeyPairs(
     (expiringBy === undefined || state === 'active') &&
     (options.unusedForMs === undefined || state !== 'revoked');
   const storedStatuses = options.status ? STORED_STATUSES_OF[options.status] : expiringBy !== undefined ? STORED_STATUSES_OF.active : undefined;
-  const batch = options.limit + 1;
+  // Rows are small: read a few hundred at a time, so that many judged out cost few round trips.
+  const batch = Math.max(options.limit + 1, 250);
   const found: (KeyPairListRow & { state: KeyPairState })[] = [];
   let cursor = options.cursor;
   while (found.length <= options.limit) {

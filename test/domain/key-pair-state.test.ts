@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import type { Database } from '../../src/db/client.js';
 import { keyPairState, STORED_STATUSES_OF, type KeyPairState } from '../../src/domain/key-pair-state.js';
 import { issueKeyPair, listKeyPairs, revokeKeyPair, rotateKeyPair } from '../../src/domain/key-pairs.js';
+import { newId, newKeyMaterial } from '../../src/domain/identifiers.js';
 import { createPartner } from '../../src/domain/partners.js';
 import { backendAvailable, BACKENDS } from '../support/backends.js';
 import { TestClock } from '../support/clock.js';
@@ -71,6 +72,33 @@ describe.each(BACKENDS)('list-keys by state on %s', (provider) => {
       }
       expect(every.find((pair) => pair.id === last.keyPairId)?.state).toBe('active');
       expect(every.filter((pair) => pair.state === 'expired').length).toBeGreaterThanOrEqual(4);
+    });
+
+    it('reads on past a batch of rows judged out (stored superseded, expired) to fill the page', async () => {
+      const clock = new TestClock(Date.now());
+      const db: Database = { ...ctx.db, clock };
+      const { partner } = await createPartner(db, ALICE, { name: uniqueName() });
+      // 300 pairs stored 'superseded' whose expiry has passed (expired: judged out of --status superseded),
+      // created before the two superseded pairs the page must find.
+      await ctx.db.sql.transaction(async (tx) => {
+        for (let i = 0; i < 300; i++) {
+          const at = new Date(clock.now() - 3_600_000 + i);
+          await tx.run(
+            "INSERT INTO key_pairs (id, partner_id, access_key, secret_hash, status, created_at, superseded_at, expires_at) VALUES ($1, $2, $3, 'x', 'superseded', $4, $5, $6)",
+            [newId('kp', at.getTime()), partner.id, newKeyMaterial().accessKey, at, at, at],
+          );
+        }
+      }, { timeoutMs: 10_000 });
+      const superseded = [(await issueKeyPair(db, ALICE, partner.id)).keyPairId];
+      clock.advance(1);
+      superseded.push((await rotateKeyPair(db, ALICE, partner.id)).keyPairId);
+      clock.advance(1);
+      await rotateKeyPair(db, ALICE, partner.id);
+      const first = await listKeyPairs(db, { partner: partner.id, status: 'superseded', limit: 1 });
+      expect(first.keys.map((pair) => pair.id)).toEqual([superseded[0]]);
+      const second = await listKeyPairs(db, { partner: partner.id, status: 'superseded', limit: 1, cursor: first.nextCursor! });
+      expect(second).toEqual({ keys: [expect.objectContaining({ id: superseded[1], state: 'superseded' })], nextCursor: null });
+      expect((await listKeyPairs(db, { partner: partner.id, status: 'expired', limit: 500 })).keys).toHaveLength(300);
     });
   });
 });
