@@ -137,7 +137,10 @@ async function main() {
         requests.push({ method: 'GET', path: `${DATA_PATH}?company_id=${company(p, c)}`, headers: { authorization: `Bearer ${token}` } });
       }
     }
-    for (let r = 0; r < 3; r++) cli(['create-partner', '--name', `soak-rotated-${r}`, '--json'], env), cli(['issue-keys', `soak-rotated-${r}`, '--json'], env);
+    for (let r = 0; r < 3; r++) {
+      cli(['create-partner', '--name', `soak-rotated-${r}`, '--json'], env);
+      cli(['issue-keys', `soak-rotated-${r}`, '--json'], env);
+    }
     log(`${keys.length} partners x ${COMPANIES_PER_PARTNER} companies through ${servers.length} instances, ${CONNECTIONS} connections each, ${SECONDS} s`);
 
     // The changes alongside: one after another until the load ends.
@@ -162,7 +165,9 @@ async function main() {
     })();
 
     const memory = servers.map(() => []);
-    const sample = () => servers.forEach((server, i) => memory[i].push(round(rssMb(server.pid), 1)));
+    const sample = () => {
+      for (const [i, server] of servers.entries()) memory[i].push(round(rssMb(server.pid), 1));
+    };
     sample();
     const sampler = setInterval(sample, 10_000);
     const started = performance.now();
