@@ -1,7 +1,7 @@
 // What a person at a terminal sees (the real binary on a pseudo-terminal): one "cancelled" on Ctrl-C, a taken
 // name asked again, questions that name the database they change and what they drop; and the notes of
 // list-partners and serve.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createBackend, type TestBackend } from '../support/backends.js';
 import { onTerminal, runCli } from '../support/cli.js';
 import { serve } from '../support/serve.js';
@@ -71,8 +71,11 @@ describe('notes', () => {
     expect(screen).not.toContain('{"level"');
     const piped = await serve(backend.env);
     try {
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      expect(piped.stdout()).toMatch(/^\{"level":30,"time":"[^"]+","instance_id":"srv_\w+"[^\n]*"msg":"serve instance registered"\}$/m);
+      // The log is written in batches (every 250 ms): wait for it rather than for a fixed time.
+      await vi.waitFor(() => expect(piped.stdout()).toMatch(/^\{"level":30,"time":"[^"]+","instance_id":"srv_\w+"[^\n]*"msg":"serve instance registered"\}$/m), {
+        timeout: 5_000,
+        interval: 25,
+      });
     } finally {
       piped.child.kill('SIGTERM');
       await piped.exited;

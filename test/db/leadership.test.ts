@@ -38,11 +38,17 @@ describe('leadership on postgresql: a lease renewed by its holder, by the databa
     it('one holder at a time, renewing past its time-to-live; another takes over when the holder stops', async () => {
       const firstEvents: string[] = [];
       const secondEvents: string[] = [];
-      const first = hold(firstEvents);
+      // A time-to-live of 2 s: a loaded machine's stalls stay well inside it (at 400 ms one renewal stuck
+      // behind a busy database lost the lease, as it should, and failed the test).
+      const first = hold(firstEvents, { ttlMs: 2_000 });
       await until(() => first.held, 'the first holds the lease');
-      const second = hold(secondEvents);
-      // Three times the lease's life: the holder renews it, the other never gets it.
-      await sleep(1_200);
+      const second = hold(secondEvents, { ttlMs: 2_000 });
+      // Over twice the lease's life: the holder renews it, the other never gets it; never both at once.
+      const deadline = Date.now() + 4_500;
+      while (Date.now() < deadline) {
+        expect(first.held && second.held).toBe(false);
+        await sleep(20);
+      }
       expect(first.held).toBe(true);
       expect(second.held).toBe(false);
       await first.stop();
@@ -55,17 +61,17 @@ describe('leadership on postgresql: a lease renewed by its holder, by the databa
     });
 
     it('a holder that stops renewing (frozen) loses the lease when it expires, and another takes it', async () => {
-      // A frozen holder: it took the lease and then renewed nothing.
-      expect(await takeLease(ctx.db.sql, 'webhook_delivery', 'frozen', 500)).toBe(true);
-      const events: string[] = [];
+      // A frozen holder: it took the lease (1.5 s) and then renewed nothing.
       const started = Date.now();
+      expect(await takeLease(ctx.db.sql, 'webhook_delivery', 'frozen', 1_500)).toBe(true);
+      const events: string[] = [];
       const other = hold(events);
       await sleep(300);
       expect(other.held).toBe(false);
-      await until(() => other.held, 'the other takes the expired lease', 2_000);
-      expect(Date.now() - started).toBeGreaterThanOrEqual(450);
+      await until(() => other.held, 'the other takes the expired lease', 5_000);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(1_450);
       // Resumed, the frozen holder gets it back neither by renewing nor by taking it.
-      expect(await takeLease(ctx.db.sql, 'webhook_delivery', 'frozen', 500)).toBe(false);
+      expect(await takeLease(ctx.db.sql, 'webhook_delivery', 'frozen', 1_500)).toBe(false);
       expect(events).toEqual(['taken']);
     });
 

@@ -302,7 +302,8 @@ function suite(provider: Provider, count: number) {
         connection.close();
       }
       console.log(`[receipts] sqlite: slowest data request while another process held the write lock for 2.5 s: ${slowest.toFixed(1)} ms`);
-      expect(slowest).toBeLessThan(500);
+      // Waiting for the lock would take the rest of its 2.5 s; a loaded machine's slowest answer stays well below.
+      expect(slowest).toBeLessThan(1_500);
       const releasedAt = Date.now();
       // When the server wrote its heartbeat (the row's own time, not when this test, through a command that a
       // loaded machine slows, got to read it).

@@ -304,7 +304,8 @@ describe.each(BACKENDS)('secret scanning on %s: a real serve, a local key server
         // The bound is 3 s of retries (plus the lookup); waiting for the lock would take the whole 8 s.
         expect(elapsed).toBeLessThan(6_000);
         expect(probes.length).toBeGreaterThan(5);
-        expect(Math.max(...probes)).toBeLessThan(500);
+        // A probe stuck behind the lock would take most of its 8 s.
+        expect(Math.max(...probes)).toBeLessThan(2_000);
         expect(holder.held()).toBe(true);
       } finally {
         clearTimeout(releaseTimer);

@@ -100,7 +100,8 @@ describe('webhook delivery on postgresql: a frozen leader loses its lease', () =
       // The lease expires LEASE_TTL_MS after its last renewal, the other tries every LEASE_RENEW_MS, then
       // polls for due deliveries every 0.5 s.
       expect(takeover).toBeLessThan(LEASE_TTL_MS + LEASE_RENEW_MS + 2_000);
-      expect(second.stdout()).toContain(TAKEN);
+      // Its log line is written in a batch, possibly after the delivery arrived.
+      await until(() => second.stdout().includes(TAKEN), 5_000, 'the other instance to say it took the lease');
       expect((await cli('instances')).webhook_delivery).toMatchObject({ instance_id: instanceOf(second) });
 
       first.child.kill('SIGCONT');

@@ -29,11 +29,22 @@ export interface TestBackend {
   dispose(): Promise<void>;
 }
 
+/**
+ * The test runner's environment without what would change the product's behaviour under test: its
+ * variables (a runner's REDIS_URL, DATABASE_URL, PUBLIC_API_*, PARTNERCTL_*, OTEL_*) and the terminal's
+ * size. Each test sets what it needs.
+ */
+export function runnerEnv(): NodeJS.ProcessEnv {
+  return Object.fromEntries(
+    Object.entries(process.env).filter(([name]) => !/^(PUBLIC_API_|PARTNERCTL_|OTEL_)|^(REDIS_URL|DATABASE_URL|COLUMNS|LINES)$/.test(name)),
+  );
+}
+
 /** A fresh, empty database of the given kind (not migrated). */
 export async function createBackend(provider: Provider): Promise<TestBackend> {
   const dir = mkdtempSync(join(tmpdir(), 'partnerctl-test-'));
   const baseEnv = {
-    ...process.env,
+    ...runnerEnv(),
     XDG_DATA_HOME: join(dir, 'xdg'),
     // Contexts of the person running the tests are never read.
     XDG_CONFIG_HOME: join(dir, 'config'),
