@@ -150,7 +150,8 @@ function suite(provider: Provider, count: number) {
       );
       // The clock is measured against the database server's on PostgreSQL only (SQLite: one host, one clock).
       expect(row).toMatchObject({ clock_offset_ms: provider === 'postgresql' ? expect.any(Number) : null, clock_skewed: false });
-      expect(Date.now() - Date.parse(row.last_seen_at)).toBeLessThan(2_500);
+      // A heartbeat every second; stale only after 10 s.
+      expect(Date.now() - Date.parse(row.last_seen_at)).toBeLessThan(5_000);
       expect(server.stdout()).toContain(`"instance_id":"${ids[i]}"`);
       const ready = (await (await fetch(`${server.url}/readyz`)).json()) as { applied_revision: number };
       expect(ready.applied_revision).toBe(revision);

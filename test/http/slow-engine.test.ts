@@ -85,10 +85,11 @@ describe('an engine trickling its body, a client trickling its request', () => {
     expect(response.status).toBe(504);
     expect(((await response.json()) as { error: { code: string } }).error.code).toBe('upstream_timeout');
     expect(elapsed).toBeGreaterThanOrEqual(950);
-    expect(elapsed).toBeLessThan(2_500);
+    // The engine's whole answer would take 6.3 s: cut at the 1 s timeout (a loaded machine's slack beside it).
+    expect(elapsed).toBeLessThan(4_000);
     // The engine's connection is closed (not kept for the next request while the engine still writes).
     await vi.waitFor(() => expect(engine.closedAt.length).toBeGreaterThan(closedBefore), { timeout: 10_000, interval: 10 });
-    expect(engine.closedAt.at(-1)! - started).toBeLessThan(2_500);
+    expect(engine.closedAt.at(-1)! - started).toBeLessThan(4_000);
   }, 20_000);
 
   it('stops on SIGTERM within the drain time (upstream timeout + 1 s) while the engine trickles and a client still sends its request', async () => {
