@@ -206,7 +206,8 @@ async function main() {
       usage_refused: Number(usage.refused),
       cli_changes: changes.made,
       cli_changes_failed: changes.failed.length,
-      rss_mb: memory.map((samples) => ({ first: samples[0], max: Math.max(...samples), last: samples.at(-1) })),
+      // Each server's resident memory: before the load, then every minute (one sample each 10 s is taken).
+      rss_mb: memory.map((samples) => ({ before: samples[0], per_minute: samples.filter((_, i) => i > 0 && i % 6 === 0), max: Math.max(...samples), last: samples.at(-1) })),
     };
     process.stdout.write(`${JSON.stringify(figures, null, 2)}\n`);
     for (const line of changes.failed.slice(0, 5)) log(`change failed: ${line}`);
