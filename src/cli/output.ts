@@ -63,11 +63,11 @@ export class Output {
     return this.session.terminal.outIsTTY && !wide ? shortTime(date) : date.toISOString();
   }
 
-  /** Key/value lines, aligned. */
-  async fields(pairs: [string, string | null | undefined][]): Promise<string> {
+  /** Key/value lines, aligned: a table of two columns, its times written as every table writes them. */
+  async fields(pairs: [string, string | Date | null | undefined][]): Promise<string> {
     const chalk = await this.chalk();
     const width = Math.max(...pairs.map(([key]) => key.length));
-    return pairs.map(([key, value]) => `  ${chalk.dim(key.padEnd(width))}  ${value ?? '-'}`).join('\n');
+    return pairs.map(([key, value]) => `  ${chalk.dim(key.padEnd(width))}  ${(value instanceof Date ? this.tableTime(value) : value) ?? '-'}`).join('\n');
   }
 }
 

@@ -134,12 +134,19 @@ describe('tables keep their promise (issue 30, point 9)', () => {
     for (const args of commands) {
       const { code, stdout } = await onTerminal(args, backend.env, 80);
       expect(code, args.join(' ')).toBe(0);
-      // The table's lines (show-partner's fields above its key pairs are not a table).
-      const table = args[0] === 'show-partner' ? stdout.slice(stdout.indexOf('KEY PAIR')).split('\n').filter((line) => /^kp_\w+ {2}/.test(line)).join('\n') : stdout;
-      expect(table, args.join(' ')).toMatch(SHORT_TIME);
-      expect(table, args.join(' ')).not.toMatch(ISO);
+      expect(stdout, args.join(' ')).toMatch(SHORT_TIME);
+      expect(stdout, args.join(' ')).not.toMatch(ISO);
       expect(stdout, args.join(' ')).not.toMatch(CUT_TIME);
     }
+    // Key/value blocks are tables of two columns: show-partner's fields and lookup's, the same way.
+    const shown = (await onTerminal(['show-partner', partners[0]!], backend.env, 80)).stdout;
+    expect(shown).toMatch(/^ {2}created +\d{4}-\d{2}-\d{2} \d{2}:\d{2}$/m);
+    const pair = (await runCli(['show-partner', partners[0]!, '--json'], backend.env)).json().key_pairs[0].key_pair_id as string;
+    const looked = await onTerminal(['lookup', pair], backend.env, 80);
+    expect(looked.code, looked.stderr).toBe(0);
+    expect(looked.stdout).toMatch(/^ {2}created +\d{4}-\d{2}-\d{2} \d{2}:\d{2}$/m);
+    expect(looked.stdout).not.toMatch(ISO);
+    expect((await runCli(['show-partner', partners[0]!], backend.env)).stdout).toMatch(/^ {2}created +\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/m);
     // --wide and pipes carry the whole time.
     expect((await onTerminal(['webhooks', 'list'], backend.env, 80)).stdout).not.toMatch(ISO);
     expect((await runCli(['webhooks', 'list'], backend.env)).stdout).toMatch(ISO);

@@ -120,14 +120,14 @@ async function runLookup(session: Session, out: Output, value: string | undefine
   out.line(`${chalk.bold(what)} of ${partner ? `${chalk.bold(partner.name)} (${partner.id})` : 'no known partner'}`);
   // Whose status is whose, said plainly: the partner's, then the key pair's or the token's.
   const own = result.kind === 'token' || result.kind === 'token_id' ? 'token status' : 'key pair status';
-  const rows: [string, string | null][] = [
+  const rows: [string, string | Date | null][] = [
     ...(partner ? ([['partner status', partner.status]] as [string, string][]) : []),
     [own, result.status],
     ['genuine', result.genuine === null ? 'cannot tell from this value' : result.genuine ? 'yes' : 'NO'],
     [
       'accepted now',
       result.accepted
-        ? `yes${result.acceptedUntil ? `, until ${iso(result.acceptedUntil)}` : ''}${result.network ? ` (only from ${result.network.join(', ')})` : ''}`
+        ? `yes${result.acceptedUntil ? `, until ${out.tableTime(result.acceptedUntil)}` : ''}${result.network ? ` (only from ${result.network.join(', ')})` : ''}`
         : `no (${result.reason})`,
     ],
   ];
@@ -135,24 +135,24 @@ async function runLookup(session: Session, out: Output, value: string | undefine
     rows.push(
       ['key pair', `${pair.id} (${result.pairState})`],
       ['access key', pair.accessKey],
-      ['created', iso(pair.createdAt)],
-      ['superseded', iso(pair.supersededAt)],
-      ['revoked', iso(pair.revokedAt)],
-      ['expires', iso(pair.expiresAt)],
+      ['created', pair.createdAt],
+      ['superseded', pair.supersededAt],
+      ['revoked', pair.revokedAt],
+      ['expires', pair.expiresAt],
       ...(result.pairState === 'retiring'
         ? ([
-            ['retires', iso(pair.retiresAt)],
-            ['switched', pair.switchedAt ? iso(pair.switchedAt) : 'not yet (the new pair has not exchanged)'],
-          ] as [string, string | null][])
+            ['retires', pair.retiresAt],
+            ['switched', pair.switchedAt ? pair.switchedAt : 'not yet (the new pair has not exchanged)'],
+          ] as [string, string | Date | null][])
         : []),
-      ['last used', iso(pair.lastUsedAt)],
-      ['last refused', iso(pair.lastRefusedAt)],
-      ...(pair.leakReportedAt ? ([['leak reported', `${iso(pair.leakReportedAt)} at ${pair.leakUrl ?? '(no URL)'}`]] as [string, string | null][]) : []),
+      ['last used', pair.lastUsedAt],
+      ['last refused', pair.lastRefusedAt],
+      ...(pair.leakReportedAt ? ([['leak reported', `${out.tableTime(pair.leakReportedAt)} at ${pair.leakUrl ?? '(no URL)'}`]] as [string, string | Date | null][]) : []),
     );
     if (pair.unlistedRefusedAt !== null) {
       rows.push([
         'unlisted address',
-        `${iso(pair.unlistedRefusedAt)} from ${pair.unlistedRefusedAddress ?? 'unknown'}: the genuine secret was used outside the partner's network`,
+        `${out.tableTime(pair.unlistedRefusedAt)} from ${pair.unlistedRefusedAddress ?? 'unknown'}: the genuine secret was used outside the partner's network`,
       ]);
     }
   }
@@ -160,8 +160,8 @@ async function runLookup(session: Session, out: Output, value: string | undefine
     rows.push(
       ['token id', token.jti],
       ['test token', token.test ? 'yes' : 'no'],
-      ['issued', iso(token.issuedAt)],
-      ['expires', iso(token.expiresAt)],
+      ['issued', token.issuedAt],
+      ['expires', token.expiresAt],
     );
   }
   out.line(await out.fields(rows));

@@ -188,8 +188,8 @@ async function runShowPartner(session: Session, out: Output, partnerArgument: st
     await out.fields([
       ['id', partner.id],
       ['status', statusText(chalk, partner.status)],
-      ['created', iso(partner.createdAt)],
-      ['updated', iso(partner.updatedAt)],
+      ['created', partner.createdAt],
+      ['updated', partner.updatedAt],
       ['limits', describeLimits(limits)],
       ['network', network.length === 0 ? 'any client address' : network.join(', ')],
     ]),
@@ -210,8 +210,8 @@ async function runShowPartner(session: Session, out: Output, partnerArgument: st
       ),
     );
     for (const pair of keyPairs.filter((each) => each.state === 'retiring')) {
-      const switched = pair.switchedAt ? `the partner switched at ${iso(pair.switchedAt)}` : 'the partner has not switched yet (the new pair has not exchanged)';
-      out.line(`${pair.id} is retiring: it still exchanges until ${iso(pair.retiresAt)}; ${switched}.`);
+      const switched = pair.switchedAt ? `the partner switched at ${out.tableTime(pair.switchedAt)}` : 'the partner has not switched yet (the new pair has not exchanged)';
+      out.line(`${pair.id} is retiring: it still exchanges until ${out.tableTime(pair.retiresAt)}; ${switched}.`);
     }
   }
   out.line();
