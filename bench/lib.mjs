@@ -6,6 +6,7 @@ import { createInterface } from 'node:readline';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
+import pg from 'pg';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 export const CLI = join(ROOT, 'bin/partnerctl');
@@ -143,4 +144,22 @@ export async function postJson(url, body) {
   const text = await response.text();
   if (!response.ok) throw new Error(`POST ${url}: ${response.status} ${text}`);
   return JSON.parse(text);
+}
+
+/** The real binary, synchronously; its stdout, or a throw naming the command and its stderr. */
+export function cli(args, env) {
+  const result = spawnSync(process.execPath, [CLI, ...args], { env, encoding: 'utf8' });
+  if (result.status !== 0) throw new Error(`partnerctl ${args.join(' ')} exited ${result.status}: ${result.stderr}`);
+  return result.stdout;
+}
+
+/** One statement on a PostgreSQL server (CREATE DATABASE, DROP DATABASE, a count), on a connection of its own. */
+export async function pgQuery(url, sql) {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query(sql)).rows;
+  } finally {
+    await client.end();
+  }
 }

@@ -9,13 +9,13 @@
 // non-200 answer of each instance. The figure is that answer's arrival minus the command's exit as the
 // benchmark process sees it (the command commits before it exits, so a value can be slightly negative: the
 // refusal arrived while the process was still tearing down; it is reported as measured).
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from 'undici';
 import pg from 'pg';
-import { CLI, median, postJson, round, startServe } from './lib.mjs';
+import { CLI, cli, median, pgQuery, postJson, round, startServe } from './lib.mjs';
 
 const COMMANDS = ['unmap-company', 'revoke-keys', 'disable-partner'];
 const DATA_PATH = '/public/v1/recommendations';
@@ -31,12 +31,6 @@ function envFor(dir, databaseUrl) {
     PARTNERCTL_ACTOR: 'bench',
     NO_COLOR: '1',
   };
-}
-
-function cli(args, env) {
-  const result = spawnSync(process.execPath, [CLI, ...args], { env, encoding: 'utf8' });
-  if (result.status !== 0) throw new Error(`partnerctl ${args.join(' ')} exited ${result.status}: ${result.stderr}`);
-  return result.stdout;
 }
 
 /** Runs a command; resolves with performance.now() at its exit (the 'exit' event of the child). */
@@ -181,16 +175,6 @@ async function postgresReachable(adminUrl) {
   }
 }
 
-async function adminQuery(adminUrl, sql) {
-  const client = new pg.Client({ connectionString: adminUrl });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
-}
-
 /**
  * The phase: SQLite with one instance, PostgreSQL (a fresh database on `adminUrl`'s server, dropped after)
  * with two. Skips PostgreSQL with a loud note when it is not reachable.
@@ -212,7 +196,7 @@ export async function propagation({ work, upstream, adminUrl, trials: trialCount
     return out;
   }
   const database = `partnerctl_bench_${process.pid}_${randomBytes(3).toString('hex')}`;
-  await adminQuery(adminUrl, `CREATE DATABASE ${database}`);
+  await pgQuery(adminUrl, `CREATE DATABASE ${database}`);
   try {
     const url = new URL(adminUrl);
     url.pathname = `/${database}`;
@@ -227,7 +211,7 @@ export async function propagation({ work, upstream, adminUrl, trials: trialCount
       cpuProfileDir,
     });
   } finally {
-    await adminQuery(adminUrl, `DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
+    await pgQuery(adminUrl, `DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
   }
   return out;
 }

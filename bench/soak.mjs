@@ -8,14 +8,13 @@
 //   SOAK_SECONDS=60 SOAK_CONNECTIONS=32 node bench/soak.mjs
 //
 // Exits 1 when a request failed or a count differs. Everything listens on 127.0.0.1.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
-import pg from 'pg';
-import { CLI, postJson, round, startServe } from './lib.mjs';
+import { CLI, cli, pgQuery, postJson, round, startHelper, startServe } from './lib.mjs';
 
 const SECONDS = Number(process.env.SOAK_SECONDS ?? 300);
 const CONNECTIONS = Number(process.env.SOAK_CONNECTIONS ?? 32);
@@ -25,22 +24,6 @@ const ADMIN_URL = process.env.BENCH_POSTGRES_URL ?? 'postgresql://postgres@127.0
 const DATA_PATH = '/public/v1/recommendations';
 
 const log = (line) => process.stderr.write(`[soak] ${line}\n`);
-
-async function adminQuery(sql) {
-  const client = new pg.Client({ connectionString: ADMIN_URL });
-  await client.connect();
-  try {
-    return (await client.query(sql)).rows;
-  } finally {
-    await client.end();
-  }
-}
-
-function cli(args, env) {
-  const result = spawnSync(process.execPath, [CLI, ...args], { env, encoding: 'utf8' });
-  if (result.status !== 0) throw new Error(`partnerctl ${args.join(' ')} exited ${result.status}: ${result.stderr}`);
-  return result.stdout;
-}
 
 function cliAsync(args, env) {
   return new Promise((resolve) => {
@@ -59,46 +42,10 @@ function rssMb(pid) {
   }
 }
 
-// The engine counts what reaches it, in a process of its own: GET /__count answers the count so far.
-const ENGINE = `
-const http = require('node:http');
-let count = 0;
-const body = JSON.stringify({ company_id: 'c', recommendations: [{ sku: 'SKU-1', price: 1, currency: 'EUR' }] });
-const server = http.createServer((request, response) => {
-  request.resume();
-  request.on('end', () => {
-    if (request.url === '/__count') return response.end(String(count));
-    count++;
-    response.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body);
-  });
-});
-server.keepAliveTimeout = 60000;
-server.listen(0, '127.0.0.1', () => process.stdout.write(JSON.stringify({ port: server.address().port }) + '\\n'));
-process.on('SIGTERM', () => process.exit(0));
-`;
-
-async function startEngine(file) {
-  const child = spawn(process.execPath, [file], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const port = await new Promise((resolve, reject) => {
-    child.stdout.setEncoding('utf8').once('data', (line) => resolve(JSON.parse(line).port));
-    child.once('exit', () => reject(new Error('the engine exited before it listened')));
-  });
-  return {
-    url: `http://127.0.0.1:${port}`,
-    stop: async () => {
-      if (child.exitCode === null) {
-        child.kill('SIGTERM');
-        await new Promise((resolve) => child.once('exit', resolve));
-      }
-    },
-  };
-}
-
 async function main() {
   const work = mkdtempSync(join(tmpdir(), 'partnerctl-soak-'));
-  writeFileSync(join(work, 'engine.cjs'), ENGINE);
   const database = `partnerctl_soak_${process.pid}_${randomBytes(3).toString('hex')}`;
-  await adminQuery(`CREATE DATABASE ${database}`);
+  await pgQuery(ADMIN_URL, `CREATE DATABASE ${database}`);
   const url = new URL(ADMIN_URL);
   url.pathname = `/${database}`;
   const env = {
@@ -113,7 +60,8 @@ async function main() {
   const stops = [];
   try {
     cli(['db', 'migrate', '--json'], env);
-    const engine = await startEngine(join(work, 'engine.cjs'));
+    // The engine counts what reaches it (GET /__count).
+    const engine = await startHelper('upstream.mjs');
     stops.push(engine.stop);
     const servers = [];
     for (let i = 0; i < 2; i++) {
@@ -186,13 +134,10 @@ async function main() {
     const engineCount = Number(await (await fetch(`${engine.url}/__count`)).text());
     // SIGTERM: each server writes what it still holds (usage included) before it exits.
     for (const server of servers) await server.stop();
-    const reader = new pg.Client({ connectionString: url.toString() });
-    await reader.connect();
-    const [usage] = (
-      await reader
-        .query('SELECT COALESCE(SUM(accepted), 0)::bigint AS accepted, COALESCE(SUM(client_errors + server_errors + rate_limited), 0)::bigint AS refused FROM usage_hours')
-        .finally(() => reader.end())
-    ).rows;
+    const [usage] = await pgQuery(
+      url.toString(),
+      'SELECT COALESCE(SUM(accepted), 0)::bigint AS accepted, COALESCE(SUM(client_errors + server_errors + rate_limited), 0)::bigint AS refused FROM usage_hours',
+    );
     const figures = {
       seconds: round(seconds, 1),
       requests: sent,
@@ -219,7 +164,7 @@ async function main() {
     process.exitCode = lost ? 1 : 0;
   } finally {
     for (const stop of stops.reverse()) await stop().catch(() => {});
-    await adminQuery(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`).catch(() => {});
+    await pgQuery(ADMIN_URL, `DROP DATABASE IF EXISTS ${database} WITH (FORCE)`).catch(() => {});
     rmSync(work, { recursive: true, force: true });
   }
 }

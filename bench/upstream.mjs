@@ -1,5 +1,5 @@
 // The stand-in recommendation engine: a plain node:http server on loopback answering every request with the
-// same small JSON 200. Prints {"port":N} on stdout once listening; exits on SIGTERM.
+// same small JSON 200 (GET /__count: how many it answered). Prints {"port":N} on stdout once listening; exits on SIGTERM.
 import { createServer } from 'node:http';
 
 const body = JSON.stringify({
@@ -9,9 +9,13 @@ const body = JSON.stringify({
     { sku: 'SKU-1002', price: 4.5, currency: 'EUR' },
   ],
 });
+let served = 0;
 const server = createServer((request, response) => {
   request.resume();
   request.on('end', () => {
+    // What reached the engine, for bench/soak.mjs to compare with the usage the servers wrote.
+    if (request.url === '/__count') return response.end(String(served));
+    served++;
     response.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) });
     response.end(body);
   });
