@@ -5,6 +5,7 @@
 import type { Clock } from '../clock.js';
 import type { Database } from '../db/client.js';
 import { addUnrecorded, insertDecisions, partnersOfPairs, pruneRecords, type DecisionRow, type UnrecordedDelta } from '../db/repositories/decisions.js';
+import type { GateRefusalReason } from '../reasons.js';
 import { DeferredWrites, type OnWriteFailure } from './deferred-writes.js';
 import { parseTokenId } from './tokens.js';
 
@@ -31,7 +32,7 @@ export interface RefusedRequest {
   readonly companyNamed: string | null;
   readonly client: string;
   readonly status: number;
-  readonly reason?: string;
+  readonly reason?: GateRefusalReason;
   /** Present on a token exchange. */
   readonly exchange?: object;
 }

@@ -12,7 +12,8 @@ import { printable } from './partners.js';
 import { verifySecret } from './secrets.js';
 import { SIGNING_ALGORITHM, type SigningKeys } from './signing-keys.js';
 import { issuedAtMsOf, parseTokenId, TOKEN_AUDIENCE, TOKEN_ISSUER, TOKEN_TTL_SECONDS } from './tokens.js';
-import { exchangeRefusal, tokenRefusal, type RefusalReason } from './verdict.js';
+import type { RefusalReason } from '../reasons.js';
+import { exchangeRefusal, tokenRefusal } from './verdict.js';
 
 export type LookupKind = 'access_key' | 'secret_key' | 'key_pair_id' | 'token' | 'token_id';
 

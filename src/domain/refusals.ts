@@ -18,7 +18,7 @@ import { AppError } from '../errors.js';
 import { rulesFromColumn } from './networks.js';
 import { findPartner } from './partners.js';
 import { parseTokenId, TOKEN_TTL_SECONDS } from './tokens.js';
-import { GATE_REFUSAL_REASONS } from './verdict.js';
+import { GATE_REFUSAL_REASONS } from '../reasons.js';
 
 /** What an operator can do to change the answer, as a typed action (each front end says it its own way). */
 export type Remedy =

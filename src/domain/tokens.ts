@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { errors, jwtVerify, SignJWT } from 'jose';
+import { jwtVerify, SignJWT } from 'jose';
 import { systemClock, type Clock } from '../clock.js';
 import { AppError } from '../errors.js';
 import { SIGNING_ALGORITHM, type SigningKeys } from './signing-keys.js';
+import { SnapshotCache, type Maybe } from './snapshot-cache.js';
 
 export const TOKEN_TTL_SECONDS = 900;
 export const TOKEN_ISSUER = 'partnerctl';
@@ -75,73 +76,50 @@ export async function mintToken(
   };
 }
 
-function refused(message: string, reason: 'token_invalid' | 'token_expired' = 'token_invalid'): AppError {
-  return new AppError('unauthorized', message, { reason });
+function refused(message: string): AppError {
+  return new AppError('unauthorized', message, { reason: 'token_invalid' });
 }
 
 /**
- * A genuine token past its expiry (its signature verified before its lifetime was read): refused, but whose
- * it was is known, so that the refusal is recorded against its partner, key pair and token.
- */
-export class ExpiredToken extends AppError {
-  constructor(readonly claims: TokenClaims | null) {
-    super('unauthorized', 'the token has expired', { reason: 'token_expired' });
-  }
-}
-
-/** Who an expired token's payload names, when it is shaped as ours; null otherwise. */
-function claimsOfExpired(payload: Record<string, unknown>): TokenClaims | null {
-  const { sub, jti, iat, exp, kp, test } = payload;
-  if (typeof sub !== 'string' || typeof jti !== 'string' || typeof iat !== 'number' || typeof exp !== 'number') return null;
-  const isTest = test === true && kp === undefined;
-  if (!isTest && typeof kp !== 'string') return null;
-  const keyPairId = isTest ? null : (kp as string);
-  return { partnerId: sub, keyPairId, test: isTest, jti, exp, issuedAtMs: issuedAtMsOf(jti, sub, keyPairId, iat) };
-}
-
-/**
- * Verifies signature, algorithm, issuer, audience and lifetime. Verified tokens are remembered until they
- * expire, so a client's repeated requests pay for the signature check once.
+ * Verifies signature, algorithm, issuer, audience and the claims' shape; a token's lifetime is the verdict's
+ * to judge (verdict.ts `tokenRefusal`), so an expired token's claims are still known and its refusal is
+ * recorded against its partner, key pair and token. Verified tokens are remembered (the snapshot cache), so a
+ * client's repeated requests pay for the signature check once.
  */
 export class TokenVerifier {
-  private readonly verified = new Map<string, TokenClaims>();
-  /** Tokens whose verdict was remembered, and tokens whose signature was checked: for the metrics. */
-  cacheHits = 0;
-  cacheMisses = 0;
+  private readonly verified: SnapshotCache<string, TokenClaims>;
 
   constructor(
     private readonly keys: SigningKeys,
     private readonly maxCached = TOKEN_VERIFIER_CACHE_SIZE,
-    /** The server's clock: expiry is read from it. */
+    /** The server's clock: a sweep of the full cache drops the expired tokens by it. */
     private readonly clock: Clock = systemClock,
-  ) {}
+  ) {
+    this.verified = new SnapshotCache(maxCached);
+  }
+
+  /** Tokens whose verdict was remembered, and tokens whose signature was checked: for the metrics. */
+  get cacheHits(): number {
+    return this.verified.hits;
+  }
+
+  get cacheMisses(): number {
+    return this.verified.misses;
+  }
 
   /** Call when the key file may have changed: cached verdicts are dropped. */
   keysChanged(): void {
     this.verified.clear();
   }
 
-  /** The claims of a token verified before and not yet expired, without waiting; undefined otherwise (call verify). */
-  verifiedNow(token: string): TokenClaims | undefined {
-    const cached = this.verified.get(token);
-    if (cached === undefined || cached.exp <= this.clock.now() / 1000) return undefined;
-    this.cacheHits++;
-    return cached;
+  /** The token's claims: at once when it was verified before, else once its signature is checked (rejected when not valid). */
+  verify(token: string): Maybe<TokenClaims> {
+    return this.verified.get(token, () => this.verifyUncached(token));
   }
 
-  async verify(token: string): Promise<TokenClaims> {
-    const known = this.verifiedNow(token);
-    if (known !== undefined) return known;
+  private async verifyUncached(token: string): Promise<TokenClaims> {
     const nowSeconds = this.clock.now() / 1000;
-    this.verified.delete(token);
-    this.cacheMisses++;
-    const claims = await this.verifyUncached(token, nowSeconds);
-    if (this.verified.size >= this.maxCached) this.evictExpired(nowSeconds);
-    if (this.verified.size < this.maxCached) this.verified.set(token, claims);
-    return claims;
-  }
-
-  private async verifyUncached(token: string, nowSeconds: number): Promise<TokenClaims> {
+    if (this.verified.size >= this.maxCached) this.verified.sweep((claims) => claims.exp <= nowSeconds);
     let payload;
     let kid: string | undefined;
     try {
@@ -158,12 +136,12 @@ export class TokenVerifier {
           audience: TOKEN_AUDIENCE,
           requiredClaims: ['sub', 'jti', 'iat', 'exp'],
           typ: 'JWT',
-          currentDate: new Date(nowSeconds * 1000),
+          // The lifetime is judged by the verdict, once, against the clock of the request being decided.
+          clockTolerance: Number.MAX_SAFE_INTEGER,
         },
       ));
     } catch (error) {
       if (error instanceof AppError) throw error;
-      if (error instanceof errors.JWTExpired) throw new ExpiredToken(claimsOfExpired(error.payload as Record<string, unknown>));
       throw refused('the token is not valid');
     }
     const { sub, jti, iat, exp, kp, test } = payload as Record<string, unknown>;
@@ -180,10 +158,6 @@ export class TokenVerifier {
     if (!isTest && typeof kp !== 'string') throw refused('the token is not valid');
     const keyPairId = isTest ? null : (kp as string);
     return { partnerId: sub, keyPairId, test: isTest, jti, exp, issuedAtMs: issuedAtMsOf(jti, sub, keyPairId, iat) };
-  }
-
-  private evictExpired(nowSeconds: number): void {
-    for (const [token, claims] of this.verified) if (claims.exp <= nowSeconds) this.verified.delete(token);
   }
 }
 

@@ -3,42 +3,8 @@
 // the rules are here, pure, against an instant read from the caller's clock. A refusal is a stable reason
 // code (docs/reasons.md), never words: each front end says it its own way.
 import { AppError } from '../errors.js';
+import type { RefusalReason } from '../reasons.js';
 import { keyPairState, type StoredPairState } from './key-pair-state.js';
-
-/** Every reason code, in the order docs/reasons.md explains them. */
-export const REFUSAL_REASONS = [
-  'partner_unknown',
-  'partner_disabled',
-  'pair_unknown',
-  'pair_revoked',
-  'pair_superseded',
-  'pair_expired',
-  'secret_mismatch',
-  'token_invalid',
-  'token_expired',
-  'tokens_revoked',
-  'address_not_allowed',
-  'company_not_mapped',
-] as const;
-
-export type RefusalReason = (typeof REFUSAL_REASONS)[number];
-
-/**
- * Every reason the gate refuses with and records (docs/reasons.md): the verdict's, and the refusals around
- * it, before a credential is looked at (no token, an unreadable one, API keys where a token belongs, a
- * malformed exchange) or after it is accepted (the partner's limit and quota, the exchange's throttles).
- */
-export const GATE_REFUSAL_REASONS = [
-  ...REFUSAL_REASONS,
-  'token_missing',
-  'api_key_in_request',
-  'credentials_malformed',
-  'rate_limited',
-  'quota_exceeded',
-  'exchange_throttled',
-] as const;
-
-export type GateRefusalReason = (typeof GATE_REFUSAL_REASONS)[number];
 
 /** What the rules need about a partner. */
 export interface PartnerSnapshot {

@@ -11,6 +11,20 @@ import { backendAvailable, BACKENDS } from '../support/backends.js';
 import { ALICE, expectAppError, uniqueName, useMigratedDatabase } from './fixtures.js';
 
 /** A clock the test moves by hand: the staleness bound is crossed without waiting. */
+/** Pending checks started by `fromMemory`, settled by `settled` (a refusal among them is expected). */
+const pending: Promise<void>[] = [];
+
+/** True when a check's answer came from memory (undefined: accepted, no promise); a promise is kept for `settled`. */
+function fromMemory(answer: Promise<void> | undefined): boolean {
+  if (answer === undefined) return true;
+  pending.push(answer.catch(() => {}));
+  return false;
+}
+
+async function settled(): Promise<void> {
+  await Promise.all(pending.splice(0));
+}
+
 function testClock() {
   return {
     at: Date.now(),
@@ -49,18 +63,21 @@ describe.each(BACKENDS)('AccessState on %s', (provider) => {
       await access.authorize(claimsFor(partner.id, null), 'co-1');
     });
 
-    it('authenticatesNow and authorizesCompanyNow answer from the caches alone: true only when authorize would pass, false for anything they would need to read or refuse', async () => {
+    it('a check answers from memory (undefined, no promise) only when its snapshots are held and accept; anything it must read or refuse is a promise', async () => {
       const { partner, claims } = await provisioned(['co-1', 'co-2']);
       const access = new AccessState(ctx.db, { stalenessBoundMs: 60_000 });
-      const admitsNow = (c: typeof claims, company: string) => access.authenticatesNow(c) && access.authorizesCompanyNow(c, company);
+      const admitsNow = (c: typeof claims, company: string) => fromMemory(access.authenticate(c)) && fromMemory(access.authorizeCompany(c, company));
       // Nothing cached yet.
       expect(admitsNow(claims, 'co-1')).toBe(false);
+      await settled();
       await access.authorize(claims, 'co-1');
       expect(admitsNow(claims, 'co-1')).toBe(true);
       // The partner and pair are cached: only the company part cannot say.
-      expect(access.authenticatesNow(claims)).toBe(true);
-      // co-2 is mapped but not cached; an unmapped or invalid id is never admitted.
+      expect(access.authenticate(claims)).toBeUndefined();
+      // co-2 is mapped but not cached (read now, then held); an unmapped or invalid id is never admitted.
       expect(admitsNow(claims, 'co-2')).toBe(false);
+      await settled();
+      expect(admitsNow(claims, 'co-2')).toBe(true);
       await expectAppError(access.authorize(claims, 'co-elsewhere'), 'not_found');
       expect(admitsNow(claims, 'co-elsewhere')).toBe(false);
       expect(admitsNow(claims, 'co-1\n')).toBe(false);
@@ -82,7 +99,7 @@ describe.each(BACKENDS)('AccessState on %s', (provider) => {
       const { claims } = await provisioned();
       const clock = testClock();
       const access = new AccessState(ctx.db, { stalenessBoundMs: 50, clock });
-      const admitsNow = (c: typeof claims, company: string) => access.authenticatesNow(c) && access.authorizesCompanyNow(c, company);
+      const admitsNow = (c: typeof claims, company: string) => fromMemory(access.authenticate(c)) && fromMemory(access.authorizeCompany(c, company));
       await access.authorize(claims, 'co-1');
       clock.at += 50;
       expect(admitsNow(claims, 'co-1')).toBe(true);
@@ -245,8 +262,8 @@ describe.each(BACKENDS)('AccessState on %s', (provider) => {
       expect(access.held).toMatchObject({ serving: true, servingUntil: confirmedAt + 10_000 });
       expect(access.servingStale).toBe(true);
       // What it holds decides, without a read: the cached check and the waiting one alike.
-      expect(access.authenticatesNow(claims)).toBe(true);
-      expect(access.authorizesCompanyNow(claims, 'co-1')).toBe(true);
+      expect(access.authenticate(claims)).toBeUndefined();
+      expect(access.authorizeCompany(claims, 'co-1')).toBeUndefined();
       await access.authorize(claims, 'co-1');
       expect(access.servedUnconfirmed).toBe(2);
       // What it does not hold is not known: 503, without waiting.
@@ -255,8 +272,8 @@ describe.each(BACKENDS)('AccessState on %s', (provider) => {
       await expectAppError(access.read(async () => 1), 'database_unavailable');
       // The budget spent: nothing is decided from the held state any more.
       clock.at = confirmedAt + 10_001;
-      expect(access.authenticatesNow(claims)).toBe(false);
-      expect(access.authorizesCompanyNow(claims, 'co-1')).toBe(false);
+      await expectAppError(access.authenticate(claims), 'database_unavailable');
+      await expectAppError(access.authorizeCompany(claims, 'co-1'), 'database_unavailable');
       await expectAppError(access.authorize(claims, 'co-1'), 'database_unavailable');
       expect(access.held).toMatchObject({ serving: false });
       expect(access.servingStale).toBe(false);
@@ -277,10 +294,10 @@ describe.each(BACKENDS)('AccessState on %s', (provider) => {
         if (budget > 0) {
           expect(access.held!.servingUntil).toBe(access.confirmedAtMs - 4_000 + budget);
           clock.at = access.confirmedAtMs + 5_999;
-          expect(access.authenticatesNow(claims)).toBe(true);
+          expect(access.authenticate(claims)).toBeUndefined();
           clock.at = access.confirmedAtMs + 6_001;
         }
-        expect(access.authenticatesNow(claims)).toBe(false);
+        await expectAppError(access.authenticate(claims), 'database_unavailable');
         await expectAppError(access.authorize(claims, 'co-1'), 'database_unavailable');
       }
     });
@@ -329,7 +346,7 @@ describe.each(BACKENDS)('AccessState on %s', (provider) => {
         const verdict = access.partnerActive(partner.id);
         await sleep(50);
         await operator.sql.query('UPDATE revision SET value = value + 1 WHERE id = 1');
-        access.dropCaches();
+        access.hint();
         await sleep(50);
         await access.refresh();
         expect(access.revisionSeen).toBe(before + 1);

@@ -43,10 +43,11 @@ export function uniqueName(label = 'partner'): string {
 }
 
 /** Runs `action` and returns the AppError it must throw with `code`. */
-export async function expectAppError(action: Promise<unknown> | (() => unknown), code: ErrorCode): Promise<AppError> {
+/** `action` (a promise, a function, or a check's answer: undefined when it accepts at once) must fail with `code`. */
+export async function expectAppError(action: unknown, code: ErrorCode): Promise<AppError> {
   let outcome: unknown;
   try {
-    await (typeof action === 'function' ? action() : action);
+    await (typeof action === 'function' ? (action as () => unknown)() : action);
   } catch (error) {
     outcome = error;
   }

@@ -6,7 +6,7 @@ import { issueKeyPair, revokeKeyPair, revokeTokens } from '../../src/domain/key-
 import { setNetwork } from '../../src/domain/networks.js';
 import { createPartner, setPartnerStatus } from '../../src/domain/partners.js';
 import { explainRequest, refusalsReport } from '../../src/domain/refusals.js';
-import { GATE_REFUSAL_REASONS } from '../../src/domain/verdict.js';
+import { GATE_REFUSAL_REASONS } from '../../src/reasons.js';
 import { DecisionRecorder } from '../../src/domain/decision-records.js';
 import { loadConfig } from '../../src/config.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';

@@ -8,6 +8,7 @@ import { createPartner, setPartnerStatus } from '../../src/domain/partners.js';
 import { RETIRED_KEY_OVERLAP_SECONDS, rotateSigningKey, SigningKeys } from '../../src/domain/signing-keys.js';
 import { mintTestToken } from '../../src/domain/test-tokens.js';
 import { mintToken, TOKEN_AUDIENCE, TOKEN_ISSUER, TokenVerifier } from '../../src/domain/tokens.js';
+import { refusalError, tokenRefusal } from '../../src/domain/verdict.js';
 import { backendAvailable, BACKENDS } from '../support/backends.js';
 import { ALICE, auditCount, expectAppError, uniqueName, useMigratedDatabase } from './fixtures.js';
 import { systemClock } from '../../src/clock.js';
@@ -128,19 +129,22 @@ describe('mintToken and TokenVerifier', () => {
     expect(await verifier().verify(await craft(keys))).toMatchObject(SUBJECT);
   });
 
-  it('refuses an expired token', async () => {
+  it('verifies an expired token as genuine, and the verdict refuses it as expired (expiry is judged once, there)', async () => {
     const iat = nowSeconds() - 1_000;
-    const error = await expectAppError(verifier().verify(await craft(keys, { claims: { iat, exp: iat + 900 } })), 'unauthorized');
-    expect(error.message).toMatch(/expired/);
+    const claims = await verifier().verify(await craft(keys, { claims: { iat, exp: iat + 900 } }));
+    expect(claims).toMatchObject({ ...SUBJECT, exp: iat + 900 });
+    expect(tokenRefusal(claims, null, null, null, Date.now())).toBe('token_expired');
+    expect(refusalError('token_expired', 'gate')).toMatchObject({ code: 'unauthorized', message: 'the token has expired' });
   });
 
-  it('refuses a token, once accepted and remembered, when it has expired', async () => {
+  it('a token remembered while it lived is refused by the verdict once it has expired', async () => {
     const check = verifier();
     const minted = await mintToken(keys, SUBJECT, 60);
-    await check.verify(minted.accessToken);
+    const claims = await check.verify(minted.accessToken);
+    expect(tokenRefusal(claims, null, null, null, Date.now())).not.toBe('token_expired');
     vi.useFakeTimers({ toFake: ['Date'] });
     vi.setSystemTime(Date.now() + 61_000);
-    await expectAppError(check.verify(minted.accessToken), 'unauthorized');
+    expect(tokenRefusal(await check.verify(minted.accessToken), null, null, null, Date.now())).toBe('token_expired');
   });
 
   it('refuses a token whose payload was changed', async () => {

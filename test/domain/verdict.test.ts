@@ -5,13 +5,12 @@ import { TOKEN_TTL_SECONDS } from '../../src/domain/tokens.js';
 import {
   companyRefusal,
   exchangeRefusal,
-  REFUSAL_REASONS,
   refusalError,
   tokenRefusal,
   type PairSnapshot,
   type PartnerSnapshot,
-  type RefusalReason,
 } from '../../src/domain/verdict.js';
+import { REFUSAL_REASONS, type RefusalReason } from '../../src/reasons.js';
 
 /** last_used_at is noted at most once a minute: the one margin. */
 const LAST_USED_MARGIN_MS = 60_000;

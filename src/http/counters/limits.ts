@@ -2,6 +2,7 @@ import type { Clock } from '../../clock.js';
 import type { Database } from '../../db/client.js';
 import type { AccessState } from '../../domain/access.js';
 import { effectiveLimits, partnerLimits, type EffectiveLimits, type LimitDefaults } from '../../domain/limits.js';
+import { SnapshotCache } from '../../domain/snapshot-cache.js';
 import { AppError } from '../../errors.js';
 import type { SharedRedis } from './redis.js';
 
@@ -191,7 +192,8 @@ export class RedisLimiter {
  * staleness bound; counters in Redis when configured and reachable, in memory otherwise.
  */
 export class DataLimits {
-  private readonly policies = new Map<string, Policy | null>();
+  /** The partners' policies under the revision last seen (null: no limit applies). */
+  private readonly policies = new SnapshotCache<string, Policy | null>(MAX_TRACKED);
   private revision: number | null = null;
   private readonly memory: MemoryLimiter;
   private readonly shared: RedisLimiter | null;
@@ -209,36 +211,45 @@ export class DataLimits {
     this.shared = redis ? new RedisLimiter(redis) : null;
   }
 
-  /** The partner's policy as known under the current revision, without waiting; undefined: not known yet (see policy()). */
-  knownPolicy(partnerId: string): Policy | null | undefined {
+  /**
+   * One request of the partner taken from its allowance, after the gate's authenticate (the revision is
+   * fresh): the RateLimit-* headers into `headers`; for a refusal Retry-After, and the 429. Undefined: allowed
+   * at once (the policy known, the counters in memory); otherwise a promise, rejected with the 429.
+   */
+  take(partnerId: string, headers: Record<string, string>): Promise<void> | undefined {
     const revision = this.access.revisionSeen;
     if (revision !== this.revision) {
       this.policies.clear();
       this.revision = revision;
     }
-    return this.policies.get(partnerId);
+    const policy = this.policies.get(partnerId, () => this.policyOf(partnerId));
+    if (policy instanceof Promise) return policy.then((known) => this.takeUnder(partnerId, known, headers));
+    return this.takeUnder(partnerId, policy, headers);
   }
 
-  /** The partner's policy; null: no limit applies. Call after the gate's authenticate (the revision is fresh). */
-  async policy(partnerId: string): Promise<Policy | null> {
-    const known = this.knownPolicy(partnerId);
-    if (known !== undefined) return known;
-    const revision = this.access.revisionSeen;
-    // Bounded as the gate's own reads, and none while the database does not answer (the limits held decide).
+  /** The partner's policy, read as the gate's own reads are (bounded, none while the held state decides). */
+  private async policyOf(partnerId: string): Promise<Policy | null> {
     const limits = effectiveLimits(await this.access.read(() => partnerLimits(this.db, partnerId)), this.defaults);
-    const policy = limits ? policyOf(limits) : null;
-    if (revision === this.access.revisionSeen) {
-      if (this.policies.size >= MAX_TRACKED) this.policies.clear();
-      this.policies.set(partnerId, policy);
+    return limits ? policyOf(limits) : null;
+  }
+
+  private takeUnder(partnerId: string, policy: Policy | null, headers: Record<string, string>): Promise<void> | undefined {
+    if (policy === null) return undefined;
+    const decided = this.counted(partnerId, policy);
+    if (decided instanceof Promise) return decided.then((decision) => this.settle(decision, policy, headers));
+    try {
+      this.settle(decided, policy, headers);
+      return undefined;
+    } catch (error) {
+      return Promise.reject(error);
     }
-    return policy;
   }
 
   /**
    * Takes one request from the partner's allowance under `policy`, nothing else: in Redis while it is
    * configured and answers (a promise), else in this instance's memory (at once, no promise).
    */
-  take(partnerId: string, policy: Policy): Decision | Promise<Decision> {
+  private counted(partnerId: string, policy: Policy): Decision | Promise<Decision> {
     if (this.shared && this.redis!.available) {
       return this.shared.take(partnerId, policy).catch((error: unknown) => {
         this.redis!.failed(error);
@@ -248,11 +259,8 @@ export class DataLimits {
     return this.memory.take(partnerId, policy);
   }
 
-  /**
-   * A decision's answer: the RateLimit-* headers into `headers`, and for a refusal Retry-After and the 429
-   * (thrown).
-   */
-  settle({ decision, policy }: Taken, headers: Record<string, string>): void {
+  /** A decision's answer: the RateLimit-* headers into `headers`, and for a refusal Retry-After and the 429 (thrown). */
+  private settle(decision: Decision, policy: Policy, headers: Record<string, string>): void {
     headers['ratelimit-limit'] = String(decision.limit);
     headers['ratelimit-remaining'] = String(decision.remaining);
     headers['ratelimit-reset'] = String(decision.resetSeconds);
@@ -268,10 +276,4 @@ export class DataLimits {
       );
     }
   }
-}
-
-/** One request taken from a partner's allowance, and the policy it was taken under. */
-export interface Taken {
-  decision: Decision;
-  policy: Policy;
 }

@@ -4,6 +4,7 @@ import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { parse as parseQuery } from 'fast-querystring';
 import { ACCESS_KEY_PREFIX, SECRET_KEY_PREFIX } from '../../domain/identifiers.js';
 import { AppError, isAppError } from '../../errors.js';
+import type { GateRefusalReason } from '../../reasons.js';
 import { refuseCompanyIdAliases } from '../protocol/edges.js';
 import type { RequestBody } from '../protocol/json-body.js';
 
@@ -16,7 +17,7 @@ const KEY_MATERIAL = new RegExp(`(${ACCESS_KEY_PREFIX}|${SECRET_KEY_PREFIX})[0-9
 const PERCENT_ESCAPE = /%([0-9A-Fa-f]{2})/g;
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 
-function unauthorized(answerHeaders: Record<string, string>, tokenGiven: boolean, message: string, reason?: string): AppError {
+function unauthorized(answerHeaders: Record<string, string>, tokenGiven: boolean, message: string, reason?: GateRefusalReason): AppError {
   answerHeaders['www-authenticate'] = tokenGiven ? 'Bearer error="invalid_token"' : 'Bearer';
   return new AppError('unauthorized', message, { reason: reason ?? (tokenGiven ? 'token_invalid' : 'token_missing') });
 }
@@ -85,11 +86,8 @@ const PLAIN_COMPANY_QUERY = /^company_id=[A-Za-z0-9_.:~!$'()*,@-]+$/;
 
 export type Query = Record<string, string | string[] | undefined>;
 
-/** The query as Fastify's own parser reads it (fast-querystring), without parsing the usual one. */
-export function queryOf(url: string): Query {
-  const queryStart = url.indexOf('?');
-  if (queryStart < 0) return {};
-  const query = url.slice(queryStart + 1);
+/** A query string as the server reads it (fast-querystring; the usual one, company_id alone, without parsing). */
+export function parseQueryString(query: string): Query {
   if (PLAIN_COMPANY_QUERY.test(query)) return { company_id: query.slice(11) };
   return parseQuery(query) as Query;
 }

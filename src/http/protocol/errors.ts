@@ -1,6 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { isAppError, statusOf, type ErrorCode } from '../../errors.js';
 import { ACCESS_KEY_PREFIX, SECRET_KEY_PREFIX } from '../../domain/identifiers.js';
+import { noFacts } from './finished-request.js';
 
 export interface ErrorEnvelope {
   error: { code: string; message: string; request_id: string };
@@ -124,8 +125,7 @@ export interface ErrorAnswer {
 }
 
 /**
- * The one way an error becomes an answer, whoever writes it (the data handler, or Fastify's reply through
- * `sendError`): the envelope with the request id, `WWW-Authenticate: Bearer` on a 401 unless the gate set its
+ * The one way an error becomes an answer (`sendError` writes it): the envelope with the request id, `WWW-Authenticate: Bearer` on a 401 unless the gate set its
  * own; `safeMessage` replaces the default text. The writer adds X-Request-Id.
  */
 export function errorAnswer(error: unknown, requestId: string, safeMessage?: string): ErrorAnswer {
@@ -142,15 +142,16 @@ export function errorAnswer(error: unknown, requestId: string, safeMessage?: str
 }
 
 /**
- * errorAnswer through Fastify's reply (headers the reply already holds win); the error's 5xx failure and a
- * refusal's reason go to the finished record.
+ * The one writer of error answers, for every endpoint: errorAnswer through Fastify's reply (headers the reply
+ * already holds win); the error's 5xx failure and a refusal's reason go to the finished record.
  */
 export function sendError(reply: FastifyReply, request: FastifyRequest, error: unknown, safeMessage?: string): FastifyReply {
   const answer = errorAnswer(error, request.id, safeMessage);
-  if (answer.failure !== undefined) request.serverFailure = answer.failure;
-  if (isAppError(error) && error.reason !== undefined) request.refusalReason = error.reason;
+  // Fastify may refuse a request before the kernel's first hook (a malformed URL): its facts start here.
+  request.facts ??= noFacts();
+  if (answer.failure !== undefined) request.facts.failure = answer.failure;
+  if (isAppError(error) && error.reason !== undefined) request.facts.reason = error.reason;
   for (const name in answer.headers) if (name === 'content-type' || !reply.hasHeader(name)) reply.header(name, answer.headers[name]!);
-  // Set by the first hook, unless Fastify refused the request before it (a malformed URL).
   if (!reply.hasHeader('x-request-id')) reply.header('x-request-id', request.id);
   return reply.code(answer.status).send(answer.body);
 }

@@ -1,7 +1,7 @@
 // Only JSON is accepted, and only as UTF-8 (RFC 8259): a body that is not valid UTF-8 is refused, since the
 // gate and an engine could read different members out of it. The bytes are kept as received so data
-// requests forward them byte for byte; the text is what the gate reads. Used by the data path and by
-// Fastify's content-type parser alike.
+// requests forward them byte for byte; the text is what the gate reads.
+import type { IncomingMessage } from 'node:http';
 import { AppError } from '../../errors.js';
 
 // ignoreBOM: a byte-order mark stays in the text, so the text and the forwarded bytes say the same.
@@ -34,4 +34,65 @@ export function parseJsonBody(bytes: Buffer): RequestBody | null {
 export function isJsonMediaType(contentType: string): boolean {
   const end = contentType.indexOf(';');
   return (end < 0 ? contentType : contentType.slice(0, end)).trim().toLowerCase() === 'application/json';
+}
+
+function malformed(): AppError {
+  return new AppError('invalid_request', 'the request is malformed');
+}
+
+function tooLarge(): AppError {
+  return new AppError('payload_too_large', 'the request body is too large');
+}
+
+/**
+ * The body's bytes, whatever they are, up to `limit` (413 past it, without reading further), exactly as many
+ * as Content-Length says when it says. The one reader of request bodies: every route reads through it.
+ */
+export function readBody(request: IncomingMessage, limit: number): Promise<Buffer> {
+  const length = request.headers['content-length'];
+  const declared = length === undefined ? Number.NaN : Number(length);
+  if (declared > limit) return Promise.reject(tooLarge());
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let received = 0;
+    const stop = () => {
+      request.off('data', onData);
+      request.off('end', onEnd);
+      request.off('error', onError);
+    };
+    const onData = (chunk: Buffer) => {
+      received += chunk.length;
+      if (received > limit) {
+        stop();
+        reject(tooLarge());
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => {
+      stop();
+      if (!Number.isNaN(declared) && received !== declared) reject(malformed());
+      else resolve(Buffer.concat(chunks, received));
+    };
+    const onError = (error: Error) => {
+      stop();
+      reject(new AppError('invalid_request', 'the request body could not be read', { cause: error }));
+    };
+    request.on('data', onData);
+    request.on('end', onEnd);
+    request.on('error', onError);
+  });
+}
+
+/**
+ * A JSON body as the route reads it: null when the request carries none; 415 unless it says JSON; 413 past
+ * `limit`; 400 unless it is UTF-8 JSON.
+ */
+export async function readJsonBody(request: IncomingMessage, limit: number): Promise<RequestBody | null> {
+  const headers = request.headers;
+  const type = headers['content-type'];
+  const length = headers['content-length'];
+  if (type === undefined && headers['transfer-encoding'] === undefined && (length === undefined || length === '0')) return null;
+  if (type === undefined || !isJsonMediaType(type)) throw new AppError('unsupported_media_type', 'the request body must be application/json');
+  return parseJsonBody(await readBody(request, limit));
 }

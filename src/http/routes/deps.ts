@@ -15,6 +15,7 @@ import type { SharedRedis } from '../counters/redis.js';
 import type { Forwarder } from '../data-path/forwarder.js';
 import type { SpanExport } from '../data-path/spans.js';
 import type { ClientAddress } from '../protocol/client-address.js';
+import type { RequestFacts } from '../protocol/finished-request.js';
 
 export interface AppDeps {
   db: Database;
@@ -48,17 +49,9 @@ export interface AppDeps {
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** Known once a token is minted: for the request log. */
-    partnerId: string | null;
-    /** A token exchange: the key pair its access key named (null when none), logged with the client's address and user agent. */
-    exchangeKeyPairId: string | null | undefined;
-    /** The JSON body's text exactly as received (a repeated member is refused by reading it). */
-    rawBody: string | null;
     /** The client, determined once by the first hook (protocol/client-address.ts): every later step reads it here. */
     client: ClientAddress;
-    /** The error behind a 5xx answer (database, engine, signing keys, a bug): for the log. */
-    serverFailure: unknown;
-    /** A refused credential's reason code (AppError.reason), for the finished record. */
-    refusalReason: string | undefined;
+    /** What the steps learn of the request, for its finished record (protocol/finished-request.ts). */
+    facts: RequestFacts;
   }
 }

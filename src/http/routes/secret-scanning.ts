@@ -6,6 +6,7 @@ import type { SecretScanningConfig } from '../../config.js';
 import type { LeakAlert } from '../../domain/leak-reports.js';
 import type { SigningKeys } from '../../domain/signing-keys.js';
 import { AppError } from '../../errors.js';
+import { readBody } from '../protocol/json-body.js';
 import type { AppDeps } from './deps.js';
 import { GitHubKeys } from './github-keys.js';
 import { methodNotAllowed } from './method-not-allowed.js';
@@ -68,7 +69,7 @@ export function registerSecretScanningRoutes(app: FastifyInstance, deps: AppDeps
     const perAddress = app.createRateLimit({
       max: config.rateLimitPerIp,
       timeWindow: deps.config.rateLimitWindowMs,
-      keyGenerator: (request: FastifyRequest) => `scan:${request.ip}`,
+      keyGenerator: (request: FastifyRequest) => `scan:${request.client.address}`,
     }) as (request: FastifyRequest) => Promise<RateLimitResult>;
     onRequest.push(async (request, reply) => {
       const result = await perAddress(request);
@@ -85,24 +86,19 @@ export function registerSecretScanningRoutes(app: FastifyInstance, deps: AppDeps
     }
   });
 
-  app.register((scope, _options, done) => {
+  app.post(SECRET_SCANNING_PATH, { onRequest }, async (request, reply) => {
     // The signature covers the raw bytes: read them as they are, whatever the content type says.
-    scope.removeAllContentTypeParsers();
-    scope.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: SECRET_SCANNING_BODY_LIMIT }, (_request, body, done) => done(null, body));
-    scope.post(SECRET_SCANNING_PATH, { bodyLimit: SECRET_SCANNING_BODY_LIMIT, onRequest }, async (request, reply) => {
-      const bytes = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
-      const keyId = header(request, 'github-public-key-identifier')!;
-      const signature = header(request, 'github-public-key-signature')!;
-      const key = keyId.length <= 200 ? await githubKeys.key(keyId) : null;
-      if (key === null) throw new AppError('invalid_signature', 'the signing key is not one of GitHub\'s secret-scanning keys');
-      if (!signatureValid(key, bytes, signature)) throw new AppError('invalid_signature', 'the signature does not verify');
-      const alerts = parseAlerts(bytes);
-      const { handleLeakAlerts } = await import('../../domain/leak-reports.js');
-      const verdicts = await handleLeakAlerts(deps.db, deps.keys, alerts, config.action);
-      reply.header('cache-control', 'no-store');
-      return verdicts;
-    });
-    done();
+    const bytes = await readBody(request.raw, SECRET_SCANNING_BODY_LIMIT);
+    const keyId = header(request, 'github-public-key-identifier')!;
+    const signature = header(request, 'github-public-key-signature')!;
+    const key = keyId.length <= 200 ? await githubKeys.key(keyId) : null;
+    if (key === null) throw new AppError('invalid_signature', 'the signing key is not one of GitHub\'s secret-scanning keys');
+    if (!signatureValid(key, bytes, signature)) throw new AppError('invalid_signature', 'the signature does not verify');
+    const alerts = parseAlerts(bytes);
+    const { handleLeakAlerts } = await import('../../domain/leak-reports.js');
+    const verdicts = await handleLeakAlerts(deps.db, deps.keys, alerts, config.action);
+    reply.header('cache-control', 'no-store');
+    return verdicts;
   });
   methodNotAllowed(app, SECRET_SCANNING_PATH, ['POST']);
 }

@@ -1,13 +1,17 @@
+// POST /auth/token: a key pair exchanged for a token. One function whose body is its order: throttle by
+// address, read the body, throttle by access key, exchange, answer. The kernel (server/app.ts) gives it its
+// request id, client and head checks before, and writes its errors and its finished record after.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../../errors.js';
 import { countTopLevelKey } from '../data-path/gate.js';
+import { readJsonBody } from '../protocol/json-body.js';
 import { TOKEN_BODY_LIMIT_BYTES, TOKEN_PATH } from '../protocol/paths.js';
 import type { AppDeps } from './deps.js';
 import { methodNotAllowed } from './method-not-allowed.js';
 
 const RATE_KEY_MAX_LENGTH = 64;
 /** A token request that does not present its credentials as the endpoint reads them: refused and recorded. */
-const MALFORMED = { reason: 'credentials_malformed' };
+const MALFORMED = { reason: 'credentials_malformed' } as const;
 
 interface RateLimitResult {
   isAllowed: boolean;
@@ -44,59 +48,57 @@ async function enforce(limiter: Limiter, request: FastifyRequest, reply: Fastify
 }
 
 /**
- * POST /auth/token. Two throttles: per client address before the body is read, and per access key once it
- * is parsed, so spreading guesses over many addresses does not help against one key. The per-key one never
- * counts or refuses the secret this process has already verified for that key, so failed guesses at a
- * partner's public access key do not lock the partner out.
+ * Two throttles: per client address before the body is read, and per access key once it is read, so
+ * spreading guesses over many addresses does not help against one key. The per-key one never counts or
+ * refuses the secret this process has already verified for that key, so failed guesses at a partner's
+ * public access key do not lock the partner out.
  */
 export function registerTokenRoutes(app: FastifyInstance, deps: AppDeps): void {
-  const { config, exchange } = deps;
-  // Marks the request an exchange from its first hook on: a refusal before the body (a throttle, a malformed
-  // body) is recorded as the exchange's, not as a data request's.
-  const onRequest: Array<(request: FastifyRequest, reply: FastifyReply) => Promise<void>> = [
-    async (request) => {
-      request.exchangeKeyPairId = null;
-    },
-  ];
-  const preHandler: Array<(request: FastifyRequest, reply: FastifyReply) => Promise<void>> = [];
-  if (config.tokenRateLimitPerIp > 0) {
-    const perAddress = app.createRateLimit({
-      max: config.tokenRateLimitPerIp,
-      timeWindow: config.rateLimitWindowMs,
-      keyGenerator: (request: FastifyRequest) => `ip:${request.client.address}`,
-    }) as Limiter;
-    onRequest.push((request, reply) => enforce(perAddress, request, reply, 'from this address'));
-  }
-  if (config.tokenRateLimitPerKey > 0) {
-    const perKey = app.createRateLimit({
-      max: config.tokenRateLimitPerKey,
-      timeWindow: config.rateLimitWindowMs,
-      keyGenerator: (request: FastifyRequest) =>
-        `key:${String((request.body as Record<string, unknown>).access_key).slice(0, RATE_KEY_MAX_LENGTH)}`,
-      // Access keys are public: without this, anyone could lock a partner out by failing at its key. The
-      // secret already verified for the key (an HMAC, no argon2, no database) is neither counted nor refused.
-      allowList: (request: FastifyRequest) => {
-        const { access_key: accessKey, secret_key: secretKey } = request.body as Record<string, unknown>;
-        return typeof accessKey === 'string' && typeof secretKey === 'string' && exchange.isKnownGood(accessKey, secretKey);
-      },
-    }) as Limiter;
-    preHandler.push(async (request, reply) => {
-      const body = request.body as Record<string, unknown> | null | undefined;
-      if (typeof body === 'object' && body !== null && typeof body.access_key === 'string') {
+  const { config, exchange, access } = deps;
+  const perAddress =
+    config.tokenRateLimitPerIp > 0
+      ? (app.createRateLimit({
+          max: config.tokenRateLimitPerIp,
+          timeWindow: config.rateLimitWindowMs,
+          keyGenerator: (request: FastifyRequest) => `ip:${request.client.address}`,
+        }) as Limiter)
+      : null;
+  const perKey =
+    config.tokenRateLimitPerKey > 0
+      ? (app.createRateLimit({
+          max: config.tokenRateLimitPerKey,
+          timeWindow: config.rateLimitWindowMs,
+          keyGenerator: (request: FastifyRequest) => `key:${String((request.body as Record<string, unknown>).access_key).slice(0, RATE_KEY_MAX_LENGTH)}`,
+        }) as Limiter)
+      : null;
+
+  async function tokenExchange(request: FastifyRequest, reply: FastifyReply) {
+    const userAgent = request.headers['user-agent'];
+    const exchanged: NonNullable<typeof request.facts.exchange> = { keyPairId: null, partnerId: null, userAgent: typeof userAgent === 'string' ? userAgent : undefined };
+    request.facts.exchange = exchanged;
+    if (perAddress !== null) await enforce(perAddress, request, reply, 'from this address');
+    const body = await readJsonBody(request.raw, TOKEN_BODY_LIMIT_BYTES);
+    request.body = body?.value;
+    const fields = body?.value as Record<string, unknown> | null | undefined;
+    if (perKey !== null && typeof fields === 'object' && fields !== null && typeof fields.access_key === 'string') {
+      // Access keys are public: the secret already verified for the key (an HMAC, no argon2, no database) is
+      // neither counted nor refused, so nobody locks a partner out by failing at its key.
+      if (!(typeof fields.secret_key === 'string' && exchange.isKnownGood(fields.access_key, fields.secret_key))) {
         await enforce(perKey, request, reply, 'for this access key');
       }
-    });
-  }
-
-  app.post(TOKEN_PATH, { bodyLimit: TOKEN_BODY_LIMIT_BYTES, onRequest, preHandler }, async (request, reply) => {
-    const { accessKey, secretKey } = parseTokenRequest(request.body, request.rawBody);
-    request.exchangeKeyPairId = null;
+    }
+    const { accessKey, secretKey } = parseTokenRequest(body?.value, body?.text ?? null);
     // Never a token from state the database cannot confirm; and no wait on a database known not to answer.
-    if (deps.access.held !== null) throw new AppError('database_unavailable', 'the service cannot issue a token right now');
-    const minted = await exchange.exchange(accessKey, secretKey, request.client.address, (keyPairId) => (request.exchangeKeyPairId = keyPairId));
-    request.partnerId = minted.claims.partnerId;
+    if (access.held !== null) throw new AppError('database_unavailable', 'the service cannot issue a token right now');
+    const minted = await exchange.exchange(accessKey, secretKey, request.client.address, (keyPairId) => {
+      exchanged.keyPairId = keyPairId;
+      request.facts.keyPairId = keyPairId;
+    });
+    exchanged.partnerId = minted.claims.partnerId;
     reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
     return { access_token: minted.accessToken, token_type: 'Bearer', expires_in: minted.expiresIn };
-  });
+  }
+
+  app.post(TOKEN_PATH, tokenExchange);
   methodNotAllowed(app, TOKEN_PATH, ['POST']);
 }

@@ -2,6 +2,7 @@
 // log, the metrics, the usage and exposure counts, the gate's refusals on record. Nothing here writes on the
 // request path: counts are kept in memory, refusals take a ring slot, log lines are batched (log-destination.ts).
 import { pino, type Logger } from 'pino';
+import type { Clock } from '../../clock.js';
 import type { DecisionRecorder } from '../../domain/decision-records.js';
 import type { ExposureCounter } from '../../domain/exposure-counts.js';
 import type { UsageCounter } from '../../domain/usage.js';
@@ -22,16 +23,18 @@ function pathOf(url: string): string {
   return redactKeyMaterial(queryStart < 0 ? url : url.slice(0, queryStart)).slice(0, LOGGED_PATH_MAX);
 }
 
-// The log's ISO time, made once per millisecond rather than once per line.
-let lastStampMs = 0;
-let lastStamp = '';
-function isoNow(): string {
-  const now = Date.now();
-  if (now !== lastStampMs) {
-    lastStampMs = now;
-    lastStamp = new Date(now).toISOString();
-  }
-  return lastStamp;
+/** The log's ISO time from the server's clock, made once per millisecond rather than once per line. */
+function stampsOf(clock: Clock): () => string {
+  let lastStampMs = 0;
+  let lastStamp = '';
+  return () => {
+    const now = clock.now();
+    if (now !== lastStampMs) {
+      lastStampMs = now;
+      lastStamp = new Date(now).toISOString();
+    }
+    return lastStamp;
+  };
 }
 
 /** A token exchange's trace (accepted or refused): the pair its access key named, the user agent; never a key or a token. */
@@ -46,7 +49,7 @@ function exchangeFields(exchange: NonNullable<FinishedRequest['exchange']>): str
  * time) and handed to the logger's own destination: a fifth of the request's cost was pino's generic
  * serialisation.
  */
-function requestLine(finished: FinishedRequest): string {
+function requestLine(finished: FinishedRequest, stamp: string): string {
   const partnerId = finished.partnerId ?? finished.exchange?.partnerId ?? null;
   const partner = partnerId === null ? '' : `,"partner_id":${JSON.stringify(partnerId)}`;
   const exchange = finished.exchange === undefined ? '' : exchangeFields(finished.exchange);
@@ -54,7 +57,7 @@ function requestLine(finished: FinishedRequest): string {
   const trace = finished.traceId === null ? '' : `,"trace_id":"${finished.traceId}"`;
   return (
     // The request id is a UUID and the method an HTTP token (Node's parser refuses anything else): no escaping.
-    `{"level":30,"time":"${isoNow()}","request_id":"${finished.requestId}"${trace}${partner}${exchange},"client":${JSON.stringify(finished.client)},"method":"${finished.method}",` +
+    `{"level":30,"time":"${stamp}","request_id":"${finished.requestId}"${trace}${partner}${exchange},"client":${JSON.stringify(finished.client)},"method":"${finished.method}",` +
     `"path":${JSON.stringify(pathOf(finished.url))},"status":${finished.status},"duration_ms":${Math.round(finished.durationMs * 100) / 100}}\n`
   );
 }
@@ -76,6 +79,7 @@ function logFailure(logger: Logger, finished: FinishedRequest): void {
  * gate gave a reason for (docs/decisions.md).
  */
 export function createFinish(
+  clock: Clock,
   logger: Logger | undefined,
   metrics: Metrics | null,
   usage: UsageCounter | null,
@@ -83,10 +87,11 @@ export function createFinish(
   exposure: ExposureCounter | null,
 ): (finished: FinishedRequest) => void {
   const stream = logger?.isLevelEnabled('info') ? (logger as unknown as Record<symbol, { write(line: string): unknown }>)[pino.symbols.streamSym] : undefined;
+  const isoNow = stampsOf(clock);
   return (finished) => {
     finished.spans?.ended(finished.status, finished.partnerId, finished.companyId);
     if (logger !== undefined && finished.failure !== undefined) logFailure(logger, finished);
-    stream?.write(requestLine(finished));
+    stream?.write(requestLine(finished, isoNow()));
     metrics?.response(finished);
     if (usage !== null && finished.partnerId !== null) usage.record(finished.partnerId, finished.companyId ?? '', finished.status, finished.engineMs);
     if (finished.reason !== undefined) decisions?.refused(finished);
