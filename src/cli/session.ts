@@ -1,7 +1,8 @@
 import { existsSync } from 'node:fs';
 import { userInfo } from 'node:os';
-import { defaultDatabasePath, redactUrl, resolveDatabase, resolveSigningKeyFile, type Config, type DatabaseConfig } from '../config.js';
+import { defaultDatabasePath, resolveDatabase, resolveSigningKeyFile, type Config, type DatabaseConfig } from '../config.js';
 import type { Database } from '../db/client.js';
+import { dialectOf } from '../db/dialect.js';
 import { AppError } from '../errors.js';
 import { terminalSafe } from '../text.js';
 import type { Actor } from '../domain/transactions.js';
@@ -30,7 +31,7 @@ export class Session {
    */
   requireDatabase(): boolean {
     const config = this.databaseConfig;
-    if (config.provider !== 'sqlite' || existsSync(config.url)) return false;
+    if (!dialectOf(config.provider).isFile || existsSync(config.url)) return false;
     if (config.url === defaultDatabasePath(this.config.env)) return true;
     const by = { flag: '--database-url', env: 'DATABASE_URL', context: `context '${this.databaseChoice.context?.name}'`, default: '' }[this.databaseChoice.source];
     throw new AppError('database_not_found', `no SQLite database at ${config.url} (named by ${by})`, {
@@ -47,7 +48,7 @@ export class Session {
   /** The database as a person may read it: the SQLite path, or the URL without its password. */
   get databaseName(): string {
     const config = this.databaseConfig;
-    return config.provider === 'sqlite' ? config.url : redactUrl(config.url);
+    return dialectOf(config.provider).describe(config.url);
   }
 
   get json(): boolean {

@@ -1,4 +1,6 @@
 import { createHash } from 'node:crypto';
+import type { Provider } from '../config.js';
+import { dialectOf } from './dialect.js';
 
 /** The previous hash of the first event of a chain. */
 export const GENESIS = '0'.repeat(64);
@@ -6,7 +8,7 @@ export const GENESIS = '0'.repeat(64);
 /** What an event's hash covers: every column but its id, in this order. */
 export interface ChainedContent {
   seq: number;
-  /** The timestamp as the database holds it (see `atText`), so the hash does not depend on a time zone. */
+  /** The timestamp as the database holds it (see Dialect.atText), so the hash does not depend on a time zone. */
   at: string;
   actor: string;
   principal: string | null;
@@ -34,20 +36,7 @@ export function eventHash(event: ChainedContent): string {
   return createHash('sha256').update(canonical).digest('hex');
 }
 
-/**
- * A timestamp as the database stores it: SQLite keeps the ISO text the app writes; pg sends a Date as the
- * writer's local wall time, which PostgreSQL keeps in the TIMESTAMP(3) column (read back with AT_TEXT_SQL).
- */
-export function atText(provider: 'sqlite' | 'postgresql', at: Date): string {
-  if (provider === 'sqlite') return at.toISOString().replace('Z', '+00:00');
-  const pad = (n: number, width = 2) => String(n).padStart(width, '0');
-  return (
-    `${pad(at.getFullYear(), 4)}-${pad(at.getMonth() + 1)}-${pad(at.getDate())}T` +
-    `${pad(at.getHours())}:${pad(at.getMinutes())}:${pad(at.getSeconds())}.${pad(at.getMilliseconds(), 3)}`
-  );
-}
-
-/** The SQL expression that reads `at` back as `atText` wrote it. */
-export function atTextSql(provider: 'sqlite' | 'postgresql', column = 'at'): string {
-  return provider === 'sqlite' ? column : `to_char(${column}, 'YYYY-MM-DD"T"HH24:MI:SS.MS')`;
+/** The timestamp an event's hash covers on `provider`'s database (see Dialect.atText). */
+export function atText(provider: Provider, at: Date): string {
+  return dialectOf(provider).atText(at);
 }

@@ -1,8 +1,8 @@
 import { OffsetClock, systemClock, type Clock } from '../clock.js';
 import { measureClockOffset } from './clock.js';
 import type { DatabaseConfig, Provider } from '../config.js';
-import { redactUrl } from '../config.js';
 import { AppError } from '../errors.js';
+import { dialectOf, type Dialect } from './dialect.js';
 import { openPostgresql, type PostgresqlTimeouts } from './postgresql.js';
 import type { SqlDatabase, SqlDatabaseOptions } from './sql.js';
 import { openSqlite } from './sqlite.js';
@@ -12,7 +12,9 @@ import { openSqlite } from './sqlite.js';
  * time; Prisma is the schema and migration source of truth, and the migrations run through its engine).
  */
 export interface Database {
+  /** The backend's name, for people and JSON answers; what differs between backends is asked of `dialect`. */
   readonly provider: Provider;
+  readonly dialect: Dialect;
   readonly config: DatabaseConfig;
   readonly sql: SqlDatabase;
   /**
@@ -32,10 +34,9 @@ export async function openDatabase(config: DatabaseConfig, options: OpenOptions 
   let clock = options.clock ?? systemClock;
   try {
     sql = config.provider === 'sqlite' ? await openSqlite(config.url, options) : await openPostgresql(config.url, config.poolSize, options);
-    if (config.provider === 'postgresql') {
+    if (sql.dialect.hasServerClock) {
       // Instants written by one process are compared by others (a brake's cut-off with a token's issue time):
-      // on PostgreSQL every process reads the database server's clock, through its own corrected by the
-      // offset measured here (`serve` measures it again every second: ClockSync). SQLite is one host, one clock.
+      // the offset measured here corrects this host's clock (`serve` measures it again every second: ClockSync).
       if (options.clock === undefined) {
         const corrected = new OffsetClock(systemClock);
         corrected.offsetMs = (await measureClockOffset(sql, systemClock)).offsetMs;
@@ -47,11 +48,11 @@ export async function openDatabase(config: DatabaseConfig, options: OpenOptions 
   } catch (error) {
     throw databaseUnavailable(config, error);
   }
-  return { provider: config.provider, config, sql, clock, close: () => sql.close() };
+  return { provider: config.provider, dialect: sql.dialect, config, sql, clock, close: () => sql.close() };
 }
 
 export function databaseUnavailable(config: DatabaseConfig, error: unknown): AppError {
-  const where = config.provider === 'sqlite' ? config.url : redactUrl(config.url);
+  const where = dialectOf(config.provider).describe(config.url);
   const reason = error instanceof Error ? error.message.split('\n').filter(Boolean).pop() : String(error);
   return new AppError('database_unavailable', `cannot open the ${config.provider} database at ${where}: ${reason}`, {
     next: 'check_database_url',

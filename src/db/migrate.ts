@@ -185,11 +185,7 @@ export async function chainAuditTrail(config: DatabaseConfig): Promise<number> {
   const { chainLegacyEvents } = await import('./repositories/audit.js');
   const db = await openDatabase(config);
   try {
-    const [table] = await db.sql.query<{ n: unknown }>(
-      config.provider === 'sqlite'
-        ? "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'audit_chain'"
-        : "SELECT COUNT(*) AS n FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'audit_chain'",
-    );
+    const [table] = await db.sql.query<{ n: unknown }>(db.dialect.tableCountSql, ['audit_chain']);
     if (Number(table?.n ?? 0) === 0) return 0;
     return await db.sql.transaction((tx) => chainLegacyEvents(tx), { timeoutMs: 600_000 });
   } finally {
@@ -211,7 +207,7 @@ export async function needsSelfMigration(db: Database): Promise<boolean> {
     });
   }
   if (status.pending.length === 0) return false;
-  if (db.provider === 'sqlite') return true;
+  if (db.dialect.migratesItself) return true;
   throw new AppError('schema_out_of_date', `the database has ${status.pending.length} pending migration(s)`, {
     hint: 'it is not applied automatically on PostgreSQL',
     next: 'migrate',

@@ -1,4 +1,5 @@
 import type { QueryConfig, QueryResult } from 'pg';
+import { postgresqlDialect } from './dialect.js';
 import type { SqlDatabase } from './sql.js';
 import { withDeadline, type SqlTx, type TransactionOptions } from './unit.js';
 
@@ -26,7 +27,7 @@ export async function openPostgresql(url: string, poolSize: number, timeouts: Po
   // opens a new one. Without a listener the error would crash the process.
   pool.on('error', () => {});
   return {
-    provider: 'postgresql',
+    dialect: postgresqlDialect,
     epoch: 0,
     verify: async () => {},
     query: async <Row>(sql: string, params: readonly unknown[] = []) =>
@@ -52,7 +53,7 @@ export async function openPostgresql(url: string, poolSize: number, timeouts: Po
           await query(`SET LOCAL lock_timeout = ${Math.max(1, Math.floor(options.lockWaitMs))}`);
         }
         const tx: SqlTx = {
-          provider: 'postgresql',
+          dialect: postgresqlDialect,
           query: async <Row>(sql: string, params: readonly unknown[] = []) =>
             (await query(sql, params).catch(withStatement(sql))).rows as Row[],
           run: async (sql, params = []) => (await query(sql, params).catch(withStatement(sql))).rowCount ?? 0,

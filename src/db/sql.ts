@@ -1,4 +1,4 @@
-import type { Provider } from '../config.js';
+import type { Dialect } from './dialect.js';
 import type { SqliteFileEvent } from './sqlite-file.js';
 import type { SqlTx, TransactionOptions } from './unit.js';
 
@@ -11,7 +11,7 @@ export type { SqliteFileEvent } from './sqlite-file.js';
  * One implementation per provider (src/db/sqlite.ts, src/db/postgresql.ts), opened by `openDatabase`.
  */
 export interface SqlDatabase {
-  readonly provider: Provider;
+  readonly dialect: Dialect;
   query<Row = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<Row[]>;
   /**
    * Runs `work` in one transaction: committed when it resolves, rolled back when it throws. On SQLite the

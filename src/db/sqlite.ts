@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Database as Connection, Statement } from 'better-sqlite3';
+import { sqliteDialect } from './dialect.js';
 import type { SqlDatabase, SqlDatabaseOptions } from './sql.js';
 import { SqliteFile } from './sqlite-file.js';
 import { withDeadline, type SqlTx, type TransactionOptions } from './unit.js';
@@ -42,7 +43,7 @@ export async function openSqlite(path: string, options: SqlDatabaseOptions = {})
     return statement;
   };
   const tx: SqlTx = {
-    provider: 'sqlite',
+    dialect: sqliteDialect,
     query: async <Row>(sql: string, params: readonly unknown[] = []) => {
       const statement = prepare(sql);
       const values = params.map(toSqliteValue);
@@ -54,7 +55,7 @@ export async function openSqlite(path: string, options: SqlDatabaseOptions = {})
   };
   let queue: Promise<unknown> = Promise.resolve();
   return {
-    provider: 'sqlite',
+    dialect: sqliteDialect,
     get epoch() {
       return file.epoch;
     },

@@ -1,15 +1,15 @@
-import type { Provider } from '../config.js';
+import type { Dialect } from './dialect.js';
 
 /** Plain SQL inside one transaction. Parameters are $1, $2, … in order, each used once. */
 export interface SqlTx {
-  readonly provider: Provider;
+  readonly dialect: Dialect;
   query<Row = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<Row[]>;
   /** A statement that returns no rows; resolves to the number of rows it changed. */
   run(sql: string, params?: readonly unknown[]): Promise<number>;
 }
 
 /** Reads work on a transaction as well as on the plain reader. */
-export type Queryable = Pick<SqlTx, 'provider' | 'query'>;
+export type Queryable = Pick<SqlTx, 'dialect' | 'query'>;
 
 export interface TransactionOptions {
   /** The transaction fails (and rolls back) once it has run longer than this. */
@@ -36,7 +36,7 @@ export function withDeadline(tx: SqlTx, timeoutMs: number): SqlTx {
     if (Date.now() > deadline) throw new TransactionTimeout(timeoutMs);
   };
   return {
-    provider: tx.provider,
+    dialect: tx.dialect,
     query: async (sql, params) => {
       check();
       return tx.query(sql, params);

@@ -42,7 +42,7 @@ export class ClockSync {
 
   /** A sync for this database handle, or null when its clock is not the database server's (SQLite, or injected). */
   static of(db: Database, events: ClockSyncEvents = {}): ClockSync | null {
-    return db.provider === 'postgresql' && db.clock instanceof OffsetClock ? new ClockSync(db, db.clock, events) : null;
+    return db.dialect.hasServerClock && db.clock instanceof OffsetClock ? new ClockSync(db, db.clock, events) : null;
   }
 
   /** Beyond the tolerance: no token may be minted. */

@@ -204,7 +204,7 @@ export async function instanceReport(db: Database): Promise<{ revision: number; 
   const revision = (await currentRevision(db.sql)) ?? 0;
   const rows = await listInstances(db.sql);
   const now = db.clock.now();
-  const lease = db.provider === 'postgresql' ? await liveLease(db.sql, 'webhook_delivery') : undefined;
+  const lease = db.dialect.hasLeases ? await liveLease(db.sql, 'webhook_delivery') : undefined;
   const webhookDelivery =
     lease === undefined
       ? null

@@ -5,8 +5,8 @@ import { currentRevision } from '../db/repositories/revision.js';
 import { AppError } from '../errors.js';
 import { isDone, isStale, servingUntil } from './instances.js';
 
-/** SQLite: how often the wait reads serve_instances. PostgreSQL: the fallback behind the NOTIFY. */
-const POLL_MS = { sqlite: 20, postgresql: 100 } as const;
+/** How often the wait reads serve_instances: where the database listens, only the fallback behind the NOTIFY. */
+const POLL_MS = { listening: 100, polling: 20 } as const;
 
 export interface Receipt {
   /** The revision awaited: the one just committed (on a re-run, the current one). */
@@ -50,7 +50,7 @@ export class ConfirmationWatch {
 
   static async open(db: Database): Promise<ConfirmationWatch> {
     const watch = new ConfirmationWatch(db);
-    if (db.provider === 'postgresql') {
+    if (db.dialect.listens) {
       watch.listener = await listenForChanges(db.config, { channel: INSTANCES_CHANNEL, onChange: () => watch.notify() });
     }
     return watch;
@@ -88,7 +88,7 @@ export class ConfirmationWatch {
       }
       return done;
     };
-    const pollMs = POLL_MS[this.db.provider];
+    const pollMs = this.db.dialect.listens ? POLL_MS.listening : POLL_MS.polling;
     while (!(await check()) && this.db.clock.now() < deadline) {
       if (this.announced) continue;
       await new Promise<void>((resolve) => {

@@ -2,7 +2,7 @@ import { hostname, userInfo } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Clock } from '../clock.js';
 import type { Database } from '../db/client.js';
-import { atText, eventHash, GENESIS } from '../db/audit-hash.js';
+import { eventHash, GENESIS } from '../db/audit-hash.js';
 import { chainHead, insertAuditEvents } from '../db/repositories/audit.js';
 import { isPermissionError, permissionDenied } from '../db/roles.js';
 import { touchPartners } from '../db/repositories/partners.js';
@@ -145,12 +145,12 @@ export async function appendToChain(
   const head = await chainHead(tx);
   if (head.unchained.length > 0) throw unchainedEvents(head.unchained, head.seq > 0);
   // PostgreSQL's trigger writes session_user whatever is sent; the hash must cover the same value.
-  const principal = tx.provider === 'postgresql' ? head.sessionUser : localPrincipal();
+  const principal = tx.dialect.hasLogins ? head.sessionUser : localPrincipal();
   let seq = head.seq;
   let prevHash = head.hash ?? GENESIS;
   const chained = events.map((event) => {
     seq += 1;
-    const content = { ...event, seq, at: atText(tx.provider, at), principal, principalVerified: tx.provider === 'postgresql', prevHash };
+    const content = { ...event, seq, at: tx.dialect.atText(at), principal, principalVerified: tx.dialect.hasLogins, prevHash };
     const hash = eventHash(content);
     const row = { ...event, at, principal, seq, prevHash, hash };
     prevHash = hash;

@@ -170,7 +170,7 @@ export class WebhookDeliverer {
 
   /** Runs in the background until stop(); on PostgreSQL only while this instance holds the delivery lease. */
   start(): void {
-    if (this.db.provider === 'postgresql') {
+    if (this.db.dialect.hasLeases) {
       const log = this.options.log;
       this.leadership = holdLeadership(this.db.sql, 'webhook_delivery', {
         ...(this.options.instanceId ? { holder: this.options.instanceId } : {}),

@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
-import { atText, eventHash, GENESIS } from '../../src/db/audit-hash.js';
+import { eventHash, GENESIS } from '../../src/db/audit-hash.js';
+import { postgresqlDialect } from '../../src/db/dialect.js';
 import { permissionDenied } from '../../src/db/roles.js';
 import { adminQuery, backendAvailable, createBackend, type TestBackend } from '../support/backends.js';
 import { runBinary, runCli, type CliResult } from '../support/cli.js';
@@ -66,7 +67,7 @@ describe.skipIf(!backendAvailable('postgresql'))('PostgreSQL roles with real log
     const at = new Date();
     const content = {
       seq: Number(head?.seq ?? 0) + 1,
-      at: atText('postgresql', at),
+      at: postgresqlDialect.atText(at),
       actor: 'by-hand',
       principal: login,
       principalVerified: true,
@@ -405,7 +406,7 @@ describe.skipIf(!backendAvailable('postgresql'))('PostgreSQL roles with real log
         const statement = "INSERT INTO audit_events (id, actor, action) VALUES (0, 'x', 'y')";
         const error = await client.query(statement).catch((caught: unknown) => Object.assign(caught as Error, { statement }));
         // Only the handle's reads are used: those of this login's own connection.
-        const sql = { provider: 'postgresql', query: async (text: string, params?: readonly unknown[]) => (await client.query(text, params as unknown[])).rows };
+        const sql = { dialect: postgresqlDialect, query: async (text: string, params?: readonly unknown[]) => (await client.query(text, params as unknown[])).rows };
         return permissionDenied({ provider: 'postgresql', sql } as unknown as Database, error);
       });
       expect(refusal.message).toMatch(/^INSERT on audit_events refused for pctl_sup_\S+: events are appended by a change that holds the write lock/);

@@ -2,6 +2,7 @@
 // order in which the database is chosen live in ../contexts.ts; this module adds, lists and explains them.
 import { resolve } from 'node:path';
 import { redactUrl, resolveDatabase } from '../../config.js';
+import { dialectOf } from '../../db/dialect.js';
 import { AppError } from '../../errors.js';
 import { checkContextName, contextsFile, readContexts, writeContexts, type DatabaseChoice } from '../contexts.js';
 import { defineCommand } from '../definition.js';
@@ -66,7 +67,7 @@ async function runAdd(session: Session, out: Output, nameArgument: string): Prom
   if (!given) throw new AppError('missing_argument', 'context add needs --database-url <url>', { hint: `partnerctl context add ${name} --database-url postgresql://user@host/db` });
   const config = resolveDatabase(given, {});
   // A relative SQLite path means the folder it was typed in, not wherever a later command runs.
-  const databaseUrl = config.provider === 'sqlite' ? resolve(config.url) : given;
+  const databaseUrl = dialectOf(config.provider).isFile ? resolve(config.url) : given;
   const actor = session.options.actor?.trim() || undefined;
   const stored = readContexts(session.config.env);
   const before = stored.contexts[name];
@@ -140,17 +141,18 @@ async function runShow(session: Session, out: Output): Promise<void> {
   const choice: DatabaseChoice =
     current !== null && stored ? { ...chosen, context: { name: current, chosenBy: 'current', entry: stored } } : chosen;
   const config = session.databaseConfig;
+  const dialect = dialectOf(config.provider);
   const actorSource = session.options.actor ? '--actor' : session.config.defaultActor ? 'PARTNERCTL_ACTOR' : session.contextActor ? `context ${choice.context!.name}` : 'the OS user';
   const actor = session.who.actor;
   const database = redactUrl(config.url);
   let principal: import('../../db/roles.js').Principal | null = null;
   let problem: string | null = null;
   try {
-    if (config.provider === 'sqlite') {
-      // Checked without opening: `show` must not create or migrate the database it describes.
-      if (session.requireDatabase()) problem = 'not created yet (the first command on it creates it)';
-    } else {
+    if (dialect.hasLogins) {
       principal = await verifiedPrincipal(config);
+    } else if (session.requireDatabase()) {
+      // Checked without opening: `show` must not create or migrate the database it describes.
+      problem = 'not created yet (the first command on it creates it)';
     }
   } catch (error) {
     problem = error instanceof AppError ? `${error.code}: ${error.message}` : (error as Error).message;
@@ -181,7 +183,7 @@ async function runShow(session: Session, out: Output): Promise<void> {
       ['why', why],
       ['actor', `${actor} (from ${actorSource})`],
       ...(principal ? ([['login', `${principal.login} (verified by the database)`], ['role', role]] as [string, string | null][]) : []),
-      ...(config.provider === 'sqlite' ? ([['login', 'none: SQLite has no logins (the file permissions decide)']] as [string, string][]) : []),
+      ...(!dialect.hasLogins ? ([['login', 'none: SQLite has no logins (the file permissions decide)']] as [string, string][]) : []),
       ...(problem ? ([['problem', problem]] as [string, string][]) : []),
     ]),
   );

@@ -1,7 +1,7 @@
 // Database and signing-key maintenance. `db migrate` and `db status` work on the database itself, below the
 // domain (its schema and migration table), so they use src/db directly; they load it only when they run.
 import { existsSync } from 'node:fs';
-import { redactUrl } from '../../config.js';
+import { dialectOf } from '../../db/dialect.js';
 import { EXIT } from '../../errors.js';
 import { defineCommand } from '../definition.js';
 import type { Output } from '../output.js';
@@ -54,11 +54,6 @@ export const signingKeyCommand = defineCommand({
   ],
 });
 
-function where(session: Session): string {
-  const config = session.databaseConfig;
-  return config.provider === 'sqlite' ? config.url : redactUrl(config.url);
-}
-
 async function runDbMigrate(session: Session, out: Output): Promise<void> {
   const config = session.databaseConfig;
   const { applyMigrations, chainAuditTrail } = await import('../../db/migrate.js');
@@ -69,19 +64,19 @@ async function runDbMigrate(session: Session, out: Output): Promise<void> {
   const applied = pending === 0 ? [] : await applyMigrations(config);
   if (pending === 0) await chainAuditTrail(config);
   if (out.json) {
-    out.emitJson({ provider: config.provider, database: where(session), applied });
+    out.emitJson({ provider: config.provider, database: session.databaseName, applied });
     return;
   }
   out.line(
     applied.length === 0
-      ? `Database ${where(session)} is up to date; nothing to apply.`
-      : `Applied ${applied.length} migration(s) to ${where(session)}: ${applied.join(', ')}`,
+      ? `Database ${session.databaseName} is up to date; nothing to apply.`
+      : `Applied ${applied.length} migration(s) to ${session.databaseName}: ${applied.join(', ')}`,
   );
 }
 
 /** How many migrations are pending or failed; -1 when that cannot be read (no file, no table yet). */
 async function pendingMigrations(config: Session['databaseConfig']): Promise<number> {
-  if (config.provider === 'sqlite' && !existsSync(config.url)) return -1;
+  if (dialectOf(config.provider).isFile && !existsSync(config.url)) return -1;
   const [{ openDatabase }, { migrationStatus }] = await Promise.all([import('../../db/client.js'), import('../../db/migrate.js')]);
   let db;
   try {
@@ -109,9 +104,9 @@ async function runDbStatus(session: Session, out: Output): Promise<number> {
     const status = await migrationStatus(db);
     const upToDate = status.pending.length === 0 && status.failed.length === 0;
     if (out.json) {
-      out.emitJson({ provider: config.provider, database: where(session), up_to_date: upToDate, ...status });
+      out.emitJson({ provider: config.provider, database: session.databaseName, up_to_date: upToDate, ...status });
     } else {
-      out.line(`Database: ${config.provider} ${where(session)}`);
+      out.line(`Database: ${config.provider} ${session.databaseName}`);
       out.line(`Applied:  ${status.applied.length ? status.applied.join(', ') : 'none'}`);
       out.line(`Pending:  ${status.pending.length ? status.pending.join(', ') : 'none'}`);
       if (status.failed.length) out.line(`Failed:   ${status.failed.join(', ')}`);
@@ -146,7 +141,7 @@ async function runSigningKeyRotate(session: Session, out: Output, newFile: boole
 async function runDbRoles(session: Session, out: Output, apply: boolean): Promise<void> {
   const config = session.databaseConfig;
   const { AppError } = await import('../../errors.js');
-  if (config.provider !== 'postgresql') {
+  if (!dialectOf(config.provider).hasLogins) {
     throw new AppError('invalid_argument', 'roles exist on PostgreSQL only; SQLite has no logins (its audit trail records the OS user, unverified)');
   }
   const { rolesSql, ROLES } = await import('../../db/roles.js');

@@ -1,4 +1,4 @@
-import { atTextSql, eventHash, GENESIS } from '../audit-hash.js';
+import { eventHash, GENESIS } from '../audit-hash.js';
 import type { Column, Columns } from '../models.js';
 import { toDate } from '../sql.js';
 import { valuesBatches, type Queryable, type SqlTx } from '../unit.js';
@@ -18,7 +18,7 @@ export type ChainedInsert = Omit<AuditRow, 'id' | 'principalVerified'> & Column<
 export async function chainHead(
   tx: SqlTx,
 ): Promise<{ seq: number; hash: string | null; sessionUser: string | null; unchained: number[] }> {
-  const sessionUser = tx.provider === 'postgresql' ? 'session_user' : 'NULL';
+  const sessionUser = tx.dialect.hasLogins ? 'session_user' : 'NULL';
   const [row] = await tx.query<{ seq: unknown; hash: string | null; session_user: string | null }>(
     `SELECT (SELECT seq FROM audit_events WHERE seq IS NOT NULL ORDER BY seq DESC LIMIT 1) AS seq,
             (SELECT hash FROM audit_events WHERE seq IS NOT NULL ORDER BY seq DESC LIMIT 1) AS hash,
@@ -40,7 +40,7 @@ export async function chainHead(
 export async function insertAuditEvents(tx: SqlTx, events: readonly ChainedInsert[]): Promise<void> {
   const rows = events.map(
     (event) =>
-      [event.at, event.actor, event.principal, tx.provider === 'postgresql', event.action, event.partnerId, event.details, event.seq, event.prevHash, event.hash] as const,
+      [event.at, event.actor, event.principal, tx.dialect.hasLogins, event.action, event.partnerId, event.details, event.seq, event.prevHash, event.hash] as const,
   );
   for (const batch of valuesBatches(rows)) {
     await tx.run(
@@ -60,7 +60,7 @@ export type ChainRow = Omit<AuditRow, 'at'> & Column<'AuditEvent', 'at', string>
 export async function chainPage(q: Queryable, afterId: number | null, limit: number): Promise<ChainRow[]> {
   const params: unknown[] = afterId === null ? [] : [afterId];
   const rows = await q.query<ChainRaw>(
-    `SELECT id, ${atTextSql(q.provider)} AS at, actor, principal, principal_verified, action, partner_id, details, seq, prev_hash, hash
+    `SELECT id, ${q.dialect.atTextSql()} AS at, actor, principal, principal_verified, action, partner_id, details, seq, prev_hash, hash
      FROM audit_events ${afterId === null ? '' : 'WHERE id > $1'} ORDER BY id LIMIT $${params.push(limit)}`,
     params,
   );
@@ -70,7 +70,7 @@ export async function chainPage(q: Queryable, afterId: number | null, limit: num
 /** The events that claim one position of the chain, in id order (one, unless rows were slipped in). */
 export async function chainRowsAt(q: Queryable, seq: number): Promise<ChainRow[]> {
   const rows = await q.query<ChainRaw>(
-    `SELECT id, ${atTextSql(q.provider)} AS at, actor, principal, principal_verified, action, partner_id, details, seq, prev_hash, hash
+    `SELECT id, ${q.dialect.atTextSql()} AS at, actor, principal, principal_verified, action, partner_id, details, seq, prev_hash, hash
      FROM audit_events WHERE seq = $1 ORDER BY id`,
     [seq],
   );

@@ -29,24 +29,13 @@ export async function insertMappings(
   let done = 0;
   const added: string[] = [];
   for (const chunk of chunks(companyIds, IDS_PER_STATEMENT)) {
-    let rows: { company_id: string }[];
-    if (tx.provider === 'postgresql') {
-      // One array parameter per statement: no per-row placeholders to parse.
-      rows = await tx.query(
-        `INSERT INTO company_mappings (partner_id, company_id, created_at)
-         SELECT $1, c, $2 FROM unnest($3::text[]) AS c
-         ON CONFLICT DO NOTHING RETURNING company_id`,
-        [partnerId, now, chunk],
-      );
-    } else {
-      // SQLite: the ids as one JSON array parameter, unrolled by json_each.
-      rows = await tx.query(
-        `INSERT INTO company_mappings (partner_id, company_id, created_at)
-         SELECT $1, value, $2 FROM json_each($3) WHERE true
-         ON CONFLICT DO NOTHING RETURNING company_id`,
-        [partnerId, now, JSON.stringify(chunk)],
-      );
-    }
+    // `WHERE true`: SQLite would read the ON of ON CONFLICT as a join's, after a SELECT with no WHERE.
+    const rows = await tx.query<{ company_id: string }>(
+      `INSERT INTO company_mappings (partner_id, company_id, created_at)
+       SELECT $1, value, $2 FROM ${tx.dialect.textListRowsSql('$3')} WHERE true
+       ON CONFLICT DO NOTHING RETURNING company_id`,
+      [partnerId, now, tx.dialect.textList(chunk)],
+    );
     for (const row of rows) added.push(row.company_id);
     done += chunk.length;
     progress?.(done);
@@ -64,18 +53,10 @@ export async function deleteMappings(
   let done = 0;
   const removed: string[] = [];
   for (const chunk of chunks(companyIds, IDS_PER_STATEMENT)) {
-    let rows: { company_id: string }[];
-    if (tx.provider === 'postgresql') {
-      rows = await tx.query('DELETE FROM company_mappings WHERE partner_id = $1 AND company_id = ANY($2::text[]) RETURNING company_id', [
-        partnerId,
-        chunk,
-      ]);
-    } else {
-      rows = await tx.query(
-        'DELETE FROM company_mappings WHERE partner_id = $1 AND company_id IN (SELECT value FROM json_each($2)) RETURNING company_id',
-        [partnerId, JSON.stringify(chunk)],
-      );
-    }
+    const rows = await tx.query<{ company_id: string }>(
+      `DELETE FROM company_mappings WHERE partner_id = $1 AND ${tx.dialect.inTextListSql('company_id', '$2')} RETURNING company_id`,
+      [partnerId, tx.dialect.textList(chunk)],
+    );
     for (const row of rows) removed.push(row.company_id);
     done += chunk.length;
     progress?.(done);

@@ -10,8 +10,7 @@ export type ExposureDelta = Columns<'ExposureHour'>;
  * same rows, never overwrite them.
  */
 export async function addExposure(tx: SqlTx, deltas: readonly ExposureDelta[]): Promise<void> {
-  const least = tx.provider === 'postgresql' ? 'LEAST' : 'MIN';
-  const greatest = tx.provider === 'postgresql' ? 'GREATEST' : 'MAX';
+  const { least, greatest } = tx.dialect;
   const rows = deltas.map(
     (d) => [d.keyPairId, d.tokenId, d.companyId, d.clientAddress, d.periodStart, d.partnerId, d.accepted, d.clientErrors, d.serverErrors, d.firstAt, d.lastAt] as const,
   );

@@ -27,7 +27,7 @@ export async function beatInstance(tx: SqlTx, row: InstanceRow): Promise<void> {
  * database, and the heartbeat never waits for a lock.
  */
 export async function announceInstance(q: Queryable, instanceId: string): Promise<void> {
-  if (q.provider !== 'postgresql') return;
+  if (!q.dialect.listens) return;
   await q.query('SELECT pg_notify($1, $2)', [INSTANCES_CHANNEL, instanceId]);
 }
 

@@ -17,7 +17,7 @@ export const ACCESS_CHANNEL = 'partnerctl_access';
  * it is delivered when, and only if, the change commits, and after its rows are visible to readers.
  */
 export async function announceRevision(tx: SqlTx): Promise<void> {
-  if (tx.provider !== 'postgresql') return;
+  if (!tx.dialect.listens) return;
   await tx.query('SELECT pg_notify($1, (SELECT value::text FROM revision WHERE id = 1))', [ACCESS_CHANNEL]);
 }
 

@@ -59,7 +59,7 @@ type Raw = {
  * per partner and hour or UTC day. Totals and companies come heaviest first, hours and days newest first.
  */
 export async function usageRows(q: Queryable, query: UsageQuery): Promise<UsageRow[]> {
-  const day = q.provider === 'postgresql' ? "date_trunc('day', u.period_start)" : "substr(u.period_start, 1, 10) || 'T00:00:00.000+00:00'";
+  const day = q.dialect.startOfDaySql('u.period_start');
   const period = query.by === 'hour' ? 'u.period_start' : query.by === 'day' ? day : 'MIN(u.period_start)';
   const groups = ['u.partner_id', 'p.name', ...(query.by === 'company' ? ['u.company_id'] : []), ...(query.by === 'hour' ? ['u.period_start'] : query.by === 'day' ? [day] : [])];
   const requests = 'SUM(u.accepted) + SUM(u.client_errors) + SUM(u.server_errors)';
