@@ -37,8 +37,8 @@ export type ValueOf<V> = V extends WithDefault<infer T> ? T : V extends Optional
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 /**
- * The fixed tuning values: not variables (each is a promise the docs make, such as "revoked within 1 s", or
- * bounded by one), declared here beside them so every default of the server is in one table.
+ * The fixed tuning values: not variables, since the docs promise some of them ("revoked within 1 s") and the
+ * others are sized against those; declared beside the variables so every default is in one table.
  */
 export const FIXED = {
   stalenessBoundMs: {
