@@ -1,11 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
+import { redactUrl } from './config/parsers.js';
 import { FIXED, VARIABLES, type Name, type Values, type Variable } from './config/table.js';
 import { AppError } from './errors.js';
 import type { Rate } from './rates.js';
-
-import { redactUrl } from './config/parsers.js';
 
 export { redactUrl };
 
@@ -84,7 +83,7 @@ export interface ServerConfig {
   readonly otlpEndpoint: URL | null;
   /** GitHub's secret-scanning alerts at POST /secret-scanning/github (PUBLIC_API_SECRET_SCANNING=github); null: off. */
   readonly secretScanning: SecretScanningConfig | null;
-  /** Past this without a confirmed poll, the gate checks the access revision itself (fixed: TUNING). */
+  /** Past this without a confirmed poll, the gate checks the access revision itself (fixed, like those below). */
   readonly stalenessBoundMs: number;
   /** How often the access revision is polled (fixed). */
   readonly pollIntervalMs: number;
