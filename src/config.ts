@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { dirname, isAbsolute, join, resolve } from 'node:path';
+import { isAbsolute, join, resolve } from 'node:path';
 import { redactUrl } from './config/parsers.js';
 import { FIXED, VARIABLES, type Name, type Values, type Variable } from './config/table.js';
 import { AppError } from './errors.js';
@@ -289,19 +289,4 @@ export function resolveDatabase(urlOption: string | undefined, env: DatabaseEnvi
     });
   }
   return { provider: 'sqlite', url: resolve(path), poolSize };
-}
-
-/**
- * The signing-key file: PARTNERCTL_SIGNING_KEY_FILE, else beside the SQLite file. On PostgreSQL it must be
- * named: several servers and the operators' CLI on different hosts must share one file, and a key file
- * made up silently on each host would give tokens that the other hosts refuse.
- */
-export function resolveSigningKeyFile(database: DatabaseConfig, env: DatabaseEnvironment): string {
-  if (env.PARTNERCTL_SIGNING_KEY_FILE) return resolve(env.PARTNERCTL_SIGNING_KEY_FILE);
-  if (database.provider === 'postgresql') {
-    throw new AppError('signing_key_unavailable', 'PARTNERCTL_SIGNING_KEY_FILE is not set', {
-      hint: 'on PostgreSQL every serve instance and the CLI must name the same signing-key file',
-    });
-  }
-  return join(dirname(database.url), 'signing-keys.json');
 }

@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { userInfo } from 'node:os';
-import { defaultDatabasePath, resolveDatabase, resolveSigningKeyFile, type Config, type DatabaseConfig } from '../config.js';
+import { defaultDatabasePath, resolveDatabase, TUNING, type Config, type DatabaseConfig } from '../config.js';
+import { resolveSigningKeyFile } from '../db/dialect.js';
 import type { Database } from '../db/client.js';
 import { dialectOf } from '../db/dialect.js';
 import { AppError } from '../errors.js';
@@ -62,7 +63,7 @@ export class Session {
 
   get databaseConfig(): DatabaseConfig {
     // One command needs one or two connections; a server's pool is larger (PARTNERCTL_DB_POOL_SIZE).
-    return resolveDatabase(this.databaseChoice.url, this.config.env, 2);
+    return resolveDatabase(this.databaseChoice.url, this.config.env, TUNING.commandPoolSize);
   }
 
   get signingKeyFile(): string {

@@ -35,8 +35,3 @@ export function eventHash(event: ChainedContent): string {
   ]);
   return createHash('sha256').update(canonical).digest('hex');
 }
-
-/** The timestamp an event's hash covers on `provider`'s database (see Dialect.atText). */
-export function atText(provider: Provider, at: Date): string {
-  return dialectOf(provider).atText(at);
-}

@@ -1,4 +1,8 @@
-import { redactUrl, type Provider } from '../config.js';
+import { dirname, join, resolve } from 'node:path';
+import type { DatabaseConfig, DatabaseEnvironment, Provider } from '../config.js';
+import { redactUrl } from '../config/parsers.js';
+import { AppError } from '../errors.js';
+
 
 /**
  * Everything the code asks of a backend beyond plain SQL: what each spells its own way, and what each can
@@ -109,4 +113,19 @@ const DIALECTS: Record<Provider, Dialect> = { sqlite: sqliteDialect, postgresql:
 /** The dialect of a configured database, before (or without) opening it. */
 export function dialectOf(provider: Provider): Dialect {
   return DIALECTS[provider];
+}
+
+/**
+ * The signing-key file: PARTNERCTL_SIGNING_KEY_FILE, else beside the SQLite file. On PostgreSQL it must be
+ * named: several servers and the operators' CLI on different hosts must share one file, and a key file
+ * made up silently on each host would give tokens that the other hosts refuse.
+ */
+export function resolveSigningKeyFile(database: DatabaseConfig, env: DatabaseEnvironment): string {
+  if (env.PARTNERCTL_SIGNING_KEY_FILE) return resolve(env.PARTNERCTL_SIGNING_KEY_FILE);
+  if (dialectOf(database.provider).isRemote) {
+    throw new AppError('signing_key_unavailable', 'PARTNERCTL_SIGNING_KEY_FILE is not set', {
+      hint: 'on PostgreSQL every serve instance and the CLI must name the same signing-key file',
+    });
+  }
+  return join(dirname(database.url), 'signing-keys.json');
 }

@@ -1,4 +1,5 @@
 import type { Clock } from '../clock.js';
+import { TUNING } from '../config.js';
 import type { Database } from '../db/client.js';
 import { listenForChanges, type ChangeListener } from '../db/listen.js';
 import { isMapped } from '../db/repositories/companies.js';
@@ -13,8 +14,6 @@ import type { TokenClaims } from './tokens.js';
 import { isValidCompanyId } from './validation.js';
 import { companyRefusal, refusalError, tokenRefusal, type PairSnapshot, type PartnerSnapshot } from './verdict.js';
 
-const DEFAULT_STALENESS_BOUND_MS = 1_000;
-const DEFAULT_POLL_INTERVAL_MS = 250;
 const DEFAULT_MAX_ENTRIES = 200_000;
 /**
  * Revision reads given up on (a database that accepts and never answers) still waiting for the driver's own
@@ -99,7 +98,7 @@ export class AccessState {
     private readonly options: AccessOptions = {},
   ) {
     this.clock = options.clock ?? db.clock;
-    this.freshness = new FreshnessRule(options.stalenessBoundMs ?? DEFAULT_STALENESS_BOUND_MS, options.staleBudgetMs ?? 0);
+    this.freshness = new FreshnessRule(options.stalenessBoundMs ?? TUNING.stalenessBoundMs, options.staleBudgetMs ?? 0);
     const max = options.maxEntries ?? DEFAULT_MAX_ENTRIES;
     const settle = () => this.settle();
     this.partners = new SnapshotCache(max, settle);
@@ -211,12 +210,12 @@ export class AccessState {
   }
 
   start(): void {
-    const interval = this.options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
+    const interval = this.options.pollIntervalMs ?? TUNING.pollIntervalMs;
     this.timer = setInterval(() => {
       if (this.abandonedReads < MAX_ABANDONED_READS) void this.refresh().catch(() => {});
     }, interval);
     this.timer.unref();
-    if (this.db.provider === 'postgresql' && this.options.listen !== false) {
+    if (this.db.dialect.listens && this.options.listen !== false) {
       this.listenerStarting = listenForChanges(this.db.config, {
         onChange: () => this.hint(),
         ...(this.options.onListenerLost ? { onLost: this.options.onListenerLost } : {}),

@@ -3,6 +3,7 @@
 // cap applied (per partner and per client address per minute), and what the cap held back counted, one
 // counter row per minute and key. Records, not state: nothing reads them to decide.
 import type { Clock } from '../clock.js';
+import { TUNING } from '../config.js';
 import type { Database } from '../db/client.js';
 import { addUnrecorded, insertDecisions, partnersOfPairs, pruneRecords, type DecisionRow, type UnrecordedDelta } from '../db/repositories/decisions.js';
 import type { GateRefusalReason } from '../reasons.js';
@@ -10,7 +11,6 @@ import { DeferredWrites, type OnWriteFailure } from './deferred-writes.js';
 import { parseTokenId } from './tokens.js';
 
 /** Refusals recorded per partner, and per client address, per minute by one instance; beyond, counted only. */
-export const DECISION_CAP_PER_MINUTE = 1_000;
 /** Refusals held between two writes at most; beyond, counted as unrecorded (`overflow`). */
 const RING_SIZE = 65_536;
 /** A ring this full is read at once rather than at the next tick of the interval (a flood). */
@@ -40,7 +40,7 @@ export interface RefusedRequest {
 export interface DecisionRecorderOptions {
   /** Days of records kept (PUBLIC_API_DECISION_RETENTION). */
   retentionMs: number;
-  /** The per-minute cap (default DECISION_CAP_PER_MINUTE). */
+  /** The per-minute cap (default: the configuration table's). */
   capPerMinute?: number;
   onFailure?: OnWriteFailure;
 }
@@ -144,7 +144,7 @@ export class DecisionRecorder extends DeferredWrites {
 
   /** The ring into rows under the cap and counters beyond it. */
   private drain(): void {
-    const cap = this.options.capPerMinute ?? DECISION_CAP_PER_MINUTE;
+    const cap = this.options.capPerMinute ?? TUNING.decisionCapPerMinute;
     const now = this.clock.now();
     const currentMinute = Math.floor(now / MINUTE_MS);
     for (const key of this.recorded.keys()) {

@@ -1,10 +1,10 @@
 import type { Clock } from '../clock.js';
+import { TUNING } from '../config.js';
 import type { Database } from '../db/client.js';
 import type { SqlTx } from '../db/unit.js';
 import { DeferredWrites, type OnWriteFailure } from './deferred-writes.js';
 
 export const HOUR_MS = 3_600_000;
-const FLUSH_INTERVAL_MS = 10_000;
 
 /** The keys of a cell below its hour: two (usage: partner, company) or three (exposure: token, company, address). */
 type Keys = [string, string] | [string, string, string];
@@ -59,7 +59,7 @@ export abstract class HourlyCounts<Cell, K extends Keys, Delta> extends Deferred
 
   start(): void {
     if (this.interval || this.stopped) return;
-    this.interval = setInterval(() => void this.flush(), this.options.intervalMs ?? FLUSH_INTERVAL_MS);
+    this.interval = setInterval(() => void this.flush(), this.options.intervalMs ?? TUNING.countsFlushMs);
     this.interval.unref();
   }
 

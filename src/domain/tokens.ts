@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { jwtVerify, SignJWT } from 'jose';
 import { systemClock, type Clock } from '../clock.js';
+import { TUNING } from '../config.js';
 import { AppError } from '../errors.js';
 import { SIGNING_ALGORITHM, type SigningKeys } from './signing-keys.js';
 import { SnapshotCache, type Maybe } from './snapshot-cache.js';
@@ -9,8 +10,6 @@ export const TOKEN_TTL_SECONDS = 900;
 export const TOKEN_ISSUER = 'partnerctl';
 export const TOKEN_AUDIENCE = 'partner-api/v1';
 const CLOCK_SKEW_SECONDS = 30;
-/** Verified tokens a verifier remembers by default. */
-export const TOKEN_VERIFIER_CACHE_SIZE = 100_000;
 
 export interface TokenClaims {
   partnerId: string;
@@ -91,7 +90,7 @@ export class TokenVerifier {
 
   constructor(
     private readonly keys: SigningKeys,
-    private readonly maxCached = TOKEN_VERIFIER_CACHE_SIZE,
+    private readonly maxCached = TUNING.verifierCacheSize,
     /** The server's clock: a sweep of the full cache drops the expired tokens by it. */
     private readonly clock: Clock = systemClock,
   ) {

@@ -1,7 +1,8 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { pino, type Logger } from 'pino';
-import { redactUrl, resolveDatabase, VERSION, resolveSigningKeyFile, type Config, type ServerConfig } from '../../config.js';
+import { resolveDatabase, VERSION, type Config, type ServerConfig } from '../../config.js';
+import { resolveSigningKeyFile } from '../../db/dialect.js';
 import type { Database } from '../../db/client.js';
 import { AppError } from '../../errors.js';
 import { startMetricsListener } from '../counters/metrics.js';
@@ -196,7 +197,7 @@ export async function runServer(options: StartOptions, terminal: ServerTerminal)
   });
 
   const { provider, url } = server.db.config;
-  const where = provider === 'sqlite' ? url : redactUrl(url);
+  const where = server.db.dialect.describe(url);
   if (server.config.upstream === null) {
     say('no upstream engine (--upstream / PUBLIC_API_UPSTREAM_URL): data requests will get 503 upstream_unavailable; tokens are still exchanged');
   }

@@ -12,7 +12,7 @@ import { DecisionRecorder } from '../../domain/decision-records.js';
 import { ExposureCounter } from '../../domain/exposure-counts.js';
 import { openSigningKeys, SigningKeyWatch } from '../../domain/signing-key-guard.js';
 import type { SigningKeys } from '../../domain/signing-keys.js';
-import { TOKEN_VERIFIER_CACHE_SIZE, TokenVerifier } from '../../domain/tokens.js';
+import { TokenVerifier } from '../../domain/tokens.js';
 import { STOP_WRITE_LIMIT_MS } from '../../domain/deferred-writes.js';
 import { UsageCounter } from '../../domain/usage.js';
 import { parseRetryDelays, DEFAULT_RETRY_DELAYS, WebhookDeliverer } from '../../domain/webhook-delivery.js';
@@ -25,8 +25,6 @@ import type { SpanExport } from '../data-path/spans.js';
 import { loggableChain } from '../protocol/errors.js';
 
 /** PostgreSQL: the server's bounds on opening a connection and on a query outside a transaction (docs/server.md). */
-const DATABASE_CONNECT_TIMEOUT_MS = 2_000;
-const DATABASE_QUERY_TIMEOUT_MS = 2_000;
 
 export interface ServicesConfig {
   readonly server: ServerConfig;
@@ -47,7 +45,7 @@ export interface ServicesOptions {
   metrics?: boolean;
   /** How often usage counts are written (default 10 s). */
   usageFlushMs?: number;
-  /** The gate's refusals recorded per partner and per address per minute (default DECISION_CAP_PER_MINUTE). */
+  /** The gate's refusals recorded per partner and per address per minute (default: the configuration table's). */
   decisionCapPerMinute?: number;
   /** Deliver webhooks from this process (the server: yes; in-process tests: only when they ask). */
   webhooks?: boolean;
@@ -108,8 +106,8 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
     (await connect(config.database, {
       ...(options.clock ? { clock: options.clock } : {}),
       // Nothing on the request path waits on a server that accepts and never answers (a partition).
-      connectTimeoutMs: DATABASE_CONNECT_TIMEOUT_MS,
-      queryTimeoutMs: DATABASE_QUERY_TIMEOUT_MS,
+      connectTimeoutMs: config.server.databaseConnectTimeoutMs,
+      queryTimeoutMs: config.server.databaseQueryTimeoutMs,
       watchFile: true,
       onFileEvent: (event) => {
         if (event.kind === 'unavailable') {
@@ -138,9 +136,11 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
   });
   let registry: InstanceRegistry | undefined;
   // SQLite is a file on this machine: no outage to ride out, so no budget (docs/server.md).
-  const staleBudgetMs = db.provider === 'postgresql' ? config.server.staleBudgetMs : 0;
+  const staleBudgetMs = db.dialect.isRemote ? config.server.staleBudgetMs : 0;
   const access = new AccessState(db, {
     clock,
+    stalenessBoundMs: config.server.stalenessBoundMs,
+    pollIntervalMs: config.server.pollIntervalMs,
     staleBudgetMs,
     onOutage: (event) => {
       if (event.kind === 'start') {
@@ -212,7 +212,7 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
   const limits = new DataLimits(db, access, { rate: config.server.defaultRate, burst: config.server.defaultBurst }, clock, redis);
   const usage = config.server.usage
     ? new UsageCounter(db, clock, {
-        ...(options.usageFlushMs !== undefined ? { intervalMs: options.usageFlushMs } : {}),
+        intervalMs: options.usageFlushMs ?? config.server.countsFlushMs,
         onFull: (cap) =>
           logger?.error(
             { cap },
@@ -230,11 +230,11 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
   };
   const decisions = new DecisionRecorder(db, clock, instances.instanceId, {
     retentionMs: config.server.decisionRetentionMs,
-    ...(options.decisionCapPerMinute !== undefined ? { capPerMinute: options.decisionCapPerMinute } : {}),
+    capPerMinute: options.decisionCapPerMinute ?? config.server.decisionCapPerMinute,
     onFailure: recordsFailed('refusals on record'),
   });
   const exposure = new ExposureCounter(db, clock, {
-    ...(options.usageFlushMs !== undefined ? { intervalMs: options.usageFlushMs } : {}),
+    intervalMs: options.usageFlushMs ?? config.server.countsFlushMs,
     onFull: (cap) =>
       logger?.error(
         { cap },
@@ -307,7 +307,7 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
     // Never a fresh key file where keys have signed tokens: the database remembers their ids.
     keys = await openSigningKeys(db, config.signingKeyFile);
     // Expiry and a token's issue time are judged on the same clock the tokens are minted on.
-    verifier = new TokenVerifier(keys, options.verifierCacheSize ?? TOKEN_VERIFIER_CACHE_SIZE, clock);
+    verifier = new TokenVerifier(keys, options.verifierCacheSize ?? config.server.verifierCacheSize, clock);
     exchange = new CredentialExchange(db, keys, undefined, bookkeeping, clockSync);
     const keyWatch = new SigningKeyWatch(keys, verifier, bookkeeping, logger, clock);
     keyWatch.start();
