@@ -1,6 +1,4 @@
 import { createHash } from 'node:crypto';
-import type { Provider } from '../config.js';
-import { dialectOf } from './dialect.js';
 
 /** The previous hash of the first event of a chain. */
 export const GENESIS = '0'.repeat(64);
