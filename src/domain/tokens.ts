@@ -143,10 +143,12 @@ export class TokenVerifier {
       if (error instanceof AppError) throw error;
       throw refused('the token is not valid');
     }
-    const { sub, jti, iat, exp, kp, test } = payload as Record<string, unknown>;
+    const { sub, jti, iat, exp, nbf, kp, test } = payload as Record<string, unknown>;
     if (typeof sub !== 'string' || typeof jti !== 'string' || typeof iat !== 'number' || typeof exp !== 'number') {
       throw refused('the token is not valid');
     }
+    // Ours carry no nbf; one that says it is not valid yet is not, whoever signed it.
+    if (nbf !== undefined && (typeof nbf !== 'number' || nbf > nowSeconds)) throw refused('the token is not valid');
     if (iat > nowSeconds + CLOCK_SKEW_SECONDS || exp - iat > TOKEN_TTL_SECONDS) {
       throw refused('the token is not valid');
     }
