@@ -104,6 +104,7 @@ export class CredentialExchange {
       // so a re-run either sees it (and its cut-off, taken under the write lock, is later) or ran before it.
       const minted = await mintToken(this.keys, { partnerId: pair.partnerId, keyPairId: pair.id }, TOKEN_TTL_SECONDS, this.db.clock);
       await this.noteFirstAfterBrake(pair.id, new Date(minted.claims.issuedAtMs));
+      if (pair.status === 'active' && pair.retiringUnswitched) this.noteSwitch(pair.retiringUnswitched, now);
       return { ...minted, keyPairId: pair.id };
     }
     this.recordUse(pair.id, pair.lastUsedAt, now);

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CredentialExchange } from '../../src/domain/credentials.js';
-import { issueKeyPair, revokeKeyPair, rotateKeyPair, type IssuedKeyPair } from '../../src/domain/key-pairs.js';
+import { issueKeyPair, revokeKeyPair, revokeTokens, rotateKeyPair, type IssuedKeyPair } from '../../src/domain/key-pairs.js';
 import { createPartner, setPartnerStatus } from '../../src/domain/partners.js';
 import { SigningKeys } from '../../src/domain/signing-keys.js';
 import { TokenVerifier } from '../../src/domain/tokens.js';
@@ -154,6 +154,24 @@ describe.each(BACKENDS)('CredentialExchange on %s', (provider) => {
 
       await revokeKeyPair(ctx.db, ALICE, first.partner.id);
       await expectAppError(exchange.exchange(second.accessKey, second.secretKey), 'invalid_credentials');
+    });
+
+    it.each([
+      ['revoke-tokens', (partnerId: string) => revokeTokens(ctx.db, ALICE, partnerId)],
+      ['rotate-keys --revoke-issued-tokens', (partnerId: string) => rotateKeyPair(ctx.db, ALICE, partnerId, { revokeIssuedTokens: true })],
+    ])("37.13: a new pair's first exchange after a brake (%s) sets switched_at", async (_brake, brake) => {
+      const issued = await partnerWithKeys();
+      await brake(issued.partner.id);
+      const rotated = await rotateKeyPair(ctx.db, ALICE, issued.partner.id, { overlapMs: 3_600_000, afterSwitchMs: 60_000 });
+      const exchange = new CredentialExchange(ctx.db, keys);
+      await exchange.exchange(rotated.accessKey, rotated.secretKey);
+      expect(await exchange.bookkeeping.flush()).toBe(true);
+      const fresh = (await keyPairById(ctx.db.sql, rotated.keyPairId))!;
+      const retiring = (await keyPairById(ctx.db.sql, rotated.retiringKeyPairId!))!;
+      expect(fresh.lastUsedAt).toBeInstanceOf(Date);
+      expect(retiring.switchedAt).toEqual(expect.any(Date));
+      // The overlap ends after_switch after the switch, not at the retires_at the rotation set.
+      expect(retiring.retiresAt!.getTime() - retiring.switchedAt!.getTime()).toBe(60_000);
     });
 
     it('makes an unknown key and a wrong secret pay for an argon2 verification', async () => {
