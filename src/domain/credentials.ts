@@ -5,6 +5,7 @@ import { AppError, isAppError } from '../errors.js';
 import { Bookkeeping } from './bookkeeping.js';
 import { CLOCK_TOLERANCE_MS, type ClockSync } from './clock-sync.js';
 import { ACCESS_KEY_PATTERN, newKeyMaterial } from './identifiers.js';
+import { exchanged, type Switch } from './key-pair-lifecycle.js';
 import { overlapEnded } from './key-pair-state.js';
 import { matcherOf } from './networks.js';
 import { hashSecret, verifySecret } from './secrets.js';
@@ -104,12 +105,12 @@ export class CredentialExchange {
       // so a re-run either sees it (and its cut-off, taken under the write lock, is later) or ran before it.
       const minted = await mintToken(this.keys, { partnerId: pair.partnerId, keyPairId: pair.id }, TOKEN_TTL_SECONDS, this.db.clock);
       await this.noteFirstAfterBrake(pair.id, new Date(minted.claims.issuedAtMs));
-      if (pair.status === 'active' && pair.retiringUnswitched) this.noteSwitch(pair.retiringUnswitched, now);
+      this.noteSwitch(exchanged(pair, now).switched);
       return { ...minted, keyPairId: pair.id };
     }
     this.recordUse(pair.id, pair.lastUsedAt, now);
     const minted = await mintToken(this.keys, { partnerId: pair.partnerId, keyPairId: pair.id }, TOKEN_TTL_SECONDS, this.db.clock);
-    if (pair.status === 'active' && pair.retiringUnswitched) this.noteSwitch(pair.retiringUnswitched, now);
+    this.noteSwitch(exchanged(pair, now).switched);
     return { ...minted, keyPairId: pair.id };
   }
 
@@ -124,12 +125,11 @@ export class CredentialExchange {
    * `after_switch` from now (never later than its retires_at). Written by the bookkeeping; remembered here
    * at once, so this process refuses the old pair on time whatever the write's delay.
    */
-  private noteSwitch(retiring: { id: string; retiresAt: Date; afterSwitchSeconds: number }, now: number): void {
-    if (this.switchedEnds.has(retiring.id)) return;
-    const end = Math.min(retiring.retiresAt.getTime(), now + retiring.afterSwitchSeconds * 1000);
+  private noteSwitch(switched: Switch | null): void {
+    if (switched === null || this.switchedEnds.has(switched.pairId)) return;
     if (this.switchedEnds.size >= this.maxCached) this.switchedEnds.clear();
-    this.switchedEnds.set(retiring.id, end);
-    this.bookkeeping.keyPairSwitched(retiring.id, new Date(now), new Date(end));
+    this.switchedEnds.set(switched.pairId, switched.retiresAt.getTime());
+    this.bookkeeping.keyPairSwitched(switched.pairId, switched.at, switched.retiresAt);
   }
 
   /**
