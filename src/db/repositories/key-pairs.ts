@@ -227,9 +227,13 @@ export async function noteSwitch(q: Queryable, id: string, at: Date, retiresAt: 
   ]);
 }
 
-/** Bookkeeping outside any unit of work: when a pair last minted a token. */
+/**
+ * Bookkeeping outside any unit of work: when a pair last minted a token. Never moved back: an older use
+ * written late (held through a busy lock) must not hide the first token after a brake, which the exchange
+ * reads from this column.
+ */
 export async function touchLastUsed(q: Queryable, id: string, at: Date): Promise<void> {
-  await q.query('UPDATE key_pairs SET last_used_at = $1 WHERE id = $2', [at, id]);
+  await q.query('UPDATE key_pairs SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $3)', [at, id, at]);
 }
 
 /** Bookkeeping outside any unit of work: when a refused pair (superseded, revoked, expired, wrong secret) was last tried. */
