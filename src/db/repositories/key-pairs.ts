@@ -185,14 +185,13 @@ export async function keyPairsOf(q: Queryable, partnerId: string): Promise<KeyPa
 }
 
 /** The stored columns a transition changes (decided by domain/key-pair-lifecycle.ts). */
-export type KeyPairChange = Partial<Pick<KeyPairRow, 'status' | 'supersededAt' | 'revokedAt' | 'retiresAt' | 'switchedAt' | 'afterSwitchSeconds'>>;
+export type KeyPairChange = Partial<Pick<KeyPairRow, 'status' | 'supersededAt' | 'revokedAt' | 'retiresAt' | 'afterSwitchSeconds'>>;
 
 const CHANGE_COLUMNS: Readonly<Record<keyof KeyPairChange, string>> = {
   status: 'status',
   supersededAt: 'superseded_at',
   revokedAt: 'revoked_at',
   retiresAt: 'retires_at',
-  switchedAt: 'switched_at',
   afterSwitchSeconds: 'after_switch_seconds',
 };
 
