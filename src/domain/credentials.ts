@@ -1,18 +1,20 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Database } from '../db/client.js';
-import { keyPairForExchange, touchLastUsed } from '../db/repositories/key-pairs.js';
+import { keyPairForExchange, touchLastUsed, type ExchangeRow } from '../db/repositories/key-pairs.js';
 import { AppError, isAppError } from '../errors.js';
 import { Bookkeeping } from './bookkeeping.js';
 import { CLOCK_TOLERANCE_MS, type ClockSync } from './clock-sync.js';
 import { ACCESS_KEY_PATTERN, newKeyMaterial } from './identifiers.js';
+import { exchanged } from './key-pair-lifecycle.js';
 import { overlapEnded } from './key-pair-state.js';
 import { matcherOf } from './networks.js';
 import { hashSecret, verifySecret } from './secrets.js';
 import type { SigningKeys } from './signing-keys.js';
 import { mintToken, TOKEN_TTL_SECONDS, type MintedToken } from './tokens.js';
-import { exchangeRefusal, refusalError, type PairSnapshot } from './verdict.js';
+import { exchangeRefusal, refusalError } from './verdict.js';
 
-const LAST_USED_WRITE_INTERVAL_MS = 60_000;
+/** A refused pair's last_refused_at (and unlisted_refused_at, from the same address) is noted at most this often. */
+const REFUSAL_WRITE_INTERVAL_MS = 60_000;
 const MAX_KEY_LENGTH = 256;
 /**
  * How long the first exchange after a brake (revoke-tokens) waits for its mint to be on record before it is
@@ -24,6 +26,10 @@ const BRAKE_NOTE_WAIT_MS = 2_000;
  * Exchanges a key pair for a token. Every refusal looks the same and costs the same: an unknown access key
  * still pays for one argon2 verification (against a hash of a random secret), and the pair's and
  * partner's status are checked only after the secret, on every exchange.
+ *
+ * Everything the verdict and the transitions read is the pair's row, read for each exchange: nothing in
+ * this process's memory overlays it, so every instance decides alike. What an exchange changes (the switch,
+ * last_used_at, last_refused_at) is decided by the lifecycle and written to the row.
  *
  * After a pair's first successful argon2 verification, an HMAC of its secret under a per-process random key
  * is remembered; later exchanges compare against it in constant time instead of paying argon2 again. A
@@ -37,21 +43,13 @@ export class CredentialExchange {
   private readonly noDigest = randomBytes(32);
   /** Access key -> pair id, for the pairs in `digests`: filled with them, on a successful argon2 verification. */
   private readonly pairsByAccessKey = new Map<string, string>();
-  private readonly lastUsedWrites = new Map<string, number>();
-  private readonly lastRefusedWrites = new Map<string, number>();
-  /**
-   * Retiring pair -> the end the switch moved its overlap to, noted by this process (the database has it
-   * as soon as the bookkeeping writes it; until then this process must not wait for that).
-   */
-  private readonly switchedEnds = new Map<string, number>();
-  private readonly unlistedWrites = new Map<string, { at: number; address: string }>();
   private dummyHash: Promise<string> | undefined;
 
   constructor(
     private readonly db: Database,
     private readonly keys: SigningKeys,
     private readonly maxCached = 100_000,
-    /** Where last_used_at goes: written off the request path, never awaited by an answer. */
+    /** Where last_used_at, last_refused_at and the switch go: written off the request path, never awaited by an answer. */
     readonly bookkeeping: Bookkeeping = new Bookkeeping(db),
     /** This host's clock against the database server's (PostgreSQL): beyond the tolerance nothing is minted. */
     private readonly clockSync: Pick<ClockSync, 'skewed' | 'offsetMs'> | null = null,
@@ -85,50 +83,27 @@ export class CredentialExchange {
     onPair?.(pair.id);
     const genuine = await this.secretMatches(pair.id, accessKey, pair.secretHash, secretKey);
     const now = this.db.clock.now();
-    const snapshot: PairSnapshot = { ...pair, retiresAt: this.retiresAtNow(pair.id, pair.retiresAt) };
     const partner = { status: pair.partnerStatus, tokensRevokedBefore: pair.tokensRevokedBefore, allows: matcherOf(pair.allowFrom) };
-    const reason = exchangeRefusal(snapshot, partner, genuine, client, now);
-    if (reason === 'address_not_allowed' && genuine) this.recordUnlisted(pair.id, client);
+    const reason = exchangeRefusal(pair, partner, genuine, client, now);
+    if (reason === 'address_not_allowed' && genuine) this.recordUnlisted(pair, client, now);
     else if (reason !== null && reason !== 'partner_disabled') {
       // A retiring pair exchanges until its overlap ends; then it is refused like any superseded pair.
-      if (genuine && overlapEnded(snapshot, now)) this.bookkeeping.overlapEnded(pair.id);
-      this.recordRefusal(pair.id, pair.lastRefusedAt);
+      if (genuine && overlapEnded(pair, now)) this.bookkeeping.overlapEnded(pair.id);
+      this.recordRefusal(pair, now);
     }
     if (reason !== null) throw refusalError(reason, 'exchange');
     if (this.clockSync?.skewed) {
       throw new AppError('clock_skewed', `this instance's clock is ${this.clockSync.offsetMs} ms off the database server's (tolerance ${CLOCK_TOLERANCE_MS} ms): it mints no token`);
     }
-    if (this.firstAfterBrake(pair.id, pair.lastUsedAt, pair.tokensRevokedBefore)) {
-      // `revoke-tokens` re-run tells whether a token may be live since its previous cut-off from last_used_at:
-      // the first token after a brake is on record before it is handed out (its iat taken before the write),
-      // so a re-run either sees it (and its cut-off, taken under the write lock, is later) or ran before it.
-      const minted = await mintToken(this.keys, { partnerId: pair.partnerId, keyPairId: pair.id }, TOKEN_TTL_SECONDS, this.db.clock);
-      await this.noteFirstAfterBrake(pair.id, new Date(minted.claims.issuedAtMs));
-      return { ...minted, keyPairId: pair.id };
-    }
-    this.recordUse(pair.id, pair.lastUsedAt, now);
+    const { lastUsed, switched } = exchanged(pair, now);
+    if (lastUsed === 'after_answer') this.bookkeeping.keyPairUsed(pair.id, new Date(now));
     const minted = await mintToken(this.keys, { partnerId: pair.partnerId, keyPairId: pair.id }, TOKEN_TTL_SECONDS, this.db.clock);
-    if (pair.status === 'active' && pair.retiringUnswitched) this.noteSwitch(pair.retiringUnswitched, now);
+    // `revoke-tokens` re-run tells whether a token may be live since its previous cut-off from last_used_at:
+    // the first token after a brake is on record before it is handed out (its iat taken before the write),
+    // so a re-run either sees it (and its cut-off, taken under the write lock, is later) or ran before it.
+    if (lastUsed === 'before_answer') await this.noteFirstAfterBrake(pair.id, new Date(minted.claims.issuedAtMs));
+    if (switched) this.bookkeeping.keyPairSwitched(switched.pairId, switched.at, switched.retiresAt);
     return { ...minted, keyPairId: pair.id };
-  }
-
-  /** A retiring pair's end as this process knows it: a switch seen here may have moved it sooner. */
-  private retiresAtNow(pairId: string, stored: Date | null): Date | null {
-    const end = this.switchedEnds.get(pairId);
-    return end !== undefined && (stored === null || end < stored.getTime()) ? new Date(end) : stored;
-  }
-
-  /**
-   * The new pair's first successful exchange: the partner has switched, so its retiring pair retires
-   * `after_switch` from now (never later than its retires_at). Written by the bookkeeping; remembered here
-   * at once, so this process refuses the old pair on time whatever the write's delay.
-   */
-  private noteSwitch(retiring: { id: string; retiresAt: Date; afterSwitchSeconds: number }, now: number): void {
-    if (this.switchedEnds.has(retiring.id)) return;
-    const end = Math.min(retiring.retiresAt.getTime(), now + retiring.afterSwitchSeconds * 1000);
-    if (this.switchedEnds.size >= this.maxCached) this.switchedEnds.clear();
-    this.switchedEnds.set(retiring.id, end);
-    this.bookkeeping.keyPairSwitched(retiring.id, new Date(now), new Date(end));
   }
 
   /**
@@ -175,35 +150,22 @@ export class CredentialExchange {
   }
 
   /**
-   * last_refused_at: the first refusal of a pair is written at once (through the bookkeeping, off the
-   * answer's path), later ones at most once a minute per pair.
+   * last_refused_at: a refusal is noted (through the bookkeeping, off the answer's path) unless the row has
+   * one from the last minute.
    */
-  private recordRefusal(pairId: string, stored: Date | null): void {
-    const now = this.db.clock.now();
-    const last = Math.max(this.lastRefusedWrites.get(pairId) ?? 0, stored?.getTime() ?? 0);
-    if (now - last < LAST_USED_WRITE_INTERVAL_MS) return;
-    this.lastRefusedWrites.set(pairId, now);
-    if (this.lastRefusedWrites.size > this.maxCached) this.lastRefusedWrites.clear();
-    this.bookkeeping.keyPairRefused(pairId, new Date(now));
-  }
-
-  /** Whether this pair has minted nothing on record since the partner's brake (revoke-tokens). */
-  private firstAfterBrake(pairId: string, stored: Date | null, tokensRevokedBefore: number | null): boolean {
-    const last = Math.max(this.lastUsedWrites.get(pairId) ?? 0, stored?.getTime() ?? 0);
-    return tokensRevokedBefore !== null && last < tokensRevokedBefore;
+  private recordRefusal(pair: ExchangeRow, now: number): void {
+    if (pair.lastRefusedAt !== null && now - pair.lastRefusedAt.getTime() < REFUSAL_WRITE_INTERVAL_MS) return;
+    this.bookkeeping.keyPairRefused(pair.id, new Date(now));
   }
 
   /**
-   * unlisted_refused_at and its address: the first refusal of a pair, and any from another address, written
-   * at once (off the answer's path); repeats from the same address at most once a minute.
+   * unlisted_refused_at and its address: noted (off the answer's path) unless the row has one from the same
+   * address within the last minute.
    */
-  private recordUnlisted(pairId: string, address: string): void {
-    const now = this.db.clock.now();
-    const last = this.unlistedWrites.get(pairId);
-    if (last !== undefined && last.address === address && now - last.at < LAST_USED_WRITE_INTERVAL_MS) return;
-    if (this.unlistedWrites.size > this.maxCached) this.unlistedWrites.clear();
-    this.unlistedWrites.set(pairId, { at: now, address });
-    this.bookkeeping.keyPairRefusedFromUnlisted(pairId, new Date(now), address);
+  private recordUnlisted(pair: ExchangeRow, address: string, now: number): void {
+    const last = pair.unlistedRefusedAt;
+    if (last !== null && pair.unlistedRefusedAddress === address && now - last.getTime() < REFUSAL_WRITE_INTERVAL_MS) return;
+    this.bookkeeping.keyPairRefusedFromUnlisted(pair.id, new Date(now), address);
   }
 
   /**
@@ -216,8 +178,6 @@ export class CredentialExchange {
     for (let pause = 25; ; pause = Math.min(pause * 2, 400)) {
       try {
         await this.db.sql.transaction((tx) => touchLastUsed(tx, pairId, at), { timeoutMs: BRAKE_NOTE_WAIT_MS, lockWaitMs: 0 });
-        this.lastUsedWrites.set(pairId, at.getTime());
-        if (this.lastUsedWrites.size > this.maxCached) this.lastUsedWrites.clear();
         return;
       } catch (error) {
         // The last try is at the deadline itself: the whole bound is waited, never a pause short of it.
@@ -226,17 +186,5 @@ export class CredentialExchange {
         await new Promise((resolve) => setTimeout(resolve, Math.min(pause, left)));
       }
     }
-  }
-
-  /**
-   * last_used_at is noted at most once a minute per pair, so a busy partner does not queue writers, and
-   * written later by the bookkeeping (never waiting on a lock another process holds).
-   */
-  private recordUse(pairId: string, stored: Date | null, now: number): void {
-    const last = Math.max(this.lastUsedWrites.get(pairId) ?? 0, stored?.getTime() ?? 0);
-    if (now - last < LAST_USED_WRITE_INTERVAL_MS) return;
-    this.lastUsedWrites.set(pairId, now);
-    if (this.lastUsedWrites.size > this.maxCached) this.lastUsedWrites.clear();
-    this.bookkeeping.keyPairUsed(pairId, new Date(now));
   }
 }

@@ -64,10 +64,10 @@ function earliest(...dates: (Date | null)[]): Date | null {
 }
 
 /**
- * last_used_at is noted at most once a minute per pair (the exchange spares the database), so a pair may
- * have minted up to this long after it. The one margin of every token-liveness rule.
+ * last_used_at is noted at most once a minute per pair (the exchange spares the database: key-pair-lifecycle.ts),
+ * so a pair may have minted up to this long after it. The one margin of every token-liveness rule.
  */
-const LAST_USED_MARGIN_MS = 60_000;
+export const LAST_USED_MARGIN_MS = 60_000;
 
 /**
  * Until when (ms) a token the pair minted may still be accepted, or null when none can be: it never minted,

@@ -3,15 +3,12 @@ import type { Database } from '../db/client.js';
 import { lastEventAt } from '../db/repositories/audit.js';
 import {
   activeKeyPair,
-  endOverlap,
   insertKeyPair,
   keyPairById,
   keyPairPage,
   keyPairsOf,
-  retireKeyPair,
   retiringKeyPair,
-  revokeKeyPairs,
-  supersedeKeyPair,
+  updateKeyPair,
   type KeyPairListRow,
   type KeyPairRow,
 } from '../db/repositories/key-pairs.js';
@@ -19,6 +16,19 @@ import { partnerGateRow, setTokensRevokedBefore } from '../db/repositories/partn
 import type { Queryable, SqlTx } from '../db/unit.js';
 import { AppError } from '../errors.js';
 import { KEY_PAIR_ID_PATTERN, newId, newKeyMaterial } from './identifiers.js';
+import {
+  issued,
+  MAX_OVERLAP_MS,
+  retired,
+  revocable,
+  revoked,
+  revokedEvent,
+  rotation,
+  settled,
+  type KeyPairOptions,
+  type RotationOptions,
+  type Transition,
+} from './key-pair-lifecycle.js';
 import { keyPairStanding, keyPairState, overlapEnded, STORED_STATUSES_OF, tokensLiveUntil, type KeyPairState } from './key-pair-state.js';
 import { findPartner, type PartnerRecord } from './partners.js';
 import { hashSecret } from './secrets.js';
@@ -49,9 +59,11 @@ export async function newKeyPair(clock: Clock): Promise<NewKeyPair> {
   return { ...material, id, secretHash: await hashSecret(material.secretKey) };
 }
 
-export interface KeyPairOptions {
-  /** From `--expires-in`: the pair mints nothing after this long (ms). */
-  expiresInMs?: number;
+export type { KeyPairOptions, RotationOptions } from './key-pair-lifecycle.js';
+
+/** Writes a transition the lifecycle decided; resolves whether the row was still as it expected. */
+async function apply(tx: SqlTx, transition: Transition): Promise<boolean> {
+  return (await updateKeyPair(tx, transition.pairId, transition.change, transition.expected)) > 0;
 }
 
 /** Issuing asks one question first: the partner, and the pair it has active, if any. */
@@ -61,15 +73,10 @@ async function issuingTo(unit: Unit, reference: string): Promise<{ partner: Part
 }
 
 async function insertIssued(unit: Unit, partner: PartnerRecord, pair: NewKeyPair, options: KeyPairOptions): Promise<IssuedKeyPair> {
-  const now = new Date(unit.clock.now());
-  const expiresAt = expiryOf(now, options);
-  await insertKeyPair(unit.tx, { ...pair, partnerId: partner.id, expiresAt }, now);
-  unit.audit({
-    action: 'keys.issued',
-    partnerId: partner.id,
-    details: { key_pair_id: pair.id, access_key: pair.accessKey, expires_at: expiresAt ? expiresAt.toISOString() : null },
-  });
-  return { partner, keyPairId: pair.id, accessKey: pair.accessKey, secretKey: pair.secretKey, expiresAt };
+  const { row, event } = issued(pair, partner.id, new Date(unit.clock.now()), options);
+  await insertKeyPair(unit.tx, row);
+  unit.audit(event);
+  return { partner, keyPairId: pair.id, accessKey: pair.accessKey, secretKey: pair.secretKey, expiresAt: row.expiresAt };
 }
 
 /** A new pair for a partner with none active; one active is refused (active_key_pair_exists). */
@@ -129,10 +136,6 @@ export function issueKeyPairIfNoneActive(
   });
 }
 
-function expiryOf(now: Date, options: KeyPairOptions): Date | null {
-  return options.expiresInMs === undefined ? null : new Date(now.getTime() + options.expiresInMs);
-}
-
 /**
  * Whether a token the partner holds may still be live and issued at or after `brake` (the previous brake;
  * null: none): one a pair minted (the one liveness rule, key-pair-state.ts) or a test token minted since.
@@ -145,47 +148,15 @@ async function tokensMayBeLiveSince(q: Queryable, partnerId: string, pairs: KeyP
   return testMinted !== null && testMinted.getTime() >= from;
 }
 
-/** `rotate-keys --overlap` at most this long. */
-export const MAX_OVERLAP_MS = 30 * 86_400_000;
-/** After the new pair's first exchange the retiring pair retires this much later (or the overlap, if shorter). */
-export const DEFAULT_AFTER_SWITCH_MS = 15 * 60_000;
-
-/** How an overlap ended: its retires_at passed, the switch (plus --after-switch), --finish, or another rotation. */
-export type OverlapEnd = 'time' | 'switch' | 'finish' | 'rotation';
-
-/** Whether a settled overlap ended by the switch (retires_at was moved to switched_at + after_switch) or by time. */
-function endedBy(pair: KeyPairRow): 'time' | 'switch' {
-  const { switchedAt, retiresAt, afterSwitchSeconds } = pair;
-  if (switchedAt && retiresAt && afterSwitchSeconds !== null && retiresAt.getTime() === switchedAt.getTime() + afterSwitchSeconds * 1000) {
-    return 'switch';
-  }
-  return 'time';
-}
-
-function retiredEvent(pair: KeyPairRow, how: OverlapEnd, at: Date): AuditEntry {
-  return {
-    action: 'keys.retired',
-    partnerId: pair.partnerId,
-    details: {
-      key_pair_id: pair.id,
-      access_key: pair.accessKey,
-      ended_by: how,
-      ended_at: at.toISOString(),
-      switched_at: pair.switchedAt?.toISOString() ?? null,
-    },
-  };
-}
-
 /**
- * Records the end of an overlap that has already passed (nothing of ours has to run at that moment: the
- * pair reads as superseded from its retires_at on): the stored status becomes 'superseded' and the event
- * to audit is returned, naming how it ended. Null when the pair is not such a pair or another writer was
- * first. Used by the commands that change a partner's keys and by the server's bookkeeping.
+ * Records the end of an overlap that has already passed (the lifecycle's `settled`): the stored status
+ * becomes 'superseded' and the event to audit is returned, naming how it ended. Null when the pair is not
+ * such a pair or another writer was first. Used by the commands that change a partner's keys and by the
+ * server's bookkeeping.
  */
 export async function settleOverlap(tx: SqlTx, pair: KeyPairRow | null, now: number): Promise<AuditEntry | null> {
-  if (pair === null || !overlapEnded(pair, now) || !pair.retiresAt) return null;
-  if ((await endOverlap(tx, pair.id, pair.retiresAt)) === 0) return null;
-  return retiredEvent(pair, endedBy(pair), pair.retiresAt);
+  const ended = settled(pair, now);
+  return ended && (await apply(tx, ended.transition)) ? ended.event : null;
 }
 
 /** The partner's retiring pair whose overlap is still on (an ended one is settled first), or null. */
@@ -213,14 +184,6 @@ export interface RotatedKeyPair extends IssuedKeyPair {
   endedRetiringKeyPairId: string | null;
 }
 
-export interface RotationOptions extends KeyPairOptions {
-  revokeIssuedTokens?: boolean;
-  /** `--overlap`: the old pair becomes retiring for this long (ms), at most 30 days. */
-  overlapMs?: number;
-  /** `--after-switch`: the overlap ends this long (ms) after the new pair's first exchange; 0 allowed, at most the overlap. */
-  afterSwitchMs?: number;
-}
-
 /** Refuses overlap options that make no sense together (before anything is asked or written). */
 export function checkRotationOptions(options: RotationOptions): void {
   const { overlapMs, afterSwitchMs } = options;
@@ -239,13 +202,11 @@ export function checkRotationOptions(options: RotationOptions): void {
 }
 
 /**
- * In one unit the active pair stops minting (superseded, revoked when its tokens must die now, or retiring
- * for an overlap) and a new pair becomes active, so there is never a moment with none or two. A pair still
- * retiring from an earlier rotation is superseded now (at most one retiring pair).
+ * In one unit the active pair stops minting and a new pair becomes active (the lifecycle's `rotation`), so
+ * there is never a moment with none or two.
  */
 async function rotateKeyPairIn(unit: Unit, reference: string, pair: NewKeyPair, options: RotationOptions = {}): Promise<RotatedKeyPair> {
   checkRotationOptions(options);
-  const revoke = options.revokeIssuedTokens === true;
   const partner = await findPartner(unit.tx, reference);
   const active = await activeKeyPair(unit.tx, partner.id);
   if (!active) {
@@ -253,72 +214,26 @@ async function rotateKeyPairIn(unit: Unit, reference: string, pair: NewKeyPair, 
   }
   const now = new Date(unit.clock.now());
   const retiring = await liveRetiringIn(unit, partner.id);
-  let revokedKeyPairIds: string[] = [];
-  let tokensRevokedBefore: number | null = null;
-  let endedRetiringKeyPairId: string | null = null;
-  let retiresAt: Date | null = null;
-  let afterSwitchMs: number | null = null;
-  if (revoke) {
-    // A leak: the active pair and every retiring and superseded one (their tokens may still be live) are
-    // revoked, and every token of the partner issued before now is refused, test tokens included.
-    const others = (await keyPairsOf(unit.tx, partner.id))
-      .filter((other) => other.id !== active.id && (other.status === 'superseded' || other.status === 'retiring'))
-      .map((other) => other.id);
-    revokedKeyPairIds = [active.id, ...others];
-    await revokeKeyPairs(unit.tx, [active.id], now, { superseding: active.id });
-    await revokeKeyPairs(unit.tx, others, now);
-    tokensRevokedBefore = now.getTime();
-    await setTokensRevokedBefore(unit.tx, partner.id, tokensRevokedBefore);
-  } else {
-    if (retiring) {
-      await endOverlap(unit.tx, retiring.id, now);
-      unit.audit(retiredEvent(retiring, 'rotation', now));
-      endedRetiringKeyPairId = retiring.id;
-    }
-    if (options.overlapMs !== undefined) {
-      const end = Math.min(now.getTime() + options.overlapMs, active.expiresAt?.getTime() ?? Number.POSITIVE_INFINITY);
-      if (end > now.getTime()) {
-        retiresAt = new Date(end);
-        afterSwitchMs = options.afterSwitchMs ?? Math.min(DEFAULT_AFTER_SWITCH_MS, options.overlapMs);
-      }
-    }
-    if (retiresAt && afterSwitchMs !== null) await retireKeyPair(unit.tx, active.id, retiresAt, Math.round(afterSwitchMs / 1000));
-    else await supersedeKeyPair(unit.tx, active.id, now);
-  }
-  const expiresAt = expiryOf(now, options);
-  await insertKeyPair(unit.tx, { ...pair, partnerId: partner.id, expiresAt }, now);
-  const retiringKeyPairId = retiresAt ? active.id : null;
-  const supersededKeyPairId = retiresAt ? null : active.id;
-  unit.audit({
-    action: 'keys.rotated',
-    partnerId: partner.id,
-    details: {
-      key_pair_id: pair.id,
-      access_key: pair.accessKey,
-      superseded_key_pair_id: supersededKeyPairId,
-      revoked_issued_tokens: revoke,
-      ...(revoke ? { revoked_key_pair_ids: revokedKeyPairIds, tokens_revoked_before: tokensRevokedBefore } : {}),
-      ...(retiresAt
-        ? { retiring_key_pair_id: retiringKeyPairId, retires_at: retiresAt.toISOString(), after_switch: formatDuration(afterSwitchMs ?? 0) }
-        : {}),
-      ...(endedRetiringKeyPairId ? { ended_retiring_key_pair_id: endedRetiringKeyPairId } : {}),
-      ...(expiresAt ? { expires_at: expiresAt.toISOString() } : {}),
-    },
-  });
+  const pairs = options.revokeIssuedTokens ? await keyPairsOf(unit.tx, partner.id) : [];
+  const rotated = rotation({ partnerId: partner.id, active, retiring, pairs, fresh: pair }, now, options);
+  for (const transition of rotated.transitions) await apply(unit.tx, transition);
+  if (rotated.tokensRevokedBefore !== null) await setTokensRevokedBefore(unit.tx, partner.id, rotated.tokensRevokedBefore);
+  await insertKeyPair(unit.tx, rotated.inserted);
+  for (const event of rotated.events) unit.audit(event);
   return {
     partner,
     keyPairId: pair.id,
     accessKey: pair.accessKey,
     secretKey: pair.secretKey,
-    expiresAt,
-    supersededKeyPairId,
-    revokedIssuedTokens: revoke,
-    revokedKeyPairIds,
-    tokensRevokedBefore,
-    retiringKeyPairId,
-    retiresAt,
-    afterSwitchMs: retiresAt ? afterSwitchMs : null,
-    endedRetiringKeyPairId,
+    expiresAt: rotated.inserted.expiresAt,
+    supersededKeyPairId: rotated.supersededKeyPairId,
+    revokedIssuedTokens: rotated.tokensRevokedBefore !== null,
+    revokedKeyPairIds: rotated.revokedKeyPairIds,
+    tokensRevokedBefore: rotated.tokensRevokedBefore,
+    retiringKeyPairId: rotated.retiringKeyPairId,
+    retiresAt: rotated.retiresAt,
+    afterSwitchMs: rotated.afterSwitchMs,
+    endedRetiringKeyPairId: rotated.endedRetiringKeyPairId,
   };
 }
 
@@ -352,8 +267,9 @@ async function finishOverlapIn(unit: Unit, reference: string): Promise<FinishedO
   const retiring = await liveRetiringIn(unit, partner.id);
   if (!retiring) return { partner, retiredKeyPairId: null, endedAt: null, changed: false };
   const now = new Date(unit.clock.now());
-  await endOverlap(unit.tx, retiring.id, now);
-  unit.audit(retiredEvent(retiring, 'finish', now));
+  const ended = retired(retiring, 'finish', now);
+  await apply(unit.tx, ended.transition);
+  unit.audit(ended.event);
   return { partner, retiredKeyPairId: retiring.id, endedAt: now, changed: true };
 }
 
@@ -382,24 +298,20 @@ export async function revokeKeyPairIn(unit: Unit, reference: string, options: { 
     if (!pair || pair.partnerId !== partner.id) {
       throw new AppError('not_found', `partner '${partner.name}' has no key pair '${options.keyPairId}'`, { field: 'key_pair' });
     }
-    if (pair.status === 'revoked') return { partner, revokedKeyPairIds: [], tokensRevokedBefore: null, changed: false };
-    await revokeKeyPairs(unit.tx, [pair.id], now);
-    unit.audit({ action: 'keys.revoked', partnerId: partner.id, details: { key_pair_ids: [pair.id] } });
+    if (!revocable(pair)) return { partner, revokedKeyPairIds: [], tokensRevokedBefore: null, changed: false };
+    await apply(unit.tx, revoked(pair, now));
+    unit.audit(revokedEvent(partner.id, [pair.id], null));
     return { partner, revokedKeyPairIds: [pair.id], tokensRevokedBefore: null, changed: true };
   }
   const pairs = await keyPairsOf(unit.tx, partner.id);
-  const live = pairs.filter((pair) => pair.status === 'active' || pair.status === 'retiring' || pair.status === 'superseded');
+  const live = pairs.filter(revocable);
   const brake = (await partnerGateRow(unit.tx, partner.id))?.tokensRevokedBefore ?? null;
   const testTokensLive = await tokensMayBeLiveSince(unit.tx, partner.id, [], brake, now.getTime());
   if (live.length === 0 && !testTokensLive) return { partner, revokedKeyPairIds: [], tokensRevokedBefore: null, changed: false };
   const revokedKeyPairIds = live.map((pair) => pair.id);
-  await revokeKeyPairs(unit.tx, revokedKeyPairIds, now);
+  for (const pair of live) await apply(unit.tx, revoked(pair, now));
   await setTokensRevokedBefore(unit.tx, partner.id, now.getTime());
-  unit.audit({
-    action: 'keys.revoked',
-    partnerId: partner.id,
-    details: { key_pair_ids: revokedKeyPairIds, tokens_revoked_before: now.getTime() },
-  });
+  unit.audit(revokedEvent(partner.id, revokedKeyPairIds, now.getTime()));
   return { partner, revokedKeyPairIds, tokensRevokedBefore: now.getTime(), changed: true };
 }
 

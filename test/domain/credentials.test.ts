@@ -1,10 +1,11 @@
-import { keyPairById } from '../../src/db/repositories/key-pairs.js';
+import { keyPairById, touchLastUsed } from '../../src/db/repositories/key-pairs.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { Bookkeeping } from '../../src/domain/bookkeeping.js';
 import { CredentialExchange } from '../../src/domain/credentials.js';
-import { issueKeyPair, revokeKeyPair, rotateKeyPair, type IssuedKeyPair } from '../../src/domain/key-pairs.js';
+import { issueKeyPair, revokeKeyPair, revokeTokens, rotateKeyPair, type IssuedKeyPair } from '../../src/domain/key-pairs.js';
 import { createPartner, setPartnerStatus } from '../../src/domain/partners.js';
 import { SigningKeys } from '../../src/domain/signing-keys.js';
 import { TokenVerifier } from '../../src/domain/tokens.js';
@@ -154,6 +155,50 @@ describe.each(BACKENDS)('CredentialExchange on %s', (provider) => {
 
       await revokeKeyPair(ctx.db, ALICE, first.partner.id);
       await expectAppError(exchange.exchange(second.accessKey, second.secretKey), 'invalid_credentials');
+    });
+
+    it.each([
+      ['revoke-tokens', (partnerId: string) => revokeTokens(ctx.db, ALICE, partnerId)],
+      ['rotate-keys --revoke-issued-tokens', (partnerId: string) => rotateKeyPair(ctx.db, ALICE, partnerId, { revokeIssuedTokens: true })],
+    ])("37.13: a new pair's first exchange after a brake (%s) sets switched_at", async (_brake, brake) => {
+      const issued = await partnerWithKeys();
+      await brake(issued.partner.id);
+      const rotated = await rotateKeyPair(ctx.db, ALICE, issued.partner.id, { overlapMs: 3_600_000, afterSwitchMs: 60_000 });
+      const exchange = new CredentialExchange(ctx.db, keys);
+      await exchange.exchange(rotated.accessKey, rotated.secretKey);
+      expect(await exchange.bookkeeping.flush()).toBe(true);
+      const fresh = (await keyPairById(ctx.db.sql, rotated.keyPairId))!;
+      const retiring = (await keyPairById(ctx.db.sql, rotated.retiringKeyPairId!))!;
+      expect(fresh.lastUsedAt).toBeInstanceOf(Date);
+      expect(retiring.switchedAt).toEqual(expect.any(Date));
+      // The overlap ends after_switch after the switch, not at the retires_at the rotation set.
+      expect(retiring.retiresAt!.getTime() - retiring.switchedAt!.getTime()).toBe(60_000);
+    });
+
+    it('decides from the row alone: the instance that saw the switch and another answer alike, before it is written and after', async () => {
+      const issued = await partnerWithKeys();
+      const rotated = await rotateKeyPair(ctx.db, ALICE, issued.partner.id, { overlapMs: 3_600_000, afterSwitchMs: 0 });
+      // Its writes wait for flush(): the switch is noted, not on record yet.
+      const held = new Bookkeeping(ctx.db);
+      await held.stop();
+      const one = new CredentialExchange(ctx.db, keys, undefined, held);
+      const two = new CredentialExchange(ctx.db, keys);
+      await one.exchange(rotated.accessKey, rotated.secretKey);
+      expect(held.pending).toBeGreaterThan(0);
+      for (const exchange of [one, two]) expect((await exchange.exchange(issued.accessKey, issued.secretKey)).keyPairId).toBe(issued.keyPairId);
+      // One write at a time: a write never waits on a row lock another holds.
+      expect(await two.bookkeeping.flush()).toBe(true);
+      expect(await held.flush()).toBe(true);
+      for (const exchange of [one, two]) await expectAppError(exchange.exchange(issued.accessKey, issued.secretKey), 'invalid_credentials');
+      expect((await keyPairById(ctx.db.sql, issued.keyPairId))!.status).toBe('superseded');
+    });
+
+    it('last_used_at never moves back: a use written late does not hide the first token after a brake', async () => {
+      const issued = await partnerWithKeys();
+      const later = new Date(ctx.db.clock.now());
+      await touchLastUsed(ctx.db.sql, issued.keyPairId, later);
+      await touchLastUsed(ctx.db.sql, issued.keyPairId, new Date(later.getTime() - 30_000));
+      expect((await keyPairById(ctx.db.sql, issued.keyPairId))!.lastUsedAt).toEqual(later);
     });
 
     it('makes an unknown key and a wrong secret pay for an argon2 verification', async () => {

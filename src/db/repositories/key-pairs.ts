@@ -53,15 +53,21 @@ function fromRaw(row: Raw): KeyPairRow {
   };
 }
 
-export async function insertKeyPair(
-  tx: SqlTx,
-  pair: { id: string; partnerId: string; accessKey: string; secretHash: string; expiresAt?: Date | null },
-  now: Date,
-): Promise<void> {
-  await tx.run(
-    "INSERT INTO key_pairs (id, partner_id, access_key, secret_hash, status, created_at, expires_at) VALUES ($1, $2, $3, $4, 'active', $5, $6)",
-    [pair.id, pair.partnerId, pair.accessKey, pair.secretHash, now, pair.expiresAt ?? null],
-  );
+/** A new pair's row as the domain made it (domain/key-pair-lifecycle.ts): its status included. */
+export interface NewKeyPairRow extends Pick<KeyPairRow, 'id' | 'partnerId' | 'accessKey' | 'status' | 'createdAt' | 'expiresAt'> {
+  secretHash: string;
+}
+
+export async function insertKeyPair(tx: SqlTx, pair: NewKeyPairRow): Promise<void> {
+  await tx.run('INSERT INTO key_pairs (id, partner_id, access_key, secret_hash, status, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)', [
+    pair.id,
+    pair.partnerId,
+    pair.accessKey,
+    pair.secretHash,
+    pair.status,
+    pair.createdAt,
+    pair.expiresAt,
+  ]);
 }
 
 export async function activeKeyPair(q: Queryable, partnerId: string): Promise<KeyPairRow | null> {
@@ -87,12 +93,26 @@ export async function keyPairById(q: Queryable, id: string): Promise<KeyPairRow 
 
 /** What a token exchange needs about the pair of an access key, and its partner's status. */
 export interface ExchangeRow
-  extends Columns<'KeyPair', 'id' | 'secretHash' | 'status' | 'supersededAt' | 'revokedAt' | 'lastUsedAt' | 'lastRefusedAt' | 'expiresAt' | 'partnerId' | 'retiresAt'>,
+  extends Columns<
+      'KeyPair',
+      | 'id'
+      | 'secretHash'
+      | 'status'
+      | 'supersededAt'
+      | 'revokedAt'
+      | 'lastUsedAt'
+      | 'lastRefusedAt'
+      | 'unlistedRefusedAt'
+      | 'unlistedRefusedAddress'
+      | 'expiresAt'
+      | 'partnerId'
+      | 'retiresAt'
+    >,
     Columns<'Partner', 'tokensRevokedBefore'> {
   /** `status` is as stored (the domain derives the state); the partner's brake (ms) refuses tokens issued before it. */
   partnerStatus: string;
-  /** For an active pair: its partner's retiring pair that has not seen the switch yet, if any. */
-  retiringUnswitched: { id: string; retiresAt: Date; afterSwitchSeconds: number } | null;
+  /** Another pair of the partner stored 'retiring', if any (what the switch changes). */
+  retiring: Pick<KeyPairRow, 'id' | 'retiresAt' | 'switchedAt' | 'afterSwitchSeconds'> | null;
   /** The partner's network rules (partner_networks.allow_from); null: none. */
   allowFrom: string | null;
 }
@@ -106,6 +126,8 @@ export async function keyPairForExchange(q: Queryable, accessKey: string): Promi
     revoked_at: unknown;
     last_used_at: unknown;
     last_refused_at: unknown;
+    unlisted_refused_at: unknown;
+    unlisted_refused_address: string | null;
     expires_at: unknown;
     partner_id: string;
     partner_status: string;
@@ -113,19 +135,20 @@ export async function keyPairForExchange(q: Queryable, accessKey: string): Promi
     retires_at: unknown;
     r_id: string | null;
     r_retires_at: unknown;
+    r_switched_at: unknown;
     r_after_switch_seconds: unknown;
     allow_from: string | null;
   }>(
-    `SELECT k.id, k.secret_hash, k.status, k.superseded_at, k.revoked_at, k.last_used_at, k.last_refused_at, k.expires_at, p.id AS partner_id, p.status AS partner_status,
-       p.tokens_revoked_before, k.retires_at, r.id AS r_id, r.retires_at AS r_retires_at, r.after_switch_seconds AS r_after_switch_seconds,
+    `SELECT k.id, k.secret_hash, k.status, k.superseded_at, k.revoked_at, k.last_used_at, k.last_refused_at, k.unlisted_refused_at,
+       k.unlisted_refused_address, k.expires_at, p.id AS partner_id, p.status AS partner_status, p.tokens_revoked_before, k.retires_at,
+       r.id AS r_id, r.retires_at AS r_retires_at, r.switched_at AS r_switched_at, r.after_switch_seconds AS r_after_switch_seconds,
        n.allow_from
      FROM key_pairs k JOIN partners p ON p.id = k.partner_id
-     LEFT JOIN key_pairs r ON k.status = 'active' AND r.partner_id = k.partner_id AND r.status = 'retiring' AND r.switched_at IS NULL
+     LEFT JOIN key_pairs r ON r.partner_id = k.partner_id AND r.status = 'retiring' AND r.id <> k.id
      LEFT JOIN partner_networks n ON n.partner_id = p.id
      WHERE k.access_key = $1`,
     [accessKey],
   );
-  const retiringRetiresAt = row ? toDate(row.r_retires_at) : null;
   return row
     ? {
         id: row.id,
@@ -134,12 +157,18 @@ export async function keyPairForExchange(q: Queryable, accessKey: string): Promi
         supersededAt: toDate(row.superseded_at),
         revokedAt: toDate(row.revoked_at),
         retiresAt: toDate(row.retires_at),
-        retiringUnswitched:
-          row.r_id && retiringRetiresAt
-            ? { id: row.r_id, retiresAt: retiringRetiresAt, afterSwitchSeconds: Number(row.r_after_switch_seconds ?? 0) }
-            : null,
+        retiring: row.r_id
+          ? {
+              id: row.r_id,
+              retiresAt: toDate(row.r_retires_at),
+              switchedAt: toDate(row.r_switched_at),
+              afterSwitchSeconds: row.r_after_switch_seconds == null ? null : Number(row.r_after_switch_seconds),
+            }
+          : null,
         lastUsedAt: toDate(row.last_used_at),
         lastRefusedAt: toDate(row.last_refused_at),
+        unlistedRefusedAt: toDate(row.unlisted_refused_at),
+        unlistedRefusedAddress: row.unlisted_refused_address ?? null,
         expiresAt: toDate(row.expires_at),
         partnerId: row.partner_id,
         partnerStatus: row.partner_status,
@@ -155,26 +184,27 @@ export async function keyPairsOf(q: Queryable, partnerId: string): Promise<KeyPa
   return rows.map(fromRaw);
 }
 
-export async function supersedeKeyPair(tx: SqlTx, id: string, now: Date): Promise<void> {
-  await tx.run("UPDATE key_pairs SET status = 'superseded', superseded_at = $1 WHERE id = $2", [now, id]);
-}
+/** The stored columns a transition changes (decided by domain/key-pair-lifecycle.ts). */
+export type KeyPairChange = Partial<Pick<KeyPairRow, 'status' | 'supersededAt' | 'revokedAt' | 'retiresAt' | 'afterSwitchSeconds'>>;
 
-/** rotate-keys --overlap: the active pair still exchanges until `retiresAt` (or the switch). */
-export async function retireKeyPair(tx: SqlTx, id: string, retiresAt: Date, afterSwitchSeconds: number): Promise<void> {
-  await tx.run("UPDATE key_pairs SET status = 'retiring', retires_at = $1, after_switch_seconds = $2 WHERE id = $3 AND status = 'active'", [
-    retiresAt,
-    afterSwitchSeconds,
-    id,
-  ]);
-}
+const CHANGE_COLUMNS: Readonly<Record<keyof KeyPairChange, string>> = {
+  status: 'status',
+  supersededAt: 'superseded_at',
+  revokedAt: 'revoked_at',
+  retiresAt: 'retires_at',
+  afterSwitchSeconds: 'after_switch_seconds',
+};
 
-/** Ends an overlap at `at` (superseded then; retires_at records when it ended). */
-export function endOverlap(tx: SqlTx, id: string, at: Date): Promise<number> {
-  return tx.run("UPDATE key_pairs SET status = 'superseded', superseded_at = $1, retires_at = $2 WHERE id = $3 AND status = 'retiring'", [
-    at,
-    at,
-    id,
-  ]);
+/**
+ * Writes a transition's columns, and only those (the server's role may update only some). With `expected`,
+ * only while the pair is still stored so: resolves how many rows changed (0: another writer was first).
+ */
+export function updateKeyPair(tx: SqlTx, id: string, change: KeyPairChange, expected: string | null): Promise<number> {
+  const params: unknown[] = [];
+  const p = (value: unknown) => `$${params.push(value)}`;
+  const set = (Object.keys(change) as (keyof KeyPairChange)[]).map((field) => `${CHANGE_COLUMNS[field]} = ${p(change[field])}`);
+  const where = [`id = ${p(id)}`, ...(expected === null ? [] : [`status = ${p(expected)}`])];
+  return tx.run(`UPDATE key_pairs SET ${set.join(', ')} WHERE ${where.join(' AND ')}`, params);
 }
 
 /** A stored 'retiring' pair of the partner (its overlap may have ended: see domain/key-pair-state.ts). */
@@ -185,7 +215,8 @@ export async function retiringKeyPair(q: Queryable, partnerId: string): Promise<
 
 /**
  * The switch, noted outside any unit (by the bookkeeping): the new pair exchanged at `at`, so the retiring
- * pair's end moves to `retiresAt` (the caller's min of the stored end and at + after_switch). Only once.
+ * pair's end moves to `retiresAt` (domain/key-pair-lifecycle.ts decides both). Only once: the first switch
+ * written stands, whichever instance saw it.
  */
 export async function noteSwitch(q: Queryable, id: string, at: Date, retiresAt: Date): Promise<void> {
   await q.query("UPDATE key_pairs SET switched_at = $1, retires_at = $2 WHERE id = $3 AND status = 'retiring' AND switched_at IS NULL", [
@@ -195,19 +226,13 @@ export async function noteSwitch(q: Queryable, id: string, at: Date, retiresAt: 
   ]);
 }
 
-/** Revokes the pairs (a pair being superseded by the same change gets that time too). */
-export async function revokeKeyPairs(tx: SqlTx, ids: readonly string[], now: Date, options: { superseding?: string } = {}): Promise<void> {
-  for (const id of ids) {
-    await tx.run(
-      "UPDATE key_pairs SET status = 'revoked', revoked_at = $1, superseded_at = CASE WHEN id = $2 THEN $3 ELSE superseded_at END WHERE id = $4",
-      [now, options.superseding ?? null, now, id],
-    );
-  }
-}
-
-/** Bookkeeping outside any unit of work: when a pair last minted a token. */
+/**
+ * Bookkeeping outside any unit of work: when a pair last minted a token. Never moved back: an older use
+ * written late (held through a busy lock) must not hide the first token after a brake, which the exchange
+ * reads from this column.
+ */
 export async function touchLastUsed(q: Queryable, id: string, at: Date): Promise<void> {
-  await q.query('UPDATE key_pairs SET last_used_at = $1 WHERE id = $2', [at, id]);
+  await q.query('UPDATE key_pairs SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $3)', [at, id, at]);
 }
 
 /** Bookkeeping outside any unit of work: when a refused pair (superseded, revoked, expired, wrong secret) was last tried. */
