@@ -3,9 +3,11 @@ import type { Database } from '../db/client.js';
 import { keyPairById, noteSwitch, touchLastRefused, touchLastUsed, touchUnlistedRefused } from '../db/repositories/key-pairs.js';
 import { announceRevision, bumpRevision } from '../db/repositories/revision.js';
 import { recordSigningKeys } from '../db/repositories/signing-keys.js';
-import { DeferredWrites, type OnWriteFailure } from './deferred-writes.js';
+import { DeferredWrites, STOP_WRITE_LIMIT_MS, type OnWriteFailure } from './deferred-writes.js';
 import { settleOverlap } from './key-pairs.js';
 import { appendToChain, type AuditEntry } from './transactions.js';
+import type { Logger } from 'pino';
+import { loggableChain } from '../http/protocol/errors.js';
 
 /** Who the audit trail names for what the server records by itself (the end of an overlap it noticed). */
 export const SERVER_ACTOR = 'partnerctl serve';
@@ -184,4 +186,28 @@ export class Bookkeeping extends DeferredWrites {
     this.schedule(delay);
     return false;
   }
+}
+
+/** Bookkeeping's log lines: the cap reached, writes failing (every 20th after the first). */
+export function bookkeepingLog(logger: Logger | undefined): { onFull: (cap: number) => void; onFailure: OnWriteFailure } {
+  return {
+    onFull: (cap) =>
+      logger?.error(
+        { cap },
+        `BOOKKEEPING CAP REACHED: ${cap} rows of one kind (last_used_at, refusals) are waiting for the database; newer ones are dropped until a write goes through`,
+      ),
+    onFailure: (error, failures) => {
+      if (failures === 1 || failures % 20 === 0) {
+        logger?.warn({ err: loggableChain(error), failures }, 'bookkeeping write deferred (database busy or unavailable); retrying');
+      }
+    },
+  };
+}
+
+/** What stopping could not write: lost, said at error level. */
+export function logBookkeepingLost(logger: Logger | undefined, bookkeeping: Bookkeeping): void {
+  logger?.error(
+    { lost: bookkeeping.pending },
+    `bookkeeping NOT written at shutdown after retrying for ${STOP_WRITE_LIMIT_MS / 1000} s: ${bookkeeping.pending} rows (when key pairs were last used or refused, signing keys seen) are lost`,
+  );
 }

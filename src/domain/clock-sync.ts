@@ -1,6 +1,7 @@
 import { OffsetClock } from '../clock.js';
 import { measureClockOffset } from '../db/clock.js';
 import type { Database } from '../db/client.js';
+import type { Logger } from 'pino';
 
 /**
  * How far an instance's clock may be from the database server's and still mint tokens. Within it the
@@ -82,4 +83,21 @@ export class ClockSync {
     clearInterval(this.timer);
     this.timer = undefined;
   }
+}
+
+/** ClockSync's log lines: the offset going beyond the tolerance, and coming back. */
+export function clockSyncLog(logger: Logger | undefined): ClockSyncEvents {
+  return {
+    onChange: (skewed, offsetMs) => {
+      const offset = `${offsetMs > 0 ? '+' : ''}${(offsetMs / 1000).toFixed(1)} s`;
+      if (skewed) {
+        logger?.error(
+          { clock_offset_ms: offsetMs, tolerance_ms: CLOCK_TOLERANCE_MS },
+          `CLOCK SKEW: this host's clock is ${offset} off the database server's (tolerance ${CLOCK_TOLERANCE_MS / 1000} s); refusing to mint tokens (503 clock_skewed) until it is back within tolerance: fix the host's time synchronisation`,
+        );
+      } else {
+        logger?.warn({ clock_offset_ms: offsetMs }, `clock back within tolerance (${offset} off the database server's): minting tokens again`);
+      }
+    },
+  };
 }

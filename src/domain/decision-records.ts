@@ -7,8 +7,10 @@ import { TUNING } from '../config.js';
 import type { Database } from '../db/client.js';
 import { addUnrecorded, insertDecisions, partnersOfPairs, pruneRecords, type DecisionRow, type UnrecordedDelta } from '../db/repositories/decisions.js';
 import type { GateRefusalReason } from '../reasons.js';
-import { DeferredWrites, type OnWriteFailure } from './deferred-writes.js';
+import { DeferredWrites, STOP_WRITE_LIMIT_MS, type OnWriteFailure } from './deferred-writes.js';
 import { parseTokenId } from './tokens.js';
+import type { Logger } from 'pino';
+import { loggableChain } from '../http/protocol/errors.js';
 
 /** Refusals recorded per partner, and per client address, per minute by one instance; beyond, counted only. */
 /** Refusals held between two writes at most; beyond, counted as unrecorded (`overflow`). */
@@ -200,4 +202,21 @@ export class DecisionRecorder extends DeferredWrites {
     if (known) known.refusals += refusals;
     else this.unrecorded.set(key, { minute: new Date(minute), instanceId: this.instanceId, keyKind, keyValue, refusals });
   }
+}
+
+/** The recorder's log line: writes failing (every 20th after the first). */
+export function decisionsLog(logger: Logger | undefined): Pick<DecisionRecorderOptions, 'onFailure'> {
+  return {
+    onFailure: (error, failures) => {
+      if (failures === 1 || failures % 20 === 0) logger?.warn({ err: loggableChain(error), failures }, 'refusals on record not written (database busy or unavailable); kept for the next attempt');
+    },
+  };
+}
+
+/** What stopping could not write of the refusals on record and the exposure counts: lost, said at error level. */
+export function logRecordsLost(logger: Logger | undefined, refusals: number, exposureCells: number): void {
+  logger?.error(
+    { refusals, exposure_cells: exposureCells },
+    `refusals on record or exposure counts NOT written at shutdown after retrying for ${STOP_WRITE_LIMIT_MS / 1000} s: they are lost`,
+  );
 }

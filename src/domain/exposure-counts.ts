@@ -3,6 +3,8 @@ import type { Database } from '../db/client.js';
 import { addExposure, type ExposureDelta } from '../db/repositories/exposure.js';
 import type { SqlTx } from '../db/unit.js';
 import { HOUR_MS, HourlyCounts, type HourlyCountsOptions } from './hourly-counts.js';
+import type { Logger } from 'pino';
+import { loggableChain } from '../http/protocol/errors.js';
 
 /** Cells kept between flushes at most; beyond, requests in new cells are not counted (`dropped`, `onFull` told once). */
 const MAX_CELLS = 200_000;
@@ -76,4 +78,18 @@ export class ExposureCounter extends HourlyCounts<Cell, [tokenId: string, compan
   protected add(tx: SqlTx, deltas: ExposureDelta[]): Promise<void> {
     return addExposure(tx, deltas);
   }
+}
+
+/** The exposure counter's log lines: the cap reached, writes failing. */
+export function exposureLog(logger: Logger | undefined): Pick<HourlyCountsOptions, 'onFull' | 'onFailure'> {
+  return {
+    onFull: (cap) =>
+      logger?.error(
+        { cap },
+        `EXPOSURE CAP REACHED: ${cap} exposure cells (token × company × address × hour) are waiting for the database; requests in new cells are not counted until a write goes through`,
+      ),
+    onFailure: (error, failures) => {
+      if (failures === 1 || failures % 20 === 0) logger?.warn({ err: loggableChain(error), failures }, 'exposure counts not written (database busy or unavailable); kept for the next attempt');
+    },
+  };
 }

@@ -32,6 +32,8 @@ export interface HourlyCountsOptions {
 export abstract class HourlyCounts<Cell, K extends Keys, Delta> extends DeferredWrites {
   private hours = new Map<number, Level>();
   private cells = 0;
+  /** The batch of a write under way, until it is written or merged back. */
+  private writing: { hours: Map<number, Level>; cells: number } | undefined;
   private interval: NodeJS.Timeout | undefined;
   /** Requests not counted because too many cells were pending (a database down for long). */
   dropped = 0;
@@ -63,8 +65,9 @@ export abstract class HourlyCounts<Cell, K extends Keys, Delta> extends Deferred
     this.interval.unref();
   }
 
+  /** Cells not written yet, those of a write under way included (a stop cut short by its deadline loses them too). */
   get pending(): number {
-    return this.cells;
+    return this.cells + (this.writing?.cells ?? 0);
   }
 
   /** The cell under these keys in that hour, undefined when there is none yet. */
@@ -91,6 +94,7 @@ export abstract class HourlyCounts<Cell, K extends Keys, Delta> extends Deferred
   /** Every cell pending, with its hour and keys. */
   protected forEachCell(visit: (cell: Cell, hour: number, ...keys: K) => void): void {
     this.walk(this.hours, visit);
+    if (this.writing) this.walk(this.writing.hours, visit);
   }
 
   protected override cancelTimer(): void {
@@ -102,11 +106,14 @@ export abstract class HourlyCounts<Cell, K extends Keys, Delta> extends Deferred
   protected async writeOnce(): Promise<boolean> {
     if (this.cells === 0) return true;
     const batch = this.hours;
+    this.writing = { hours: batch, cells: this.cells };
     this.hours = new Map();
     this.cells = 0;
     const deltas: Delta[] = [];
     this.walk(batch, (cell, hour, ...keys) => deltas.push(this.delta(cell, new Date(hour * HOUR_MS), ...keys)));
-    if (await this.write((tx) => this.add(tx, deltas))) {
+    const written = await this.write((tx) => this.add(tx, deltas));
+    this.writing = undefined;
+    if (written) {
       this.droppedReported = this.dropped;
       return true;
     }

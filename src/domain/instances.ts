@@ -9,6 +9,8 @@ import { AppError } from '../errors.js';
 import { beyondTolerance } from './clock-sync.js';
 import { DeferredWrites, type OnWriteFailure } from './deferred-writes.js';
 import { runUnit, type Actor } from './transactions.js';
+import type { Logger } from 'pino';
+import { loggableChain } from '../http/protocol/errors.js';
 
 /** A heartbeat at least this often (the issue's bound is 2 s; a failed beat is retried sooner). */
 export const HEARTBEAT_MS = 1_000;
@@ -18,7 +20,7 @@ export const STALE_AFTER_MS = 10_000;
 const RETRY_MS = 50;
 const RETRY_MAX_MS = 1_000;
 /** How long shutdown keeps trying to remove the row before it gives up (loudly). */
-const REMOVE_FOR_MS = 2_000;
+export const REMOVE_FOR_MS = 2_000;
 
 export function newInstanceId(): string {
   return `srv_${randomBytes(8).toString('hex')}`;
@@ -155,21 +157,38 @@ export class InstanceRegistry extends DeferredWrites {
   }
 
   /**
-   * Stops the heartbeat and removes the row, retrying a busy database for up to 2 s; past that it gives up
-   * (onGaveUp) and the row is left to go stale. Safe to call twice.
+   * Stops the heartbeat and removes the row, retrying a busy database until `deadline` (a performance.now()
+   * instant; 2 s by default); past it, it gives up (onGaveUp) and the row is left to go stale. Safe to call twice.
    */
-  override async stop(): Promise<boolean> {
+  override async stop(deadline = performance.now() + REMOVE_FOR_MS): Promise<boolean> {
     if (this.stopped) return true;
-    await super.stop().catch(() => false);
+    // One last heartbeat at most: a write under way may end past the deadline, so each is raced against it.
+    if ((await beforeDeadline(super.stop(0).catch(() => false), deadline)) === undefined) return this.gaveUp();
     if (this.address === null) return true;
-    const deadline = performance.now() + REMOVE_FOR_MS;
     for (;;) {
-      if (await this.write((tx) => removeInstance(tx, this.instanceId).then(() => undefined))) return true;
+      if (await beforeDeadline(this.write((tx) => removeInstance(tx, this.instanceId).then(() => undefined)), deadline)) return true;
       if (performance.now() + RETRY_MS * 2 > deadline) break;
       await new Promise((resolve) => setTimeout(resolve, RETRY_MS * 2));
     }
+    return this.gaveUp();
+  }
+
+  private gaveUp(): false {
     this.events.onGaveUp?.(this.lastError);
     return false;
+  }
+}
+
+/** What `work` resolves to, or undefined once `deadline` (a performance.now() instant) passes first. */
+async function beforeDeadline<T>(work: Promise<T>, deadline: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), Math.max(0, deadline - performance.now()));
+  });
+  try {
+    return await Promise.race([work, late]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 
@@ -254,4 +273,25 @@ const INT32_MAX = 2_147_483_647;
 /** The column is a 32-bit integer: an offset beyond ±24.8 days is written as the limit (skewed all the same). */
 function withinColumn(offsetMs: number | null): number | null {
   return offsetMs === null ? null : Math.max(-INT32_MAX, Math.min(INT32_MAX, Math.round(offsetMs)));
+}
+
+/** The registry's log lines: heartbeats failing (every 20th after the first), the instance stale, the row left behind. */
+export function registryLog(logger: Logger | undefined): Pick<RegistryEvents, 'onFailure' | 'onStale' | 'onGaveUp'> {
+  return {
+    onFailure: (error, failures) => {
+      if (failures === 1 || failures % 20 === 0) {
+        logger?.warn({ err: loggableChain(error), failures }, 'instance heartbeat not written (database busy or unavailable); retrying');
+      }
+    },
+    onStale: (error) =>
+      logger?.error(
+        { err: loggableChain(error) },
+        'INSTANCE STALE: no heartbeat written for over 10 s; receipts no longer wait for this instance (still retrying)',
+      ),
+    onGaveUp: (error) =>
+      logger?.error(
+        { err: loggableChain(error) },
+        'INSTANCE ROW NOT REMOVED: the database did not take the removal within 2 s; `partnerctl instances` shows this instance stale after 10 s',
+      ),
+  };
 }

@@ -4,6 +4,9 @@ import { addUsage, usageRows, type UsageDelta, type UsageGrouping, type UsageRow
 import type { SqlTx } from '../db/unit.js';
 import { HOUR_MS, HourlyCounts, type HourlyCountsOptions } from './hourly-counts.js';
 import { findPartner } from './partners.js';
+import type { Logger } from 'pino';
+import { loggableChain } from '../http/protocol/errors.js';
+import { STOP_WRITE_LIMIT_MS } from './deferred-writes.js';
 
 /**
  * Cells kept between flushes at most (partner × company × hour), also while the database does not answer;
@@ -105,4 +108,27 @@ export async function usageReport(db: Database, options: UsageReportOptions): Pr
   const partnerId = options.partner === undefined ? undefined : (await findPartner(db.sql, options.partner)).id;
   const since = new Date(Math.floor(options.since.getTime() / HOUR_MS) * HOUR_MS);
   return usageRows(db.sql, { ...(partnerId !== undefined ? { partnerId } : {}), since, by: options.by ?? 'partner', limit: options.limit });
+}
+
+/** The usage counter's log lines: the cap reached, writes failing (every 20th after the first). */
+export function usageLog(logger: Logger | undefined): Pick<HourlyCountsOptions, 'onFull' | 'onFailure'> {
+  return {
+    onFull: (cap) =>
+      logger?.error(
+        { cap },
+        `USAGE CAP REACHED: ${cap} usage cells (partner × company × hour) are waiting for the database; requests in new cells are not counted until a write goes through`,
+      ),
+    onFailure: (error, failures) => {
+      if (failures === 1 || failures % 20 === 0) {
+        logger?.warn({ err: loggableChain(error), failures }, 'usage counts not written (database busy or unavailable); kept for the next attempt');
+      }
+    },
+  };
+}
+
+/** What stopping could not write: lost, said at error level with the totals. */
+export function logUsageLost(logger: Logger | undefined, usage: UsageCounter): void {
+  const lost = usage.totals();
+  const line = `usage counts NOT written at shutdown after retrying for ${STOP_WRITE_LIMIT_MS / 1000} s: ${lost.requests} requests (${lost.accepted} accepted, ${lost.clientErrors} 4xx, ${lost.serverErrors} 5xx) of ${lost.partners} partners are lost`;
+  logger?.error({ lost }, line);
 }

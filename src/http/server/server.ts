@@ -4,10 +4,12 @@ import { pino, type Logger } from 'pino';
 import { resolveDatabase, VERSION, type Config, type ServerConfig } from '../../config.js';
 import { resolveSigningKeyFile } from '../../db/dialect.js';
 import type { Database } from '../../db/client.js';
+import { STOP_WRITE_LIMIT_MS } from '../../domain/deferred-writes.js';
 import { AppError } from '../../errors.js';
 import { startMetricsListener } from '../counters/metrics.js';
 import { buildApp } from './app.js';
 import { BatchedLines } from './log-destination.js';
+import { beforeDeadline } from './service-list.js';
 import { createServices } from './services.js';
 
 const REQUEST_LOG_BATCH_CHARS = 12_288;
@@ -18,6 +20,8 @@ const REQUEST_LOG_FLUSH_MS = 250;
  * then (a client still sending its request, say) are closed. docs/server.md says so.
  */
 export const SHUTDOWN_GRACE_MS = 1_000;
+/** Kept from the shutdown's bound for what follows the stop: flushing the log, the last line, the exit. */
+const EXIT_MARGIN_MS = 500;
 
 /** What the server takes from the terminal it runs in: where its lines go, and the signals that stop it. */
 export interface ServerTerminal {
@@ -84,9 +88,9 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   const { db } = services;
   let app: FastifyInstance | undefined;
   let metricsListener: { url: string; close(): Promise<void> } | undefined;
-  const release = async (): Promise<void> => {
-    await metricsListener?.close();
-    await services.close();
+  const release = async (deadline?: number): Promise<void> => {
+    if (metricsListener) await beforeDeadline(metricsListener.close(), deadline ?? Infinity, undefined);
+    await services.close(deadline);
     if (destination) {
       destination.close();
       try {
@@ -143,6 +147,8 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     instanceId: services.registry.instanceId,
     close: () => {
       closing ??= (async () => {
+        // docs/server.md: the process exits at most the drain time + the 10 s of writes after the signal.
+        const deadline = performance.now() + config.upstreamTimeoutMs + SHUTDOWN_GRACE_MS + STOP_WRITE_LIMIT_MS - EXIT_MARGIN_MS;
         // Keep-alive connections become idle once their request is answered; close them as they do,
         // instead of waiting out the keep-alive timeout.
         const sweeper = setInterval(() => running.server.closeIdleConnections(), 100);
@@ -153,7 +159,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
         } finally {
           clearInterval(sweeper);
           clearTimeout(drained);
-          await release();
+          await release(deadline);
         }
       })();
       return closing;
