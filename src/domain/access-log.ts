@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { loggableChain } from '../http/protocol/errors.js';
+import { loggableChain } from './logged-errors.js';
 import type { AccessOptions } from './access.js';
 
 /** AccessState's log lines: a database outage starting and ending, the LISTEN connection lost. */

@@ -7,7 +7,7 @@ import { DeferredWrites, STOP_WRITE_LIMIT_MS, type OnWriteFailure } from './defe
 import { settleOverlap } from './key-pairs.js';
 import { appendToChain, type AuditEntry } from './transactions.js';
 import type { Logger } from 'pino';
-import { loggableChain } from '../http/protocol/errors.js';
+import { loggableChain } from './logged-errors.js';
 
 /** Who the audit trail names for what the server records by itself (the end of an overlap it noticed). */
 export const SERVER_ACTOR = 'partnerctl serve';

@@ -10,7 +10,7 @@ import type { GateRefusalReason } from '../reasons.js';
 import { DeferredWrites, STOP_WRITE_LIMIT_MS, type OnWriteFailure } from './deferred-writes.js';
 import { parseTokenId } from './tokens.js';
 import type { Logger } from 'pino';
-import { loggableChain } from '../http/protocol/errors.js';
+import { loggableChain } from './logged-errors.js';
 
 /** Refusals recorded per partner, and per client address, per minute by one instance; beyond, counted only. */
 /** Refusals held between two writes at most; beyond, counted as unrecorded (`overflow`). */

@@ -4,7 +4,7 @@ import { addExposure, type ExposureDelta } from '../db/repositories/exposure.js'
 import type { SqlTx } from '../db/unit.js';
 import { HOUR_MS, HourlyCounts, type HourlyCountsOptions } from './hourly-counts.js';
 import type { Logger } from 'pino';
-import { loggableChain } from '../http/protocol/errors.js';
+import { loggableChain } from './logged-errors.js';
 
 /** Cells kept between flushes at most; beyond, requests in new cells are not counted (`dropped`, `onFull` told once). */
 const MAX_CELLS = 200_000;

@@ -10,7 +10,7 @@ import { beyondTolerance } from './clock-sync.js';
 import { DeferredWrites, type OnWriteFailure } from './deferred-writes.js';
 import { runUnit, type Actor } from './transactions.js';
 import type { Logger } from 'pino';
-import { loggableChain } from '../http/protocol/errors.js';
+import { loggableChain } from './logged-errors.js';
 
 /** A heartbeat at least this often (the bound is 2 s; a failed beat is retried sooner). */
 export const HEARTBEAT_MS = 1_000;

@@ -5,7 +5,7 @@ import type { SqlTx } from '../db/unit.js';
 import { HOUR_MS, HourlyCounts, type HourlyCountsOptions } from './hourly-counts.js';
 import { findPartner } from './partners.js';
 import type { Logger } from 'pino';
-import { loggableChain } from '../http/protocol/errors.js';
+import { loggableChain } from './logged-errors.js';
 import { STOP_WRITE_LIMIT_MS } from './deferred-writes.js';
 
 /**

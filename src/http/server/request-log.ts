@@ -9,7 +9,8 @@ import type { UsageCounter } from '../../domain/usage.js';
 import type { Metrics } from '../counters/metrics.js';
 import { redactKeyMaterial } from '../data-path/gate.js';
 import type { FinishedRequest } from '../protocol/finished-request.js';
-import { describeError, loggableChain } from '../protocol/errors.js';
+import { loggableChain } from '../../domain/logged-errors.js';
+import { describeError } from '../protocol/errors.js';
 
 const LOGGED_PATH_MAX = 512;
 const USER_AGENT_LOGGED_MAX = 120;
