@@ -49,7 +49,7 @@ try {
 
   const { resolveDatabase } = await import('../dist/config.js');
   const { openDatabase } = await import('../dist/db/client.js');
-  const { exposureReport } = await import('../dist/domain/exposure.js');
+  const { exposureReport } = await import('../dist/domain/operations/exposure.js');
   const db = await openDatabase(resolveDatabase(`file:${file}`, {}));
   const times = [];
   let report;

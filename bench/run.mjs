@@ -237,7 +237,7 @@ async function inProcessGate(target, { cached }) {
   const [{ resolveDatabase, loadConfig }, { createServices }, { mintToken }] = await Promise.all([
     dist('config.js'),
     dist('http/server/services.js'),
-    dist('domain/tokens.js'),
+    dist('domain/operations/tokens.js'),
   ]);
   // The server's own wiring; maxCached 0 for the verifier: every token's signature is verified again, the
   // baseline of what the caches buy.
@@ -272,7 +272,7 @@ async function inProcessGate(target, { cached }) {
 }
 
 async function argon2Ceiling(seconds) {
-  const { hashSecret, verifySecret } = await dist('domain/secrets.js');
+  const { hashSecret, verifySecret } = await dist('domain/rules/secrets.js');
   const secret = 'pctl_sk_' + 'x'.repeat(43);
   const hash = await hashSecret(secret);
   // libuv's default thread pool (4 threads), as the server uses it.
@@ -306,7 +306,7 @@ function coldExchanges(target) {
 
 /** One request at a time, the three kinds interleaved in a shuffled order each round, wall time per request. */
 async function refusalTiming(target) {
-  const { newKeyMaterial } = await dist('domain/identifiers.js');
+  const { newKeyMaterial } = await dist('domain/rules/identifiers.js');
   const samples = { unknown_key: [], wrong_secret: [], valid_cold: [] };
   const expected = { unknown_key: 401, wrong_secret: 401, valid_cold: 200 };
   const bodyOf = (kind) => {

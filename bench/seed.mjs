@@ -57,7 +57,7 @@ export async function seedDatabase({ file, partners, mappingsPerPartner = 10, lo
   migrate(file);
   const migratedAt = performance.now();
 
-  const [{ newId, SECRET_KEY_PREFIX }, { hashSecret }] = await Promise.all([dist('domain/identifiers.js'), dist('domain/secrets.js')]);
+  const [{ newId, SECRET_KEY_PREFIX }, { hashSecret }] = await Promise.all([dist('domain/rules/identifiers.js'), dist('domain/rules/secrets.js')]);
   const secrets = Array.from({ length: SECRET_POOL }, () => SECRET_KEY_PREFIX + randomBytes(32).toString('base64url').replace(/[-_]/g, 'x').slice(0, 43));
   const hashes = await Promise.all(secrets.map((secret) => hashSecret(secret)));
   const hashedAt = performance.now();

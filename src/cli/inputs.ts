@@ -1,6 +1,6 @@
 import { open, readFile } from 'node:fs/promises';
 import { AppError } from '../errors.js';
-import { isValidCompanyId } from '../domain/validation.js';
+import { isValidCompanyId } from '../domain/rules/validation.js';
 import type { Session } from './session.js';
 
 /** The whole of a file, or of stdin for '-', as UTF-8 text: anything else is refused, naming its first bad line. */
@@ -155,7 +155,7 @@ export async function companyIdsFromOptions(
   const bad = given.filter((id) => !isValidCompanyId(id));
   if (bad.length > 0) {
     // The one-company message the command always gave, naming the flag.
-    const { validateCompanyId } = await import('../domain/validation.js');
+    const { validateCompanyId } = await import('../domain/rules/validation.js');
     validateCompanyId(bad[0]!);
   }
   const ids = new Set(given);

@@ -31,7 +31,7 @@ export async function askText(
 export async function askPartner(session: Session, message = 'Partner (type to filter by name)'): Promise<string> {
   const [{ search }, { searchPartners }, db] = await Promise.all([
     import('@inquirer/prompts'),
-    import('../domain/partners.js'),
+    import('../domain/operations/partners.js'),
     session.db(),
   ]);
   return search({

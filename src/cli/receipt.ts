@@ -1,7 +1,7 @@
 // The receipt of a command that revokes or refuses credentials: after its commit, wait until every live
 // `serve` instance has applied the new revision, then say who confirmed, how fast, and who did not.
 import type { Database } from '../db/client.js';
-import type { ConfirmationWatch, Receipt } from '../domain/receipts.js';
+import type { ConfirmationWatch, Receipt } from '../domain/runtime/receipts.js';
 import { EXIT } from '../errors.js';
 import { defineOptions, type OptionsOf } from './options.js';
 import type { Output } from './output.js';
@@ -28,14 +28,14 @@ export interface Waiting {
 /** Checks --wait (bad input fails before anything changes); null with --no-wait. */
 export async function parseWaitOption(options: WaitOptions): Promise<number | null> {
   if (options.wait === false) return null;
-  const { parseWait } = await import('../domain/receipts.js');
+  const { parseWait } = await import('../domain/runtime/receipts.js');
   return parseWait(options.wait);
 }
 
 /** Opens the watch before the change (PostgreSQL: the LISTEN is in force before any instance confirms). */
 export async function startWaiting(db: Database, waitMs: number | null): Promise<Waiting | null> {
   if (waitMs === null) return null;
-  const { ConfirmationWatch } = await import('../domain/receipts.js');
+  const { ConfirmationWatch } = await import('../domain/runtime/receipts.js');
   const watch: ConfirmationWatch = await ConfirmationWatch.open(db);
   return {
     finish: async (committedAt) => {

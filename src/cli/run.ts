@@ -29,7 +29,7 @@ async function report(thrown: unknown, session: Session | undefined, argv: reado
     error instanceof AppError
       ? error
       : isDatabaseError(error)
-        ? (await import('../domain/transactions.js')).translateDatabaseError(error)
+        ? (await import('../domain/operations/transactions.js')).translateDatabaseError(error)
         : undefined;
   const code = known ? known.code : 'internal_error';
   // A secret key or a token inside a message is cut to its prefix, whatever produced the message.

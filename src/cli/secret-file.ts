@@ -2,7 +2,7 @@
 // created new, never over an existing file, with mode 0600, and written inside the change's unit of work, so
 // that a file that cannot be written issues nothing and a committed secret is always in it.
 import { open, unlink, type FileHandle } from 'node:fs/promises';
-import type { IssuedKeyPair } from '../domain/key-pairs.js';
+import type { IssuedKeyPair } from '../domain/operations/key-pairs.js';
 import { AppError } from '../errors.js';
 import { iso } from './output.js';
 

@@ -6,7 +6,7 @@ import type { Database } from '../db/client.js';
 import { dialectOf } from '../db/dialect.js';
 import { AppError } from '../errors.js';
 import { terminalSafe } from '../text.js';
-import type { Actor } from '../domain/transactions.js';
+import type { Actor } from '../domain/operations/transactions.js';
 import { chooseDatabase, type DatabaseChoice } from './contexts.js';
 import type { GlobalOptions } from './global-options.js';
 import type { Terminal } from './terminal.js';

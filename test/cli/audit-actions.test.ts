@@ -2,7 +2,7 @@
 // nearest ones, and the documents listing exactly it.
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AUDIT_ACTIONS } from '../../src/domain/audit-actions.js';
+import { AUDIT_ACTIONS } from '../../src/domain/rules/audit-actions.js';
 import { createBackend, type TestBackend } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
 

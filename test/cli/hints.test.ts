@@ -1,9 +1,9 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { hintFor, messageFor } from '../../src/cli/hints.js';
-import { checkRotationOptions } from '../../src/domain/key-pairs.js';
-import { parseWait } from '../../src/domain/receipts.js';
-import { validateCompanyId, validatePartnerName } from '../../src/domain/validation.js';
+import { checkRotationOptions } from '../../src/domain/operations/key-pairs.js';
+import { parseWait } from '../../src/domain/runtime/receipts.js';
+import { validateCompanyId, validatePartnerName } from '../../src/domain/rules/validation.js';
 import { AppError } from '../../src/errors.js';
 
 function thrown(fn: () => unknown): AppError {

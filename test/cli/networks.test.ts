@@ -2,7 +2,7 @@
 // audited, shown and carried by export/apply; PUBLIC_API_TRUSTED_PROXIES is checked at start.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
-import { canonicalCidr, matcherOf } from '../../src/domain/networks.js';
+import { canonicalCidr, matcherOf } from '../../src/domain/operations/networks.js';
 import { AppError } from '../../src/errors.js';
 import { createBackend, type TestBackend } from '../support/backends.js';
 import { runBinary } from '../support/cli.js';

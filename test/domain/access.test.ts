@@ -2,11 +2,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resolveDatabase } from '../../src/config.js';
 import { openDatabase, type Database } from '../../src/db/client.js';
-import { AccessState, type OutageEvent } from '../../src/domain/access.js';
+import { AccessState, type OutageEvent } from '../../src/domain/runtime/access.js';
 import { mapCompany, unmapCompany } from '../support/domain.js';
-import { issueKeyPair, revokeKeyPair, revokeTokens, rotateKeyPair } from '../../src/domain/key-pairs.js';
-import { createPartner, setPartnerStatus } from '../../src/domain/partners.js';
-import type { TokenClaims } from '../../src/domain/tokens.js';
+import { issueKeyPair, revokeKeyPair, revokeTokens, rotateKeyPair } from '../../src/domain/operations/key-pairs.js';
+import { createPartner, setPartnerStatus } from '../../src/domain/operations/partners.js';
+import type { TokenClaims } from '../../src/domain/operations/tokens.js';
 import { backendAvailable, BACKENDS } from '../support/backends.js';
 import { ALICE, expectAppError, uniqueName, useMigratedDatabase } from './fixtures.js';
 

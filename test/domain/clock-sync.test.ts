@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OffsetClock, systemClock } from '../../src/clock.js';
 import type { Database } from '../../src/db/client.js';
-import { CLOCK_TOLERANCE_MS, ClockSync } from '../../src/domain/clock-sync.js';
+import { CLOCK_TOLERANCE_MS, ClockSync } from '../../src/domain/runtime/clock-sync.js';
 import { backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 
 describe('the database server\'s clock on PostgreSQL', () => {

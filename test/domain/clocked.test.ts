@@ -3,11 +3,11 @@ import { mkdtempSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Bookkeeping } from '../../src/domain/bookkeeping.js';
-import { InstanceRegistry, instanceReport, STALE_AFTER_MS } from '../../src/domain/instances.js';
-import { SigningKeyWatch, type KeyFileLog } from '../../src/domain/signing-key-guard.js';
-import { SigningKeys } from '../../src/domain/signing-keys.js';
-import { TokenVerifier } from '../../src/domain/tokens.js';
+import { Bookkeeping } from '../../src/domain/runtime/bookkeeping.js';
+import { InstanceRegistry, instanceReport, STALE_AFTER_MS } from '../../src/domain/runtime/instances.js';
+import { SigningKeyWatch, type KeyFileLog } from '../../src/domain/runtime/signing-key-guard.js';
+import { SigningKeys } from '../../src/domain/operations/signing-keys.js';
+import { TokenVerifier } from '../../src/domain/operations/tokens.js';
 import { backendAvailable } from '../support/backends.js';
 import { TestClock } from '../support/clock.js';
 import { useMigratedDatabase } from './fixtures.js';

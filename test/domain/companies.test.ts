@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { mapCompany, unmapCompany } from '../support/domain.js';
-import { createPartner } from '../../src/domain/partners.js';
+import { createPartner } from '../../src/domain/operations/partners.js';
 import { backendAvailable, BACKENDS } from '../support/backends.js';
 import { hintFor } from '../../src/cli/hints.js';
 import { ALICE, auditCount, expectAppError, revisionOf, uniqueName, useMigratedDatabase } from './fixtures.js';

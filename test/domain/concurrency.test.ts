@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resolveDatabase } from '../../src/config.js';
 import { openDatabase, type Database } from '../../src/db/client.js';
 import { AppError } from '../../src/errors.js';
-import { issueKeyPair, rotateKeyPair } from '../../src/domain/key-pairs.js';
-import { createPartner } from '../../src/domain/partners.js';
+import { issueKeyPair, rotateKeyPair } from '../../src/domain/operations/key-pairs.js';
+import { createPartner } from '../../src/domain/operations/partners.js';
 import { backendAvailable, BACKENDS } from '../support/backends.js';
 import { ALICE, revisionOf, uniqueName, useMigratedDatabase } from './fixtures.js';
 

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { companyIdsOf } from '../../src/db/repositories/companies.js';
-import { applyDesiredState, exportDesiredState, parseDesiredState, planDesiredState, type DesiredState } from '../../src/domain/desired-state.js';
-import { issueKeyPair } from '../../src/domain/key-pairs.js';
-import { partnerLimits } from '../../src/domain/limits.js';
-import { partnerNetwork, setNetwork } from '../../src/domain/networks.js';
-import { createPartner, findPartner, setPartnerStatus } from '../../src/domain/partners.js';
+import { applyDesiredState, exportDesiredState, parseDesiredState, planDesiredState, type DesiredState } from '../../src/domain/operations/desired-state.js';
+import { issueKeyPair } from '../../src/domain/operations/key-pairs.js';
+import { partnerLimits } from '../../src/domain/operations/limits.js';
+import { partnerNetwork, setNetwork } from '../../src/domain/operations/networks.js';
+import { createPartner, findPartner, setPartnerStatus } from '../../src/domain/operations/partners.js';
 import { AppError } from '../../src/errors.js';
 import { backendAvailable, BACKENDS } from '../support/backends.js';
 import { mapCompany } from '../support/domain.js';

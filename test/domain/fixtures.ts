@@ -3,7 +3,7 @@ import { afterAll, beforeAll, expect } from 'vitest';
 import type { Provider } from '../../src/config.js';
 import type { Database } from '../../src/db/client.js';
 import { AppError, type ErrorCode } from '../../src/errors.js';
-import type { Actor } from '../../src/domain/transactions.js';
+import type { Actor } from '../../src/domain/operations/transactions.js';
 import { createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 
 export const ALICE: Actor = { actor: 'alice@ops' };

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { resolveDatabase } from '../../src/config.js';
 import { openDatabase } from '../../src/db/client.js';
-import { Bookkeeping } from '../../src/domain/bookkeeping.js';
-import { MAX_USAGE_CELLS, UsageCounter } from '../../src/domain/usage.js';
+import { Bookkeeping } from '../../src/domain/runtime/bookkeeping.js';
+import { MAX_USAGE_CELLS, UsageCounter } from '../../src/domain/runtime/usage.js';
 import { useMigratedDatabase } from './fixtures.js';
 
 // What the server writes off the request path is held in memory while the database does not answer (an

@@ -4,8 +4,8 @@ import { addUsage, type UsageDelta } from '../../src/db/repositories/usage.js';
 import { toDate } from '../../src/db/sql.js';
 import type { SqlTx } from '../../src/db/unit.js';
 import type { Database } from '../../src/db/client.js';
-import { ExposureCounter } from '../../src/domain/exposure-counts.js';
-import { HourlyCounts } from '../../src/domain/hourly-counts.js';
+import { ExposureCounter } from '../../src/domain/runtime/exposure-counts.js';
+import { HourlyCounts } from '../../src/domain/runtime/hourly-counts.js';
 import { useMigratedDatabase } from './fixtures.js';
 
 const HOUR = Date.UTC(2026, 10, 26, 10);

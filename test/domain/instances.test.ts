@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { beatInstance, removeInstance } from '../../src/db/repositories/instances.js';
 import { releaseLease, takeLease } from '../../src/db/repositories/leases.js';
-import { auditEventsPage } from '../../src/domain/audit.js';
-import { forgetInstance, instanceReport, newInstanceId } from '../../src/domain/instances.js';
-import { ConfirmationWatch } from '../../src/domain/receipts.js';
+import { auditEventsPage } from '../../src/domain/operations/audit.js';
+import { forgetInstance, instanceReport, newInstanceId } from '../../src/domain/runtime/instances.js';
+import { ConfirmationWatch } from '../../src/domain/runtime/receipts.js';
 import { runCli } from '../support/cli.js';
 import { backendAvailable, BACKENDS } from '../support/backends.js';
 import { ALICE, expectAppError, useMigratedDatabase } from './fixtures.js';

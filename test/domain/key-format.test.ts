@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { newId, newKeyMaterial, parseKey } from '../../src/domain/identifiers.js';
+import { newId, newKeyMaterial, parseKey } from '../../src/domain/rules/identifiers.js';
 import { AppError } from '../../src/errors.js';
-import { parseTokenId } from '../../src/domain/tokens.js';
+import { parseTokenId } from '../../src/domain/operations/tokens.js';
 import { ACCESS_KEY_FORMAT, BASE62, checksumOf, checksumValid, crc32, SECRET_KEY_FORMAT } from '../support/key-format.js';
 
 /** The regular expressions the docs publish for secret scanners, from the "Key formats" block of docs/leaked-credentials.md. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { KeyPairRow } from '../../src/db/repositories/key-pairs.js';
-import { exchanged, issued, retired, rotation, settled } from '../../src/domain/key-pair-lifecycle.js';
+import { exchanged, issued, retired, rotation, settled } from '../../src/domain/rules/key-pair-lifecycle.js';
 
 // The transitions are pure: each is checked here from rows and an instant, with no database.
 const NOW = Date.parse('2026-03-01T12:00:00Z');

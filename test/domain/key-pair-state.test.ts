@@ -3,10 +3,10 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { Database } from '../../src/db/client.js';
-import { keyPairState, STORED_STATUSES_OF, type KeyPairState } from '../../src/domain/key-pair-state.js';
-import { issueKeyPair, listKeyPairs, revokeKeyPair, rotateKeyPair } from '../../src/domain/key-pairs.js';
-import { newId, newKeyMaterial } from '../../src/domain/identifiers.js';
-import { createPartner } from '../../src/domain/partners.js';
+import { keyPairState, STORED_STATUSES_OF, type KeyPairState } from '../../src/domain/rules/key-pair-state.js';
+import { issueKeyPair, listKeyPairs, revokeKeyPair, rotateKeyPair } from '../../src/domain/operations/key-pairs.js';
+import { newId, newKeyMaterial } from '../../src/domain/rules/identifiers.js';
+import { createPartner } from '../../src/domain/operations/partners.js';
 import { backendAvailable, BACKENDS } from '../support/backends.js';
 import { TestClock } from '../support/clock.js';
 import { ALICE, uniqueName, useMigratedDatabase } from './fixtures.js';

@@ -6,11 +6,11 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { auditPage } from '../../src/db/repositories/audit.js';
 import { keyPairById } from '../../src/db/repositories/key-pairs.js';
 import { partnerGateRow } from '../../src/db/repositories/partners.js';
-import { issueKeyPair } from '../../src/domain/key-pairs.js';
-import { handleLeakAlerts, leakAction, SECRET_SCANNING_ACTOR, type LeakAlert } from '../../src/domain/leak-reports.js';
-import { createPartner } from '../../src/domain/partners.js';
-import { SigningKeys } from '../../src/domain/signing-keys.js';
-import { mintToken } from '../../src/domain/tokens.js';
+import { issueKeyPair } from '../../src/domain/operations/key-pairs.js';
+import { handleLeakAlerts, leakAction, SECRET_SCANNING_ACTOR, type LeakAlert } from '../../src/domain/operations/leak-reports.js';
+import { createPartner } from '../../src/domain/operations/partners.js';
+import { SigningKeys } from '../../src/domain/operations/signing-keys.js';
+import { mintToken } from '../../src/domain/operations/tokens.js';
 import { backendAvailable, BACKENDS } from '../support/backends.js';
 import { ALICE, uniqueName, useMigratedDatabase } from './fixtures.js';
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { limitsOf } from '../../src/db/repositories/limits.js';
-import { effectiveLimits, limitsJson, setLimits, type PartnerLimits } from '../../src/domain/limits.js';
-import { createPartner } from '../../src/domain/partners.js';
+import { effectiveLimits, limitsJson, setLimits, type PartnerLimits } from '../../src/domain/operations/limits.js';
+import { createPartner } from '../../src/domain/operations/partners.js';
 import { backendAvailable, BACKENDS } from '../support/backends.js';
 import { TestClock } from '../support/clock.js';
 import { ALICE, auditCount, expectAppError, revisionOf, uniqueName, useMigratedDatabase } from './fixtures.js';

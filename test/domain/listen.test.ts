@@ -3,11 +3,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resolveDatabase } from '../../src/config.js';
 import { openDatabase, type Database } from '../../src/db/client.js';
 import { ACCESS_CHANNEL } from '../../src/db/repositories/revision.js';
-import { AccessState } from '../../src/domain/access.js';
+import { AccessState } from '../../src/domain/runtime/access.js';
 import { mapCompany, unmapCompany } from '../support/domain.js';
-import { issueKeyPair, revokeKeyPair } from '../../src/domain/key-pairs.js';
-import { createPartner, setPartnerStatus } from '../../src/domain/partners.js';
-import type { TokenClaims } from '../../src/domain/tokens.js';
+import { issueKeyPair, revokeKeyPair } from '../../src/domain/operations/key-pairs.js';
+import { createPartner, setPartnerStatus } from '../../src/domain/operations/partners.js';
+import type { TokenClaims } from '../../src/domain/operations/tokens.js';
 import { backendAvailable } from '../support/backends.js';
 import { ALICE, uniqueName, useMigratedDatabase } from './fixtures.js';
 

@@ -5,11 +5,11 @@ import {
   listPartners,
   setPartnerStatus,
   type PartnerRecord,
-} from '../../src/domain/partners.js';
-import { showPartner } from '../../src/domain/partner-details.js';
-import { issueKeyPair } from '../../src/domain/key-pairs.js';
+} from '../../src/domain/operations/partners.js';
+import { showPartner } from '../../src/domain/operations/partner-details.js';
+import { issueKeyPair } from '../../src/domain/operations/key-pairs.js';
 import { mapCompany } from '../support/domain.js';
-import { PARTNER_ID_PATTERN } from '../../src/domain/identifiers.js';
+import { PARTNER_ID_PATTERN } from '../../src/domain/rules/identifiers.js';
 import { backendAvailable, BACKENDS } from '../support/backends.js';
 import { hintFor } from '../../src/cli/hints.js';
 import { ALICE, auditCount, expectAppError, partnerCount, revisionOf, uniqueName, useMigratedDatabase } from './fixtures.js';

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { keyPairStanding, keyPairState, tokensLiveUntil } from '../../src/domain/key-pair-state.js';
-import { TOKEN_TTL_SECONDS } from '../../src/domain/tokens.js';
+import { keyPairStanding, keyPairState, tokensLiveUntil } from '../../src/domain/rules/key-pair-state.js';
+import { TOKEN_TTL_SECONDS } from '../../src/domain/rules/key-pair-state.js';
 import {
   companyRefusal,
   exchangeRefusal,
@@ -9,7 +9,7 @@ import {
   tokenRefusal,
   type PairSnapshot,
   type PartnerSnapshot,
-} from '../../src/domain/verdict.js';
+} from '../../src/domain/rules/verdict.js';
 import { REFUSAL_REASONS, type RefusalReason } from '../../src/reasons.js';
 
 /** last_used_at is noted at most once a minute: the one margin. */

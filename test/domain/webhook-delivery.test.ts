@@ -6,11 +6,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resolveDatabase } from '../../src/config.js';
 import { openDatabase, type Database } from '../../src/db/client.js';
 import { claimDelivery, dueDeliveries } from '../../src/db/repositories/webhooks.js';
-import { writeOutbox } from '../../src/domain/outbox.js';
-import { issueKeyPair, rotateKeyPair } from '../../src/domain/key-pairs.js';
-import { createPartner } from '../../src/domain/partners.js';
-import { WEBHOOK_TIMEOUT_MS, WebhookDeliverer, type DeliveryLog } from '../../src/domain/webhook-delivery.js';
-import { addWebhook } from '../../src/domain/webhooks.js';
+import { writeOutbox } from '../../src/domain/operations/outbox.js';
+import { issueKeyPair, rotateKeyPair } from '../../src/domain/operations/key-pairs.js';
+import { createPartner } from '../../src/domain/operations/partners.js';
+import { WEBHOOK_TIMEOUT_MS, WebhookDeliverer, type DeliveryLog } from '../../src/domain/runtime/webhook-delivery.js';
+import { addWebhook } from '../../src/domain/operations/webhooks.js';
 import { BACKENDS, backendAvailable } from '../support/backends.js';
 import { ALICE, uniqueName, useMigratedDatabase } from './fixtures.js';
 

@@ -4,7 +4,7 @@
 // Usage: node paused-rotation.mjs <partner> [--revoke-issued-tokens]
 import { resolveDatabase } from '../../dist/config.js';
 import { openDatabase } from '../../dist/db/client.js';
-import { rotateKeyPair } from '../../dist/domain/key-pairs.js';
+import { rotateKeyPair } from '../../dist/domain/operations/key-pairs.js';
 
 // rotation.test.ts waits for this line.
 const PAUSED_LINE = 'paused inside the rotation transaction';

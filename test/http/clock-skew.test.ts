@@ -4,7 +4,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseTokenId } from '../../src/domain/tokens.js';
+import { parseTokenId } from '../../src/domain/operations/tokens.js';
 import { backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';

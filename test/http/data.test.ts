@@ -3,10 +3,10 @@ import { SignJWT } from 'jose';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Database } from '../../src/db/client.js';
 import { mapCompany, unmapCompany } from '../support/domain.js';
-import { rotateKeyPair, revokeKeyPair } from '../../src/domain/key-pairs.js';
-import { setPartnerStatus } from '../../src/domain/partners.js';
-import { mintTestToken } from '../../src/domain/test-tokens.js';
-import { mintToken, TOKEN_AUDIENCE, TOKEN_ISSUER } from '../../src/domain/tokens.js';
+import { rotateKeyPair, revokeKeyPair } from '../../src/domain/operations/key-pairs.js';
+import { setPartnerStatus } from '../../src/domain/operations/partners.js';
+import { mintTestToken } from '../../src/domain/operations/test-tokens.js';
+import { mintToken, TOKEN_AUDIENCE, TOKEN_ISSUER } from '../../src/domain/operations/tokens.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { bearer, buildTestApp, seedPartner, startUpstream, UUID, who, type SeededPartner, type TestApp, type TestUpstream } from './support.js';
 

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../../src/db/client.js';
 import { keyPairById } from '../../src/db/repositories/key-pairs.js';
-import { revokeTokens } from '../../src/domain/key-pairs.js';
-import { setLimits } from '../../src/domain/limits.js';
-import { setNetwork } from '../../src/domain/networks.js';
-import { setPartnerStatus } from '../../src/domain/partners.js';
-import { mintToken } from '../../src/domain/tokens.js';
+import { revokeTokens } from '../../src/domain/operations/key-pairs.js';
+import { setLimits } from '../../src/domain/operations/limits.js';
+import { setNetwork } from '../../src/domain/operations/networks.js';
+import { setPartnerStatus } from '../../src/domain/operations/partners.js';
+import { mintToken } from '../../src/domain/operations/tokens.js';
 import { parseRate } from '../../src/rates.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { runCli } from '../support/cli.js';

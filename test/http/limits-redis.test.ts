@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { parseRate, effectiveLimits } from '../../src/domain/limits.js';
+import { parseRate, effectiveLimits } from '../../src/domain/operations/limits.js';
 import { policyOf, RedisLimiter } from '../../src/http/counters/limits.js';
 import { SharedRedis } from '../../src/http/counters/redis.js';
 import { createBackend, type TestBackend } from '../support/backends.js';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../../src/db/client.js';
-import { effectiveLimits, parseRate, setLimits } from '../../src/domain/limits.js';
-import { mintToken } from '../../src/domain/tokens.js';
+import { effectiveLimits, parseRate, setLimits } from '../../src/domain/operations/limits.js';
+import { mintToken } from '../../src/domain/operations/tokens.js';
 import { MemoryLimiter, policyOf } from '../../src/http/counters/limits.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { bearer, buildTestApp, seedPartner, startUpstream, UUID, who, type TestApp, type TestUpstream } from './support.js';

@@ -8,7 +8,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { statusOf, type ErrorCode } from '../../src/errors.js';
-import { isValidCompanyId } from '../../src/domain/validation.js';
+import { isValidCompanyId } from '../../src/domain/rules/validation.js';
 import { engineTarget } from '../../src/http/data-path/forwarding.js';
 import { API_ERROR_CODES, COMPANY_ID_PATTERN, DATA_PATH_SCHEMA, openApiDocument } from '../../src/http/openapi/document.js';
 import { BASE_PATH } from '../../src/http/protocol/paths.js';

@@ -6,7 +6,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newKeyMaterial } from '../../src/domain/identifiers.js';
+import { newKeyMaterial } from '../../src/domain/rules/identifiers.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { runCli, type CliResult } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';

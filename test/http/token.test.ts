@@ -1,8 +1,8 @@
 import { keyPairById } from '../../src/db/repositories/key-pairs.js';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Database } from '../../src/db/client.js';
-import { rotateKeyPair, revokeKeyPair } from '../../src/domain/key-pairs.js';
-import { setPartnerStatus } from '../../src/domain/partners.js';
+import { rotateKeyPair, revokeKeyPair } from '../../src/domain/operations/key-pairs.js';
+import { setPartnerStatus } from '../../src/domain/operations/partners.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { buildTestApp, seedPartner, UUID, who, type SeededPartner, type TestApp } from './support.js';
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mintToken } from '../../src/domain/tokens.js';
+import { mintToken } from '../../src/domain/operations/tokens.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
 import { clearOfHourBoundary } from '../support/hours.js';

@@ -1,8 +1,8 @@
 import type { Database } from '../../src/db/client.js';
-import { auditEventsPage, type AuditQuery, type AuditRecord } from '../../src/domain/audit.js';
-import { changeMappings } from '../../src/domain/companies.js';
-import type { PartnerRecord } from '../../src/domain/partners.js';
-import type { Actor } from '../../src/domain/transactions.js';
+import { auditEventsPage, type AuditQuery, type AuditRecord } from '../../src/domain/operations/audit.js';
+import { changeMappings } from '../../src/domain/operations/companies.js';
+import type { PartnerRecord } from '../../src/domain/operations/partners.js';
+import type { Actor } from '../../src/domain/operations/transactions.js';
 
 export interface MappingChange {
   partner: PartnerRecord;

@@ -1,5 +1,5 @@
-import { AUDIT_ACTIONS } from '../../domain/audit-actions.js';
-import { parseTimeOrDuration } from '../../domain/validation.js';
+import { AUDIT_ACTIONS } from '../../domain/rules/audit-actions.js';
+import { parseTimeOrDuration } from '../../domain/rules/validation.js';
 import { EXIT } from '../../errors.js';
 import { defineCommand } from '../definition.js';
 import { defineOptions, type OptionsOf } from '../options.js';
@@ -44,7 +44,7 @@ export const auditCommand = defineCommand({
 async function runAudit(session: Session, out: Output, partner: string | undefined, options: OptionsOf<typeof AUDIT_OPTIONS>): Promise<void> {
   const limit = parseLimit(options.limit, 50);
   const since = options.since === undefined ? undefined : parseTimeOrDuration(options.since, '--since', Date.now());
-  const [{ auditEventsPage }, db] = await Promise.all([import('../../domain/audit.js'), session.db()]);
+  const [{ auditEventsPage }, db] = await Promise.all([import('../../domain/operations/audit.js'), session.db()]);
   const { events, nextCursor } = await auditEventsPage(db, {
     partner,
     limit,
@@ -138,7 +138,7 @@ function detailsSummary(details: Record<string, unknown>): string {
 }
 
 async function runAuditVerify(session: Session, out: Output, head: string | undefined): Promise<number> {
-  const [{ verifyAuditChain }, db] = await Promise.all([import('../../domain/audit.js'), session.db()]);
+  const [{ verifyAuditChain }, db] = await Promise.all([import('../../domain/operations/audit.js'), session.db()]);
   const report = await verifyAuditChain(db, head === undefined ? {} : { expectedHead: head });
   const since = report.since && {
     chain_started_at: iso(report.since.startedAt),
@@ -165,7 +165,7 @@ async function runAuditVerify(session: Session, out: Output, head: string | unde
 }
 
 async function runAuditHead(session: Session, out: Output): Promise<void> {
-  const [{ auditHead }, db] = await Promise.all([import('../../domain/audit.js'), session.db()]);
+  const [{ auditHead }, db] = await Promise.all([import('../../domain/operations/audit.js'), session.db()]);
   const head = await auditHead(db);
   if (out.json) {
     out.emitJson({ id: head?.id ?? null, seq: head?.seq ?? null, hash: head?.hash ?? null });

@@ -71,7 +71,7 @@ async function runMapping(
         : `Unmap ${distinct} compan${distinct === 1 ? 'y' : 'ies'} from '${reference}' (their requests get 404 at once)`,
     );
   }
-  const [{ changeMappings }, db] = await Promise.all([import('../../domain/companies.js'), session.db()]);
+  const [{ changeMappings }, db] = await Promise.all([import('../../domain/operations/companies.js'), session.db()]);
   const bar = progressBar(session.terminal, action === 'map' ? 'mapping' : 'unmapping', distinct);
   let change;
   try {
@@ -132,7 +132,7 @@ async function runListCompanies(
 ): Promise<void> {
   const reference = await resolvePartnerArgument(session, partnerArgument);
   const limit = parseLimit(options.limit, 100);
-  const [{ listCompanies }, db] = await Promise.all([import('../../domain/companies.js'), session.db()]);
+  const [{ listCompanies }, db] = await Promise.all([import('../../domain/operations/companies.js'), session.db()]);
   const page = await listCompanies(db, reference, { limit, cursor: options.cursor });
   if (out.json) {
     out.emitJson({

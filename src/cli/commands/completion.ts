@@ -37,7 +37,7 @@ export const completePartnersCommand = defineCommand({
 
 /** For the completion scripts: partner names starting with what was typed (up to 200), one per line. */
 async function runCompletePartners(session: Session, prefix: string | undefined): Promise<void> {
-  const [{ searchPartners }, db] = await Promise.all([import('../../domain/partners.js'), session.db()]);
+  const [{ searchPartners }, db] = await Promise.all([import('../../domain/operations/partners.js'), session.db()]);
   const partners = await searchPartners(db, '', 1000);
   const typed = (prefix ?? '').toLowerCase();
   const names = partners.map((partner) => partner.name).filter((name) => name.toLowerCase().startsWith(typed) && terminalSafe(name) === name);

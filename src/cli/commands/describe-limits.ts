@@ -1,4 +1,4 @@
-import { formatRate, type PartnerLimits } from '../../domain/limits.js';
+import { formatRate, type PartnerLimits } from '../../domain/operations/limits.js';
 
 /** For tables and show-partner: "50/s, burst 100, 10000 a day", or "server defaults". */
 export function describeLimits(limits: PartnerLimits): string {

@@ -1,4 +1,4 @@
-import type { Remedy } from '../../domain/refusals.js';
+import type { Remedy } from '../../domain/operations/refusals.js';
 import { defineCommand } from '../definition.js';
 import { iso, type Output } from '../output.js';
 import type { Session } from '../session.js';
@@ -31,7 +31,7 @@ export const explainCommand = defineCommand({
 });
 
 async function runExplain(session: Session, out: Output, requestId: string): Promise<void> {
-  const [{ explainRequest }, db] = await Promise.all([import('../../domain/refusals.js'), session.db()]);
+  const [{ explainRequest }, db] = await Promise.all([import('../../domain/operations/refusals.js'), session.db()]);
   const { decision: d, explanation, remedy } = await explainRequest(db, requestId);
   const command = remedy ? remedyCommand(remedy) : null;
   if (out.json) {

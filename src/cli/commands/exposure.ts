@@ -1,5 +1,5 @@
-import type { ExposureReport } from '../../domain/exposure.js';
-import { parseTimeOrDuration } from '../../domain/validation.js';
+import type { ExposureReport } from '../../domain/operations/exposure.js';
+import { parseTimeOrDuration } from '../../domain/rules/validation.js';
 import { AppError } from '../../errors.js';
 import { defineCommand } from '../definition.js';
 import { defineOptions, type OptionsOf } from '../options.js';
@@ -58,7 +58,7 @@ async function runExposure(session: Session, out: Output, value: string, options
   const since = options.since === undefined ? undefined : parseTimeOrDuration(options.since, '--since', now);
   const until = options.until === undefined ? undefined : parseTimeOrDuration(options.until, '--until', now);
   const looked = await leakedValue(session, value, 'exposure');
-  const [{ exposureReport }, db] = await Promise.all([import('../../domain/exposure.js'), session.db()]);
+  const [{ exposureReport }, db] = await Promise.all([import('../../domain/operations/exposure.js'), session.db()]);
   const report = await exposureReport(db, looked, () => signingKeysIfAny(session, db, out), { ...(since ? { since } : {}), ...(until ? { until } : {}) });
   if (options.csv) {
     const lines = ['kind,value,requests,accepted,client_errors,server_errors,first_seen,last_seen'];

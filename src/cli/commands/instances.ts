@@ -4,7 +4,7 @@ import { defineOptions, type OptionsOf } from '../options.js';
 import { iso, type Output } from '../output.js';
 import { confirmDestructive } from '../prompts.js';
 import type { Session } from '../session.js';
-import type { WebhookDelivererStatus } from '../../domain/instances.js';
+import type { WebhookDelivererStatus } from '../../domain/runtime/instances.js';
 
 const INSTANCES_OPTIONS = defineOptions([
   {
@@ -37,7 +37,7 @@ delivers webhooks (it holds the delivery lease).`,
 
 async function runForget(session: Session, out: Output, instanceId: string): Promise<undefined> {
   await confirmDestructive(session, `Forget serve instance '${instanceId}' (receipts stop waiting for it; only for an instance that will not serve again)`);
-  const [{ forgetInstance }, db] = await Promise.all([import('../../domain/instances.js'), session.db()]);
+  const [{ forgetInstance }, db] = await Promise.all([import('../../domain/runtime/instances.js'), session.db()]);
   const row = await forgetInstance(db, session.who, instanceId);
   if (out.json) out.emitJson({ instance_id: row.instanceId, host: row.host, pid: row.pid, forgotten: true });
   else out.line(`Forgot serve instance ${row.instanceId} (${row.host}, pid ${row.pid}, last seen ${iso(row.lastSeenAt)}).`);
@@ -45,7 +45,7 @@ async function runForget(session: Session, out: Output, instanceId: string): Pro
 }
 
 async function runInstances(session: Session, out: Output, options: OptionsOf<typeof INSTANCES_OPTIONS>): Promise<number | undefined> {
-  const [{ instanceReport }, db] = await Promise.all([import('../../domain/instances.js'), session.db()]);
+  const [{ instanceReport }, db] = await Promise.all([import('../../domain/runtime/instances.js'), session.db()]);
   const { revision, instances, webhookDelivery } = await instanceReport(db);
   if (out.json) {
     out.emitJson({

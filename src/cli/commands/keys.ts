@@ -1,5 +1,5 @@
-import type { IssuedKeyPair } from '../../domain/key-pairs.js';
-import { formatDuration, parseDuration } from '../../domain/validation.js';
+import type { IssuedKeyPair } from '../../domain/operations/key-pairs.js';
+import { formatDuration, parseDuration } from '../../domain/rules/validation.js';
 import { AppError } from '../../errors.js';
 import { defineCommand } from '../definition.js';
 import { defineOptions, type OptionsOf } from '../options.js';
@@ -92,7 +92,7 @@ async function runIssueKeys(
 ): Promise<void> {
   const expiry = expiryOption(options.expiresIn);
   const reference = await resolvePartnerArgument(session, partnerArgument);
-  const [{ issueKeyPair, issueKeyPairIfNoneActive }, db] = await Promise.all([import('../../domain/key-pairs.js'), session.db()]);
+  const [{ issueKeyPair, issueKeyPairIfNoneActive }, db] = await Promise.all([import('../../domain/operations/key-pairs.js'), session.db()]);
   const { file, handOver } = secretFileOf(options.secretTo);
   const outcome = await withSecretFile(file, async () =>
     options.ifNoneActive
@@ -171,7 +171,7 @@ async function runRotateKeys(session: Session, out: Output, partnerArgument: str
   };
   // Only the emergency rotation refuses credentials: the routine one has nothing for the servers to confirm.
   const waitMs = options.revokeIssuedTokens ? await parseWaitOption(options) : null;
-  const { checkRotationOptions, rotateKeyPair } = await import('../../domain/key-pairs.js');
+  const { checkRotationOptions, rotateKeyPair } = await import('../../domain/operations/key-pairs.js');
   checkRotationOptions({ ...overlap, revokeIssuedTokens: options.revokeIssuedTokens === true });
   const reference = await resolvePartnerArgument(session, partnerArgument);
   if (options.revokeIssuedTokens) {
@@ -229,7 +229,7 @@ async function runRotateKeys(session: Session, out: Output, partnerArgument: str
 
 async function runFinishOverlap(session: Session, out: Output, partnerArgument: string | undefined): Promise<void> {
   const reference = await resolvePartnerArgument(session, partnerArgument);
-  const [{ finishOverlap }, db] = await Promise.all([import('../../domain/key-pairs.js'), session.db()]);
+  const [{ finishOverlap }, db] = await Promise.all([import('../../domain/operations/key-pairs.js'), session.db()]);
   const finished = await finishOverlap(db, session.who, reference);
   const { partner } = finished;
   if (out.json) {
@@ -273,7 +273,7 @@ async function runRevokeKeys(
 ): Promise<number | undefined> {
   const waitMs = await parseWaitOption(options);
   const reference = await resolvePartnerArgument(session, partnerArgument);
-  const { KEY_PAIR_ID_PATTERN } = await import('../../domain/identifiers.js');
+  const { KEY_PAIR_ID_PATTERN } = await import('../../domain/rules/identifiers.js');
   if (options.keyPair !== undefined && !KEY_PAIR_ID_PATTERN.test(options.keyPair)) {
     throw new AppError('invalid_argument', `--key-pair must be a key-pair id (kp_…), got '${options.keyPair.slice(0, 40)}'`);
   }
@@ -283,7 +283,7 @@ async function runRevokeKeys(
       ? `Revoke key pair ${options.keyPair} of '${reference}' and refuse its tokens at once`
       : `Revoke every key pair of '${reference}' and refuse its tokens (test tokens too) at once`,
   );
-  const [{ revokeKeyPair }, db] = await Promise.all([import('../../domain/key-pairs.js'), session.db()]);
+  const [{ revokeKeyPair }, db] = await Promise.all([import('../../domain/operations/key-pairs.js'), session.db()]);
   const change = () => revokeKeyPair(db, session.who, reference, options.keyPair ? { keyPairId: options.keyPair } : {});
   const { result, receipt } = await withReceipt(db, waitMs, change, out, session.options.debug);
   const waitText = options.wait || '3s';
@@ -330,8 +330,8 @@ async function runMintTestToken(
   // Digits only ('1e3', ' 60' and '0x10' are not seconds); the range is the domain's to check.
   const ttl = options.ttl === undefined ? undefined : /^\d+$/.test(options.ttl) ? Number(options.ttl) : Number.NaN;
   const [{ openSigningKeys }, { mintTestToken }, db] = await Promise.all([
-    import('../../domain/signing-key-guard.js'),
-    import('../../domain/test-tokens.js'),
+    import('../../domain/runtime/signing-key-guard.js'),
+    import('../../domain/operations/test-tokens.js'),
     session.db(),
   ]);
   // Never a fresh key file where keys have already signed tokens (the database remembers their ids).

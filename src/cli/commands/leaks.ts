@@ -1,7 +1,7 @@
 import type { Database } from '../../db/client.js';
-import type { Containment, LookupResult } from '../../domain/lookup.js';
-import type { SigningKeys } from '../../domain/signing-keys.js';
-import { parseDuration } from '../../domain/validation.js';
+import type { Containment, LookupResult } from '../../domain/operations/lookup.js';
+import type { SigningKeys } from '../../domain/operations/signing-keys.js';
+import { parseDuration } from '../../domain/rules/validation.js';
 import { AppError, EXIT, isAppError } from '../../errors.js';
 import { defineCommand } from '../definition.js';
 import { defineOptions, type OptionsOf } from '../options.js';
@@ -97,7 +97,7 @@ export const lookupCommand = defineCommand({
 
 async function runLookup(session: Session, out: Output, value: string | undefined): Promise<void> {
   const looked = await leakedValue(session, value, 'lookup');
-  const [{ lookup }, db] = await Promise.all([import('../../domain/lookup.js'), session.db()]);
+  const [{ lookup }, db] = await Promise.all([import('../../domain/operations/lookup.js'), session.db()]);
   const openKeys = () => signingKeysIfAny(session, db, out);
   let result: LookupResult;
   try {
@@ -188,7 +188,7 @@ async function runRevokeTokens(session: Session, out: Output, partnerArgument: s
     session,
     `Refuse every token of '${reference}' issued before now (test tokens too); its keys stay valid and its client re-exchanges them`,
   );
-  const [{ revokeTokens }, db] = await Promise.all([import('../../domain/key-pairs.js'), session.db()]);
+  const [{ revokeTokens }, db] = await Promise.all([import('../../domain/operations/key-pairs.js'), session.db()]);
   const { result, receipt } = await withReceipt(db, waitMs, () => revokeTokens(db, session.who, reference), out, session.options.debug);
   const { partner, tokensRevokedBefore, changed } = result;
   if (out.json) {
@@ -239,7 +239,7 @@ async function runListKeys(session: Session, out: Output, options: OptionsOf<typ
     ...(options.unusedFor !== undefined ? { unusedForMs: parseDuration(options.unusedFor, '--unused-for') } : {}),
     ...(options.cursor !== undefined ? { cursor: options.cursor } : {}),
   };
-  const [{ listKeyPairs }, db] = await Promise.all([import('../../domain/key-pairs.js'), session.db()]);
+  const [{ listKeyPairs }, db] = await Promise.all([import('../../domain/operations/key-pairs.js'), session.db()]);
   const page = await listKeyPairs(db, { ...filters, limit });
   const code = options.failIfAny && page.keys.length > 0 ? EXIT.error : EXIT.ok;
   if (out.json) {
@@ -331,7 +331,7 @@ export async function leakedValue(session: Session, value: string | undefined, c
  * cannot be checked (said once on stderr).
  */
 export async function signingKeysIfAny(session: Session, db: Database, out: Output): Promise<SigningKeys | null> {
-  const { openSigningKeys } = await import('../../domain/signing-key-guard.js');
+  const { openSigningKeys } = await import('../../domain/runtime/signing-key-guard.js');
   try {
     return await openSigningKeys(db, session.signingKeyFile);
   } catch (error) {

@@ -1,4 +1,4 @@
-import type { LimitsChange } from '../../domain/limits.js';
+import type { LimitsChange } from '../../domain/operations/limits.js';
 import { defineCommand } from '../definition.js';
 import { defineOptions, type OptionsOf } from '../options.js';
 import type { Output } from '../output.js';
@@ -25,7 +25,7 @@ export const setLimitsCommand = defineCommand({
 
 async function runSetLimits(session: Session, out: Output, partnerArgument: string | undefined, options: OptionsOf<typeof SET_LIMITS_OPTIONS>): Promise<void> {
   const [{ limitsJson, parseCount, parseRate, setLimits }, { describeLimits }] = await Promise.all([
-    import('../../domain/limits.js'),
+    import('../../domain/operations/limits.js'),
     import('./describe-limits.js'),
   ]);
   const change: LimitsChange = {

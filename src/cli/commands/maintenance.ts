@@ -122,8 +122,8 @@ async function runDbStatus(session: Session, out: Output): Promise<number> {
 async function runSigningKeyRotate(session: Session, out: Output, newFile: boolean): Promise<void> {
   const file = session.signingKeyFile;
   const [{ rotateSigningKeyFile }, { RETIRED_KEY_OVERLAP_SECONDS }, db] = await Promise.all([
-    import('../../domain/signing-key-guard.js'),
-    import('../../domain/signing-keys.js'),
+    import('../../domain/runtime/signing-key-guard.js'),
+    import('../../domain/operations/signing-keys.js'),
     session.db(),
   ]);
   // A missing file where keys have already signed tokens is refused unless --new-file says it is lost.

@@ -32,7 +32,7 @@ async function runSetNetwork(session: Session, out: Output, partnerArgument: str
     throw new AppError('invalid_argument', '--clear drops every rule; it is not combined with --allow', { field: 'clear' });
   }
   if (!options.clear && allow.length === 0) throw new AppError('missing_argument', 'give --allow <cidr> (one or more) or --clear', { field: 'allow' });
-  const { canonicalRules, setNetwork } = await import('../../domain/networks.js');
+  const { canonicalRules, setNetwork } = await import('../../domain/operations/networks.js');
   // A bad CIDR is named before anything is asked of the database (exit 2).
   canonicalRules(allow);
   const reference = await resolvePartnerArgument(session, partnerArgument);

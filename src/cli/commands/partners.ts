@@ -1,5 +1,5 @@
-import type { PartnerRecord, PartnerStatus } from '../../domain/partners.js';
-import { validateCompanyId, validatePartnerName } from '../../domain/validation.js';
+import type { PartnerRecord, PartnerStatus } from '../../domain/operations/partners.js';
+import { validateCompanyId, validatePartnerName } from '../../domain/rules/validation.js';
 import { nameKey, terminalSafe } from '../../text.js';
 import { defineCommand } from '../definition.js';
 import { defineOptions, type OptionsOf } from '../options.js';
@@ -35,12 +35,12 @@ async function runCreatePartner(session: Session, out: Output, options: OptionsO
       }
       if (options.ifNotExists) return true;
       // A taken name is asked again here rather than refused after the prompt.
-      const [{ searchPartners }, db] = await Promise.all([import('../../domain/partners.js'), session.db()]);
+      const [{ searchPartners }, db] = await Promise.all([import('../../domain/operations/partners.js'), session.db()]);
       const taken = (await searchPartners(db, name, 50)).find((partner) => nameKey(partner.name) === nameKey(name));
       return taken ? `'${terminalSafe(taken.name)}' is taken (${taken.id}); type another name` : true;
     }),
   );
-  const [{ createPartner }, db] = await Promise.all([import('../../domain/partners.js'), session.db()]);
+  const [{ createPartner }, db] = await Promise.all([import('../../domain/operations/partners.js'), session.db()]);
   const { partner, created } = await createPartner(db, session.who, { name, ifNotExists: options.ifNotExists });
   if (out.json) {
     out.emitJson({ partner_id: partner.id, name: partner.name, status: partner.status, created, created_at: iso(partner.createdAt) });
@@ -74,7 +74,7 @@ export const listPartnersCommand = defineCommand({
 async function runListPartners(session: Session, out: Output, options: OptionsOf<typeof LIST_PARTNERS_OPTIONS>): Promise<void> {
   const limit = parseLimit(options.limit, 50);
   if (options.company !== undefined) validateCompanyId(options.company);
-  const [{ listPartners }, db] = await Promise.all([import('../../domain/partners.js'), session.db()]);
+  const [{ listPartners }, db] = await Promise.all([import('../../domain/operations/partners.js'), session.db()]);
   const page = await listPartners(db, {
     status: options.status,
     limit,
@@ -150,8 +150,8 @@ export const showPartnerCommand = defineCommand({
 async function runShowPartner(session: Session, out: Output, partnerArgument: string | undefined): Promise<void> {
   const reference = await resolvePartnerArgument(session, partnerArgument);
   const [{ showPartner }, { limitsJson }, { describeLimits }, db] = await Promise.all([
-    import('../../domain/partner-details.js'),
-    import('../../domain/limits.js'),
+    import('../../domain/operations/partner-details.js'),
+    import('../../domain/operations/limits.js'),
     import('./describe-limits.js'),
     session.db(),
   ]);
@@ -258,7 +258,7 @@ async function runSetPartnerStatus(
   if (status === 'disabled') {
     await confirmDestructive(session, `Disable partner '${reference}' (its tokens are refused at once, its keys mint nothing)`);
   }
-  const [{ setPartnerStatus }, db] = await Promise.all([import('../../domain/partners.js'), session.db()]);
+  const [{ setPartnerStatus }, db] = await Promise.all([import('../../domain/operations/partners.js'), session.db()]);
   const { result, receipt } = await withReceipt(db, waitMs, () => setPartnerStatus(db, session.who, reference, status), out, session.options.debug);
   const { partner, changed } = result;
   if (out.json) {

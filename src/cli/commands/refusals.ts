@@ -1,4 +1,4 @@
-import { parseTimeOrDuration } from '../../domain/validation.js';
+import { parseTimeOrDuration } from '../../domain/rules/validation.js';
 import { AppError } from '../../errors.js';
 import { defineCommand } from '../definition.js';
 import { defineOptions, type OptionsOf } from '../options.js';
@@ -37,7 +37,7 @@ async function runRefusals(session: Session, out: Output, partner: string | unde
   if (by !== undefined && !(GROUPINGS as readonly string[]).includes(by)) {
     throw new AppError('invalid_argument', `--by must be company or address, got '${by.slice(0, 40)}'`, { hint: "see 'partnerctl refusals --help'" });
   }
-  const [{ refusalsReport }, db] = await Promise.all([import('../../domain/refusals.js'), session.db()]);
+  const [{ refusalsReport }, db] = await Promise.all([import('../../domain/operations/refusals.js'), session.db()]);
   const report = await refusalsReport(db, {
     ...(partner !== undefined ? { partner } : {}),
     since,

@@ -1,4 +1,4 @@
-import type { DesiredLimits, Plan } from '../../domain/desired-state.js';
+import type { DesiredLimits, Plan } from '../../domain/operations/desired-state.js';
 
 import { AppError } from '../../errors.js';
 import { defineCommand } from '../definition.js';
@@ -138,7 +138,7 @@ async function runApply(session: Session, out: Output, options: OptionsOf<typeof
   }
   const waitMs = options.dryRun ? null : await parseWaitOption(options);
   const [{ applyDesiredState, parseDesiredState, planDesiredState }, { readInput }] = await Promise.all([
-    import('../../domain/desired-state.js'),
+    import('../../domain/operations/desired-state.js'),
     import('../inputs.js'),
   ]);
   const source = options.file === '-' ? '-f - (stdin)' : `-f ${options.file}`;
@@ -309,7 +309,7 @@ export const exportCommand = defineCommand({
 });
 
 async function runExport(session: Session, out: Output, options: OptionsOf<typeof EXPORT_OPTIONS>): Promise<void> {
-  const [{ exportDesiredState }, db] = await Promise.all([import('../../domain/desired-state.js'), session.db()]);
+  const [{ exportDesiredState }, db] = await Promise.all([import('../../domain/operations/desired-state.js'), session.db()]);
   const state = await exportDesiredState(db, options.partner ?? []);
   if (out.json) {
     out.emitJson(state);

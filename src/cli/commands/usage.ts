@@ -1,4 +1,4 @@
-import { parseTimeOrDuration } from '../../domain/validation.js';
+import { parseTimeOrDuration } from '../../domain/rules/validation.js';
 import { AppError } from '../../errors.js';
 import { defineCommand } from '../definition.js';
 import { defineOptions, type OptionsOf } from '../options.js';
@@ -43,7 +43,7 @@ async function runUsage(session: Session, out: Output, partner: string | undefin
       hint: `${near ? `did you mean --by ${near}? ` : ''}see 'partnerctl usage --help'`,
     });
   }
-  const [{ usageReport }, db] = await Promise.all([import('../../domain/usage.js'), session.db()]);
+  const [{ usageReport }, db] = await Promise.all([import('../../domain/runtime/usage.js'), session.db()]);
   const rows = await usageReport(db, {
     ...(partner !== undefined ? { partner } : {}),
     since,

@@ -70,7 +70,7 @@ export const webhooksCommand = defineCommand({
 });
 
 async function runAdd(session: Session, out: Output, options: OptionsOf<typeof ADD_OPTIONS>): Promise<void> {
-  const [{ addWebhook }, { AppError }] = await Promise.all([import('../../domain/webhooks.js'), import('../../errors.js')]);
+  const [{ addWebhook }, { AppError }] = await Promise.all([import('../../domain/operations/webhooks.js'), import('../../errors.js')]);
   if (options.url === undefined) throw new AppError('missing_argument', '--url is required');
   const db = await session.db();
   const added = await addWebhook(db, session.who, {
@@ -108,7 +108,7 @@ function endpointJson(endpoint: import('../../db/repositories/webhooks.js').Webh
 }
 
 async function runList(session: Session, out: Output): Promise<void> {
-  const [{ listWebhooks }, db] = await Promise.all([import('../../domain/webhooks.js'), session.db()]);
+  const [{ listWebhooks }, db] = await Promise.all([import('../../domain/operations/webhooks.js'), session.db()]);
   const endpoints = await listWebhooks(db);
   if (out.json) {
     out.emitJson({ webhooks: endpoints.map(endpointJson) });
@@ -135,7 +135,7 @@ async function runList(session: Session, out: Output): Promise<void> {
 
 async function runRemove(session: Session, out: Output, id: string): Promise<void> {
   const [{ removeWebhook, webhookRemoval }, { confirmDestructive }, db] = await Promise.all([
-    import('../../domain/webhooks.js'),
+    import('../../domain/operations/webhooks.js'),
     import('../prompts.js'),
     session.db(),
   ]);
@@ -157,9 +157,9 @@ async function runRemove(session: Session, out: Output, id: string): Promise<voi
 
 async function runTest(session: Session, out: Output, id: string): Promise<number> {
   const [{ webhookForSending }, { sendWebhook }, { newEventId }, db] = await Promise.all([
-    import('../../domain/webhooks.js'),
-    import('../../domain/webhook-delivery.js'),
-    import('../../domain/outbox.js'),
+    import('../../domain/operations/webhooks.js'),
+    import('../../domain/runtime/webhook-delivery.js'),
+    import('../../domain/operations/outbox.js'),
     session.db(),
   ]);
   const endpoint = await webhookForSending(db, id);
@@ -185,7 +185,7 @@ async function runTest(session: Session, out: Output, id: string): Promise<numbe
 
 async function runDeliveries(session: Session, out: Output, id: string | undefined, options: OptionsOf<typeof DELIVERIES_OPTIONS>): Promise<void> {
   const limit = parseLimit(options.limit, 50);
-  const [{ listDeliveries }, db] = await Promise.all([import('../../domain/webhooks.js'), session.db()]);
+  const [{ listDeliveries }, db] = await Promise.all([import('../../domain/operations/webhooks.js'), session.db()]);
   const rows = await listDeliveries(db, { ...(id !== undefined ? { endpointId: id } : {}), failed: options.failed === true, limit });
   if (out.json) {
     out.emitJson({
@@ -227,7 +227,7 @@ async function runDeliveries(session: Session, out: Output, id: string | undefin
 }
 
 async function runDeliver(session: Session, out: Output): Promise<number> {
-  const [{ WebhookDeliverer }, db] = await Promise.all([import('../../domain/webhook-delivery.js'), session.db()]);
+  const [{ WebhookDeliverer }, db] = await Promise.all([import('../../domain/runtime/webhook-delivery.js'), session.db()]);
   const deliverer = new WebhookDeliverer(db, {
     retryDelaysMs: session.config.webhookRetryDelaysMs,
     log: { info: () => {}, warn: () => {}, error: (_details, message) => out.note(`partnerctl: ${message}`) },

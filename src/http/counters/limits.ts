@@ -1,8 +1,8 @@
 import type { Clock } from '../../clock.js';
 import type { Database } from '../../db/client.js';
-import type { AccessState } from '../../domain/access.js';
-import { effectiveLimits, partnerLimits, type EffectiveLimits, type LimitDefaults } from '../../domain/limits.js';
-import { SnapshotCache } from '../../domain/snapshot-cache.js';
+import type { AccessState } from '../../domain/runtime/access.js';
+import { effectiveLimits, partnerLimits, type EffectiveLimits, type LimitDefaults } from '../../domain/operations/limits.js';
+import { SnapshotCache } from '../../domain/rules/snapshot-cache.js';
 import { AppError } from '../../errors.js';
 import type { SharedRedis } from './redis.js';
 

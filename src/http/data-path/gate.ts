@@ -2,7 +2,7 @@
 // its company. Plain functions over Node's request.
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { parse as parseQuery } from 'fast-querystring';
-import { ACCESS_KEY_PREFIX, SECRET_KEY_PREFIX } from '../../domain/identifiers.js';
+import { ACCESS_KEY_PREFIX, SECRET_KEY_PREFIX } from '../../domain/rules/identifiers.js';
 import { AppError, isAppError } from '../../errors.js';
 import type { GateRefusalReason } from '../../reasons.js';
 import { refuseCompanyIdAliases } from '../protocol/edges.js';

@@ -1,6 +1,6 @@
 import { statusOf, type ErrorCode } from '../../errors.js';
-import { TOKEN_TTL_SECONDS } from '../../domain/tokens.js';
-import { COMPANY_ID_MAX } from '../../domain/validation.js';
+import { TOKEN_TTL_SECONDS } from '../../domain/rules/key-pair-state.js';
+import { COMPANY_ID_MAX } from '../../domain/rules/validation.js';
 import { SERVER_DEFAULTS } from '../../config.js';
 import { BASE_PATH, TOKEN_BODY_LIMIT_BYTES } from '../protocol/paths.js';
 

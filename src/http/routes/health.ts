@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { databaseFailure } from '../../domain/health.js';
+import { databaseFailure } from '../../domain/runtime/health.js';
 import { AppError } from '../../errors.js';
 import { sendError } from '../protocol/errors.js';
 import type { AppDeps } from './deps.js';

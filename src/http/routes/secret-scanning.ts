@@ -3,8 +3,8 @@
 import { verify, type KeyObject } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { SecretScanningConfig } from '../../config.js';
-import type { LeakAlert } from '../../domain/leak-reports.js';
-import type { SigningKeys } from '../../domain/signing-keys.js';
+import type { LeakAlert } from '../../domain/operations/leak-reports.js';
+import type { SigningKeys } from '../../domain/operations/signing-keys.js';
 import { AppError } from '../../errors.js';
 import { readBody } from '../protocol/json-body.js';
 import type { AppDeps } from './deps.js';
@@ -95,7 +95,7 @@ export function registerSecretScanningRoutes(app: FastifyInstance, deps: AppDeps
     if (key === null) throw new AppError('invalid_signature', 'the signing key is not one of GitHub\'s secret-scanning keys');
     if (!signatureValid(key, bytes, signature)) throw new AppError('invalid_signature', 'the signature does not verify');
     const alerts = parseAlerts(bytes);
-    const { handleLeakAlerts } = await import('../../domain/leak-reports.js');
+    const { handleLeakAlerts } = await import('../../domain/operations/leak-reports.js');
     const verdicts = await handleLeakAlerts(deps.db, deps.keys, alerts, config.action);
     reply.header('cache-control', 'no-store');
     return verdicts;

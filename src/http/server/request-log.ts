@@ -3,13 +3,13 @@
 // request path: counts are kept in memory, refusals take a ring slot, log lines are batched (log-destination.ts).
 import { pino, type Logger } from 'pino';
 import type { Clock } from '../../clock.js';
-import type { DecisionRecorder } from '../../domain/decision-records.js';
-import type { ExposureCounter } from '../../domain/exposure-counts.js';
-import type { UsageCounter } from '../../domain/usage.js';
+import type { DecisionRecorder } from '../../domain/runtime/decision-records.js';
+import type { ExposureCounter } from '../../domain/runtime/exposure-counts.js';
+import type { UsageCounter } from '../../domain/runtime/usage.js';
 import type { Metrics } from '../counters/metrics.js';
 import { redactKeyMaterial } from '../data-path/gate.js';
 import type { FinishedRequest } from '../protocol/finished-request.js';
-import { loggableChain } from '../../domain/logged-errors.js';
+import { loggableChain } from '../../domain/runtime/logged-errors.js';
 import { describeError } from '../protocol/errors.js';
 
 const LOGGED_PATH_MAX = 512;

@@ -4,7 +4,7 @@ import { pino, type Logger } from 'pino';
 import { resolveDatabase, VERSION, type Config, type ServerConfig } from '../../config.js';
 import { resolveSigningKeyFile } from '../../db/dialect.js';
 import type { Database } from '../../db/client.js';
-import { STOP_WRITE_LIMIT_MS } from '../../domain/deferred-writes.js';
+import { STOP_WRITE_LIMIT_MS } from '../../domain/runtime/deferred-writes.js';
 import { AppError } from '../../errors.js';
 import { startMetricsListener } from '../counters/metrics.js';
 import { buildApp } from './app.js';

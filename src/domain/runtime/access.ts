@@ -1,0 +1,458 @@
+import type { Clock } from '../../clock.js';
+import { TUNING } from '../../config.js';
+import type { Database } from '../../db/client.js';
+import { listenForChanges, type ChangeListener } from '../../db/listen.js';
+import { isMapped } from '../../db/repositories/companies.js';
+import { keyPairById } from '../../db/repositories/key-pairs.js';
+import { partnerGateRow } from '../../db/repositories/partners.js';
+import { currentRevision } from '../../db/repositories/revision.js';
+import { AppError } from '../../errors.js';
+import { FreshnessRule, type Freshness } from '../rules/freshness.js';
+import { matcherOf } from '../operations/networks.js';
+import { SnapshotCache, type Maybe } from '../rules/snapshot-cache.js';
+import type { TokenClaims } from '../operations/tokens.js';
+import { isValidCompanyId } from '../rules/validation.js';
+import { companyRefusal, refusalError, tokenRefusal, type PairSnapshot, type PartnerSnapshot } from '../rules/verdict.js';
+
+const DEFAULT_MAX_ENTRIES = 200_000;
+/**
+ * Revision reads given up on (a database that accepts and never answers) still waiting for the driver's own
+ * timeout: past this many, the poll waits for one of them to end instead of opening more connections.
+ */
+const MAX_ABANDONED_READS = 4;
+
+/** The database stopped answering (`start`), or answers again (`end`): for the server's log. */
+export type OutageEvent =
+  | { kind: 'start'; since: number; lastConfirmedAt: number; revision: number | null; servingUntil: number | null; error: unknown }
+  | { kind: 'end'; since: number; endedAt: number; servedUnconfirmed: number; revisionBefore: number | null; revision: number };
+
+/** The state the gate decides from while the database does not answer (null while it does). */
+export interface HeldState {
+  /** Data requests are decided from the held state (the budget holds); false: they answer 503. */
+  serving: boolean;
+  /** The instant until which the held state may decide (0 with no budget). */
+  servingUntil: number;
+}
+
+function unavailable(error: unknown): AppError {
+  return new AppError('database_unavailable', 'the service cannot check access right now', { cause: error });
+}
+
+const NOT_HELD = new Error('the database does not answer; this verdict is not held');
+
+export interface AccessOptions {
+  stalenessBoundMs?: number;
+  pollIntervalMs?: number;
+  maxEntries?: number;
+  onPoll?: () => void;
+  /** LISTEN for announced changes where the database has them (default true); the poll stays as the fallback. */
+  listen?: boolean;
+  /** Called with the error when the LISTEN connection is lost (it reconnects by itself). */
+  onListenerLost?: (error: unknown) => void;
+  /** Called when `appliedRevision` moves (never on a data request's own path: see settle). */
+  onApplied?: (revision: number) => void;
+  /** Where the verdicts and the staleness bound read time (default: the database handle's clock). */
+  clock?: Clock;
+  /** How long the held state keeps deciding while the database does not answer (default 0: never). */
+  staleBudgetMs?: number;
+  /** The database stopped answering, or answers again (never on a data request's own path). */
+  onOutage?: (event: OutageEvent) => void;
+}
+
+/**
+ * What the data-request gate needs to know from the database, held in memory as snapshots (a partner, a key
+ * pair, a mapping) and decided by the pure rules of verdict.ts. Every mutation bumps the revision row; this
+ * reads it (a poll, and on PostgreSQL a LISTEN whose notifications are only hints to read it sooner) and
+ * drops the snapshots when it has moved. How far they may be trusted is the one freshness rule
+ * (freshness.ts): past the staleness bound the revision is confirmed before answering, and the gate fails
+ * closed (503) when the database cannot say, unless a staleness budget holds (PostgreSQL,
+ * PUBLIC_API_STALE_BUDGET): then what is held decides, and nothing is read, until the budget is spent.
+ *
+ * Each check returns undefined when it accepts from memory (the usual case: no promise), and a promise
+ * otherwise (a read, a refusal).
+ */
+export class AccessState {
+  private revision: number | null = null;
+  /** The database connection's epoch the snapshots were read under (a reopened SQLite file is another database). */
+  private connectionEpoch = 0;
+  private applied: number | null = null;
+  private readonly freshness: FreshnessRule;
+  private readonly partners: SnapshotCache<string, PartnerSnapshot | null>;
+  private readonly keyPairs: SnapshotCache<string, PairSnapshot | null>;
+  private readonly mappings: SnapshotCache<string, boolean>;
+  private readonly clock: Clock;
+  private listener: ChangeListener | undefined;
+  private listenerStarting: Promise<void> | undefined;
+  private stopped = false;
+  private timer: NodeJS.Timeout | undefined;
+  private inflight: Promise<void> | undefined;
+  /** A hint came while a read was under way (it may predate the change): read once more after it. */
+  private rereadQueued = false;
+  private abandonedReads = 0;
+  private servedInOutage = 0;
+  /** Data requests decided from the held state while the database did not answer: for the metrics. */
+  servedUnconfirmed = 0;
+
+  constructor(
+    private readonly db: Database,
+    private readonly options: AccessOptions = {},
+  ) {
+    this.clock = options.clock ?? db.clock;
+    this.freshness = new FreshnessRule(options.stalenessBoundMs ?? TUNING.stalenessBoundMs, options.staleBudgetMs ?? 0);
+    const max = options.maxEntries ?? DEFAULT_MAX_ENTRIES;
+    const settle = () => this.settle();
+    this.partners = new SnapshotCache(max, settle);
+    this.keyPairs = new SnapshotCache(max, settle);
+    this.mappings = new SnapshotCache(max, settle);
+  }
+
+  /** Snapshots answered from memory, and read from the database: for the metrics. */
+  get cacheHits(): number {
+    return this.partners.hits + this.keyPairs.hits + this.mappings.hits;
+  }
+
+  get cacheMisses(): number {
+    return this.partners.misses + this.keyPairs.misses + this.mappings.misses;
+  }
+
+  /** When the revision was last confirmed (epoch ms; 0 before the first). */
+  get confirmedAtMs(): number {
+    return this.freshness.confirmedAt;
+  }
+
+  /** The last revision read (null before the first); other caches of the server file their entries under it. */
+  get revisionSeen(): number | null {
+    return this.revision;
+  }
+
+  /**
+   * The revision every answer reflects from now on: the snapshots were dropped for it, and no read begun
+   * before can still decide a request. Null before the first. What the instance registry records.
+   */
+  get appliedRevision(): number | null {
+    return this.applied;
+  }
+
+  get stalenessBoundMs(): number {
+    return this.freshness.stalenessBoundMs;
+  }
+
+  get staleBudgetMs(): number {
+    return this.freshness.staleBudgetMs;
+  }
+
+  /** This instance's heartbeat was written with `lastSeenAt`: the budget counts from it at the latest. */
+  heartbeatWritten(lastSeenAt: number): void {
+    this.freshness.heartbeatWritten(lastSeenAt);
+  }
+
+  /** The freshness rule's verdict now. */
+  judge(): Freshness {
+    return this.freshness.judge(this.clock.now());
+  }
+
+  /** Null while the database answers; otherwise what the gate decides from (readiness, metrics, the token endpoint). */
+  get held(): HeldState | null {
+    if (this.freshness.unreachableSince === null) return null;
+    return { serving: this.judge() !== 'stale', servingUntil: this.freshness.servingUntil() };
+  }
+
+  /** How old the last confirmed state is (ms since the last revision read that answered). */
+  get stateAgeMs(): number {
+    return this.clock.now() - this.freshness.confirmedAt;
+  }
+
+  /** True when requests are being decided from state older than the staleness bound. */
+  get servingStale(): boolean {
+    return this.judge() === 'held';
+  }
+
+  /**
+   * `work`, or a rejection once `ms` have passed without its answer (the work is left to the driver's own
+   * timeouts: a connection that accepts and never answers would otherwise hold the caller forever).
+   */
+  private bounded<T>(work: Promise<T>, ms: number): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.abandonedReads++;
+        void work.catch(() => {}).finally(() => this.abandonedReads--);
+        reject(new Error(`the database did not answer within ${ms} ms`));
+      }, ms);
+      work.then(
+        (value) => {
+          clearTimeout(timer);
+          resolve(value);
+        },
+        (error: unknown) => {
+          clearTimeout(timer);
+          reject(error);
+        },
+      );
+    });
+  }
+
+  /** A read on the gate's behalf: bounded by the staleness bound, a failure answered 503. */
+  private async readBounded<T>(load: () => Promise<T>): Promise<T> {
+    try {
+      return await this.bounded(load(), this.stalenessBoundMs);
+    } catch (error) {
+      throw unavailable(error);
+    }
+  }
+
+  /**
+   * A read of something else the gate needs (a partner's limits), under the same rules as the snapshots'
+   * loads: none while what is held decides, none awaited past the staleness bound.
+   */
+  read<T>(load: () => Promise<T>): Promise<T> {
+    if (this.judge() === 'held') return Promise.reject(unavailable(NOT_HELD));
+    return this.readBounded(load);
+  }
+
+  start(): void {
+    const interval = this.options.pollIntervalMs ?? TUNING.pollIntervalMs;
+    this.timer = setInterval(() => {
+      if (this.abandonedReads < MAX_ABANDONED_READS) void this.refresh().catch(() => {});
+    }, interval);
+    this.timer.unref();
+    if (this.db.dialect.listens && this.options.listen !== false) {
+      this.listenerStarting = listenForChanges(this.db.config, {
+        onChange: () => this.hint(),
+        ...(this.options.onListenerLost ? { onLost: this.options.onListenerLost } : {}),
+      }).then(
+        (listener) => {
+          if (this.stopped) void listener.close();
+          else this.listener = listener;
+        },
+        (error) => this.options.onListenerLost?.(error),
+      );
+    }
+  }
+
+  /** True while a LISTEN for announced changes is in force. */
+  get listening(): boolean {
+    return this.listener?.listening ?? false;
+  }
+
+  /** Resolves once the LISTEN connection is up (or has failed its first attempt and is retrying). */
+  async listenerReady(): Promise<boolean> {
+    await this.listenerStarting;
+    return this.listener?.listening ?? false;
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearInterval(this.timer);
+    void this.listener?.close();
+  }
+
+  /**
+   * A change may have been announced: read the revision now. Only the revision moves the snapshots, so a
+   * flood of notifications (anyone who can log in can send them) costs one read at a time, never a verdict.
+   */
+  hint(): void {
+    if (this.inflight !== undefined) {
+      // The read under way may have begun before the change committed: one more after it, however many hints.
+      this.rereadQueued = true;
+      return;
+    }
+    void this.refresh().catch(() => {});
+  }
+
+  /** Every snapshot dropped, under a new generation (a read begun before is not filed after). */
+  private forget(): void {
+    this.partners.clear();
+    this.keyPairs.clear();
+    this.mappings.clear();
+  }
+
+  /**
+   * Marks the revision applied once no snapshot read begun under an earlier generation is still under way
+   * (such a read may predate the change, and its answer would still decide its request).
+   */
+  private settle(): void {
+    if (this.revision === null || this.revision === this.applied) return;
+    if (!this.partners.settled || !this.keyPairs.settled || !this.mappings.settled) return;
+    this.applied = this.revision;
+    this.options.onApplied?.(this.applied);
+  }
+
+  /**
+   * Reads the revision (giving up after the staleness bound); when it moved, drops every snapshot. A failed
+   * read marks the database unreachable until a read succeeds.
+   */
+  refresh(): Promise<void> {
+    this.inflight ??= this.readRevision().finally(() => {
+      this.inflight = undefined;
+      if (this.rereadQueued) {
+        this.rereadQueued = false;
+        void this.refresh().catch(() => {});
+      }
+    });
+    return this.inflight;
+  }
+
+  private async readRevision(): Promise<void> {
+    const startedAt = this.clock.now();
+    let value: number;
+    try {
+      value = (await this.bounded(currentRevision(this.db.sql), this.stalenessBoundMs)) ?? 0;
+    } catch (error) {
+      this.unreachable(error);
+      throw error;
+    }
+    const before = this.revision;
+    if (value !== this.revision || this.db.sql.epoch !== this.connectionEpoch) {
+      this.connectionEpoch = this.db.sql.epoch;
+      this.forget();
+      this.revision = value;
+    }
+    this.freshness.confirmedAt = startedAt;
+    this.reachable(before, value);
+    this.settle();
+    this.options.onPoll?.();
+  }
+
+  private unreachable(error: unknown): void {
+    if (this.freshness.unreachableSince !== null) return;
+    this.freshness.unreachableSince = this.clock.now();
+    this.servedInOutage = 0;
+    this.options.onOutage?.({
+      kind: 'start',
+      since: this.freshness.unreachableSince,
+      lastConfirmedAt: this.freshness.confirmedAt,
+      revision: this.revision,
+      servingUntil: this.staleBudgetMs > 0 ? this.freshness.servingUntil() : null,
+      error,
+    });
+  }
+
+  private reachable(revisionBefore: number | null, revision: number): void {
+    const since = this.freshness.unreachableSince;
+    if (since === null) return;
+    this.freshness.unreachableSince = null;
+    this.options.onOutage?.({ kind: 'end', since, endedAt: this.clock.now(), servedUnconfirmed: this.servedInOutage, revisionBefore, revision });
+  }
+
+  /**
+   * What the snapshots may be read under: at once while fresh or held; past the bound, once the revision is
+   * confirmed (or the database found not to answer while the budget holds); 503 otherwise.
+   */
+  private ready(): Maybe<Freshness> {
+    const state = this.judge();
+    if (state !== 'stale') return state;
+    return this.refresh().then(
+      () => 'fresh',
+      (error: unknown) => {
+        if (this.judge() === 'held') return 'held';
+        throw unavailable(error);
+      },
+    );
+  }
+
+  /** A snapshot from memory, or read (never while what is held decides: what is not held is not known). */
+  private snapshot<V>(cache: SnapshotCache<string, V>, key: string, state: Freshness, load: () => Promise<V>): Maybe<V> {
+    if (state === 'held' && cache.peek(key) === undefined) return Promise.reject(unavailable(NOT_HELD));
+    return cache.get(key, () => this.readBounded(load));
+  }
+
+  private partner(state: Freshness, partnerId: string): Maybe<PartnerSnapshot | null> {
+    return this.snapshot(this.partners, partnerId, state, async () => {
+      const row = await partnerGateRow(this.db.sql, partnerId);
+      return row && { status: row.status, tokensRevokedBefore: row.tokensRevokedBefore, allows: matcherOf(row.allowFrom) };
+    });
+  }
+
+  /** The pair as the verdict needs it (its partner is in it: a pair of another partner is refused). */
+  private keyPair(state: Freshness, keyPairId: string): Maybe<PairSnapshot | null> {
+    return this.snapshot(this.keyPairs, keyPairId, state, async () => {
+      const row = await keyPairById(this.db.sql, keyPairId);
+      return (
+        row && {
+          partnerId: row.partnerId,
+          status: row.status,
+          expiresAt: row.expiresAt,
+          retiresAt: row.retiresAt,
+          supersededAt: row.supersededAt,
+          revokedAt: row.revokedAt,
+        }
+      );
+    });
+  }
+
+  private mapped(state: Freshness, partnerId: string, companyId: string): Maybe<boolean> {
+    return this.snapshot(this.mappings, `${partnerId}\u0000${companyId}`, state, () => isMapped(this.db.sql, partnerId, companyId));
+  }
+
+  async partnerActive(partnerId: string): Promise<boolean> {
+    return (await this.partner(await this.ready(), partnerId))?.status === 'active';
+  }
+
+  async isMapped(partnerId: string, companyId: string): Promise<boolean> {
+    return this.mapped(await this.ready(), partnerId, companyId);
+  }
+
+  /**
+   * A verified token is still accepted (verdict.ts `tokenRefusal`, over the snapshots): its partner is active,
+   * it was issued at or after the partner's brake, the pair that minted it is not revoked, and the partner's
+   * network rules, if any, allow the client's address (an empty address matches no rule). Undefined: accepted
+   * from memory; otherwise a promise, rejected with the refusal and its reason code.
+   */
+  authenticate(claims: TokenClaims, client = ''): Promise<void> | undefined {
+    const state = this.ready();
+    if (state instanceof Promise) return state.then((ready) => this.authenticateAs(ready, claims, client));
+    return this.authenticateAs(state, claims, client);
+  }
+
+  private authenticateAs(state: Freshness, claims: TokenClaims, client: string): Promise<void> | undefined {
+    const partner = this.partner(state, claims.partnerId);
+    const pair = claims.keyPairId === null ? null : this.keyPair(state, claims.keyPairId);
+    if (partner instanceof Promise || pair instanceof Promise) {
+      return Promise.all([partner, pair]).then(([known, knownPair]) => this.admit(state, claims, known, knownPair, client));
+    }
+    try {
+      this.admit(state, claims, partner, pair, client);
+      return undefined;
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  private admit(state: Freshness, claims: TokenClaims, partner: PartnerSnapshot | null, pair: PairSnapshot | null, client: string): void {
+    if (state === 'held') {
+      this.servedUnconfirmed++;
+      this.servedInOutage++;
+    }
+    const reason = tokenRefusal(claims, partner, pair, client, this.clock.now());
+    if (reason !== null) throw refusalError(reason, 'gate');
+  }
+
+  /**
+   * The company part of the gate, for claims already through `authenticate`: the company must be mapped to
+   * the token's partner. An unmapped company and one that does not exist are the same lookup and the same
+   * answer (404, reason `company_not_mapped`). Undefined: accepted from memory; otherwise a promise.
+   */
+  authorizeCompany(claims: TokenClaims, companyId: unknown): Promise<void> | undefined {
+    if (!isValidCompanyId(companyId)) return Promise.reject(refusalError(companyRefusal(false, false)!, 'gate'));
+    const state = this.ready();
+    const mapped = state instanceof Promise ? state.then((ready) => this.mapped(ready, claims.partnerId, companyId)) : this.mapped(state, claims.partnerId, companyId);
+    if (mapped instanceof Promise) return mapped.then((known) => this.mappedOrRefused(known));
+    try {
+      this.mappedOrRefused(mapped);
+      return undefined;
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  private mappedOrRefused(mapped: boolean): void {
+    const reason = companyRefusal(true, mapped);
+    if (reason !== null) throw refusalError(reason, 'gate');
+  }
+
+  /** The whole gate behind a verified token: `authenticate`, then `authorizeCompany`. */
+  async authorize(claims: TokenClaims, companyId: unknown, client = ''): Promise<void> {
+    await this.authenticate(claims, client);
+    await this.authorizeCompany(claims, companyId);
+  }
+}
