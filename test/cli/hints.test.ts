@@ -66,7 +66,7 @@ describe('CLI hints: the domain names the field, the CLI names the flag', () => 
   it('gives every field the domain names its CLI words: a flag in the message, or a hint', () => {
     const domain = new URL('../../src/domain/', import.meta.url);
     const fields = new Set<string>();
-    for (const file of readdirSync(domain).filter((name) => name.endsWith('.ts'))) {
+    for (const file of readdirSync(domain, { recursive: true, encoding: 'utf8' }).filter((name) => name.endsWith('.ts'))) {
       for (const match of readFileSync(new URL(file, domain), 'utf8').matchAll(/\bfield: '([a-z_]+)'/g)) fields.add(match[1]!);
     }
     expect(fields.size).toBeGreaterThan(10);

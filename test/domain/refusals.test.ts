@@ -16,7 +16,7 @@ const who = { actor: 'test' };
 
 describe('the domain of refusals writes no command lines', () => {
   it('refusals.ts and exposure.ts return typed remedies, never CLI words', () => {
-    for (const file of ['refusals.ts', 'exposure.ts', 'decision-records.ts', 'exposure-counts.ts']) {
+    for (const file of ['operations/refusals.ts', 'operations/exposure.ts', 'runtime/decision-records.ts', 'runtime/exposure-counts.ts']) {
       const code = readFileSync(new URL(`../../src/domain/${file}`, import.meta.url), 'utf8').replace(/^\s*(\/\/|\*|\/\*\*).*$/gm, '');
       expect(code, file).not.toMatch(/partnerctl [a-z]|--[a-z]{3,}/);
     }

@@ -291,7 +291,7 @@ export function registryLog(logger: Logger | undefined): Pick<RegistryEvents, 'o
     onGaveUp: (error) =>
       logger?.error(
         { err: loggableChain(error) },
-        'INSTANCE ROW NOT REMOVED: the database did not take the removal within 2 s; `partnerctl instances` shows this instance stale after 10 s',
+        'INSTANCE ROW NOT REMOVED: the database did not take the removal within 2 s; the list of instances shows this one stale after 10 s',
       ),
   };
 }
