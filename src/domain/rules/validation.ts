@@ -89,7 +89,7 @@ const REQUEST_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 /** A request id to look up; anything else is a usage error, never a search that finds nothing. */
 export function validateRequestId(value: string): string {
   if (!REQUEST_ID.test(value)) {
-    throw new AppError('invalid_argument', 'the request id must be a UUID, as error.request_id and the X-Request-Id header give it', { field: 'request-id' });
+    throw new AppError('invalid_argument', 'the request id must be a UUID, as error.request_id and the X-Request-Id header give it');
   }
   return value.toLowerCase();
 }
