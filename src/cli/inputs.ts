@@ -1,4 +1,4 @@
-import { open, readFile } from 'node:fs/promises';
+import { open, type FileHandle } from 'node:fs/promises';
 import { AppError } from '../errors.js';
 import { isValidCompanyId } from '../domain/rules/validation.js';
 import type { Session } from './session.js';
@@ -11,14 +11,13 @@ export async function readInput(session: Session, path: string, flag: string): P
     for await (const chunk of session.terminal.in) parts.push(typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer));
     bytes = Buffer.concat(parts);
   } else {
+    const handle = await openInputFile(path, flag);
     try {
-      bytes = await readFile(path);
+      bytes = await handle.readFile();
     } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      throw new AppError('invalid_argument', `${flag} ${path}: ${code === 'ENOENT' ? 'no such file' : `cannot be read (${code})`}`, {
-        hint: `give an existing file, or '-' for stdin`,
-        cause: error,
-      });
+      throw unreadable(path, flag, error);
+    } finally {
+      await handle.close();
     }
   }
   return decodeUtf8(bytes, path === '-' ? `${flag} - (stdin)` : `${flag} ${path}`);
@@ -89,16 +88,28 @@ async function* linesOf(source: AsyncIterable<Buffer | string>): AsyncGenerator<
 /** A file's bytes as a stream, or stdin's for '-'; a file that cannot be opened is refused, naming it. */
 async function inputStream(session: Session, path: string, flag: string): Promise<AsyncIterable<Buffer | string>> {
   if (path === '-') return session.terminal.in as AsyncIterable<Buffer | string>;
+  return (await openInputFile(path, flag)).createReadStream({ highWaterMark: 1024 * 1024 });
+}
+
+function unreadable(path: string, flag: string, error: unknown): AppError {
+  const code = (error as NodeJS.ErrnoException).code;
+  const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a folder, not a file' : `cannot be read (${code})`;
+  return new AppError('invalid_argument', `${flag} ${path}: ${why}`, { hint: `give an existing file, or '-' for stdin`, cause: error });
+}
+
+/** The one way an input file is opened: a path that is missing, a folder or unreadable is refused, naming it. */
+async function openInputFile(path: string, flag: string): Promise<FileHandle> {
+  let handle: FileHandle;
   try {
-    const handle = await open(path);
-    return handle.createReadStream({ highWaterMark: 1024 * 1024 });
+    handle = await open(path);
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    throw new AppError('invalid_argument', `${flag} ${path}: ${code === 'ENOENT' ? 'no such file' : `cannot be read (${code})`}`, {
-      hint: `give an existing file, or '-' for stdin`,
-      cause: error,
-    });
+    throw unreadable(path, flag, error);
   }
+  if ((await handle.stat()).isDirectory()) {
+    await handle.close();
+    throw unreadable(path, flag, Object.assign(new Error('a folder'), { code: 'EISDIR' }));
+  }
+  return handle;
 }
 
 /**

@@ -10,7 +10,21 @@ export type Parser<T> = (text: string, problem: (message: string) => void) => T;
 
 /** A URL safe to print: the password, if any, replaced (in the authority or as a query parameter). */
 export function redactUrl(url: string): string {
-  return url.replace(/\/\/([^:/@]+):[^@/]*@/, '//$1:***@').replace(/([?&]password=)[^&]*/gi, '$1***');
+  let shown = url;
+  const start = url.indexOf('//');
+  if (start >= 0) {
+    // The authority runs to the first `/`, `?` or `#`; its userinfo to the LAST `@` in it, as a URL parser
+    // (and so the driver) reads it: a password may hold `@` and `:`.
+    const rest = url.slice(start + 2);
+    const end = rest.search(/[/?#]/);
+    const authority = end < 0 ? rest : rest.slice(0, end);
+    const at = authority.lastIndexOf('@');
+    const colon = authority.indexOf(':');
+    if (at >= 0 && colon >= 0 && colon < at) {
+      shown = `${url.slice(0, start + 2)}${authority.slice(0, colon)}:***${url.slice(start + 2 + at)}`;
+    }
+  }
+  return shown.replace(/([?&]password=)[^&#]*/gi, '$1***');
 }
 
 const quote = (text: string, max: number) => `'${text.slice(0, max)}'`;

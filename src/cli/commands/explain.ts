@@ -25,7 +25,8 @@ export const explainCommand = defineCommand({
   arguments: [{ name: '<request-id>', description: 'the request id of the error answer (error.request_id, or the X-Request-Id header)' }],
   notes:
     'Servers write refusals within about a second; an accepted request, or one answered before the gate\n' +
-    '(a malformed request, an unknown path), has none on record: exit 3 (not found).',
+    '(a malformed request, an unknown path), has none on record: exit 3 (not found). An argument that is\n' +
+    'not a request id (a UUID) is a usage error: exit 2.',
   examples: [{ lines: ['partnerctl explain 3f0c1f7e-0d3b-4d53-9a55-8f4f0e2f6a10'] }],
   run: (session, out, { args }) => runExplain(session, out, args[0]!),
 });

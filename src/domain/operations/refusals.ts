@@ -15,6 +15,7 @@ import {
 import { activeKeyPair, keyPairById } from '../../db/repositories/key-pairs.js';
 import { partnerById, partnerGateRow } from '../../db/repositories/partners.js';
 import { AppError } from '../../errors.js';
+import { validateRequestId } from '../rules/validation.js';
 import { rulesFromColumn } from './networks.js';
 import { findPartner } from './partners.js';
 import { TOKEN_TTL_SECONDS } from '../rules/key-pair-state.js';
@@ -44,7 +45,7 @@ function at(date: Date | number): string {
  * refusal on record is `not_found`, saying what that means.
  */
 export async function explainRequest(db: Database, requestId: string): Promise<Explanation> {
-  const decision = await decisionByRequestId(db.sql, requestId.trim().toLowerCase());
+  const decision = await decisionByRequestId(db.sql, validateRequestId(requestId.trim()));
   if (!decision) {
     throw new AppError(
       'not_found',

@@ -82,3 +82,14 @@ export function parseTimeOrDuration(value: string, flag: string, now: number): D
   }
   return date;
 }
+
+// A request id as the server hands them out (error.request_id, X-Request-Id): a UUID.
+const REQUEST_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A request id to look up; anything else is a usage error, never a search that finds nothing. */
+export function validateRequestId(value: string): string {
+  if (!REQUEST_ID.test(value)) {
+    throw new AppError('invalid_argument', 'the request id must be a UUID, as error.request_id and the X-Request-Id header give it');
+  }
+  return value.toLowerCase();
+}
