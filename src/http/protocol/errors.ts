@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { isAppError, statusOf, type ErrorCode } from '../../errors.js';
-import { noFacts } from './finished-request.js';
+import { newRecord } from './finished-request.js';
 
 export interface ErrorEnvelope {
   error: { code: string; message: string; request_id: string };
@@ -108,8 +108,8 @@ export function errorAnswer(error: unknown, requestId: string, safeMessage?: str
  */
 export function sendError(reply: FastifyReply, request: FastifyRequest, error: unknown, safeMessage?: string): FastifyReply {
   const answer = errorAnswer(error, request.id, safeMessage);
-  // Fastify may refuse a request before the kernel's first hook (a malformed URL): its facts start here.
-  request.facts ??= noFacts();
+  // Fastify may refuse a request before the kernel's first hook (a malformed URL): its record starts here.
+  request.facts ??= newRecord(request.id, request.method, request.raw.url ?? '', '');
   if (answer.failure !== undefined) request.facts.failure = answer.failure;
   if (isAppError(error) && error.reason !== undefined) request.facts.reason = error.reason;
   for (const name in answer.headers) if (name === 'content-type' || !reply.hasHeader(name)) reply.header(name, answer.headers[name]!);

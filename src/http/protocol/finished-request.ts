@@ -2,10 +2,18 @@ import type { GateRefusalReason } from '../../reasons.js';
 import type { RequestSpans } from '../data-path/spans.js';
 
 /**
- * What a request's steps learn of it on the way, for its finished record: the kernel gives every request
- * one (server/app.ts), each endpoint fills in what it knows, the error writer adds why it failed.
+ * A request's one record: made by the kernel's first hook (server/app.ts), filled in by its route as it
+ * learns (the partner, the company, the key pair, the engine's time), by the error writer (why it failed),
+ * and finished by the last hook (status, duration), then handed to whatever counts finished requests: the
+ * request log, usage, metrics, the refusals on record. Every field is always present, so every record has
+ * one shape.
  */
-export interface RequestFacts {
+export interface FinishedRequest {
+  requestId: string;
+  method: string;
+  url: string;
+  /** The client's address, as the kernel determined it (protocol/client-address.ts). */
+  client: string;
   /** The partner of a data request whose token was verified; null for any other request. */
   partnerId: string | null;
   /** The company a data request was authorised for. */
@@ -26,25 +34,34 @@ export interface RequestFacts {
   /** How long the engine took to answer; 0 when it was not asked or did not answer. */
   engineMs: number;
   /** A token exchange (accepted or refused): the pair its access key named, the partner it minted for. */
-  exchange?: { keyPairId: string | null; partnerId: string | null; userAgent: string | undefined };
+  exchange: { keyPairId: string | null; partnerId: string | null; userAgent: string | undefined } | undefined;
   /** Why a 5xx was answered (the client sees a fixed message): for the log. */
-  failure?: unknown;
+  failure: unknown;
   /** Why the gate refused it (AppError.reason, docs/reasons.md): recorded (docs/decisions.md). */
-  reason?: GateRefusalReason;
-}
-
-/** A request's facts before any step has learnt anything. */
-export function noFacts(): RequestFacts {
-  return { partnerId: null, companyId: null, companyNamed: null, keyPairId: null, tokenId: null, traceId: null, spans: null, engineMs: 0 };
-}
-
-/** One answered request, for whatever counts requests once they are finished: the request log, usage, metrics. */
-export interface FinishedRequest extends RequestFacts {
-  requestId: string;
-  method: string;
-  url: string;
+  reason: GateRefusalReason | undefined;
   status: number;
   durationMs: number;
-  /** The client's address, as the entry determined it (protocol/client-address.ts). */
-  client: string;
+}
+
+/** A request's record before any step has learnt anything. */
+export function newRecord(requestId: string, method: string, url: string, client: string): FinishedRequest {
+  return {
+    requestId,
+    method,
+    url,
+    client,
+    partnerId: null,
+    companyId: null,
+    companyNamed: null,
+    keyPairId: null,
+    tokenId: null,
+    traceId: null,
+    spans: null,
+    engineMs: 0,
+    exchange: undefined,
+    failure: undefined,
+    reason: undefined,
+    status: 0,
+    durationMs: 0,
+  };
 }

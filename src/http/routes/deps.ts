@@ -15,7 +15,7 @@ import type { SharedRedis } from '../counters/redis.js';
 import type { Forwarder } from '../data-path/forwarder.js';
 import type { SpanExport } from '../data-path/spans.js';
 import type { ClientAddress } from '../protocol/client-address.js';
-import type { RequestFacts } from '../protocol/finished-request.js';
+import type { FinishedRequest } from '../protocol/finished-request.js';
 
 export interface AppDeps {
   db: Database;
@@ -51,7 +51,7 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The client, determined once by the first hook (protocol/client-address.ts): every later step reads it here. */
     client: ClientAddress;
-    /** What the steps learn of the request, for its finished record (protocol/finished-request.ts). */
-    facts: RequestFacts;
+    /** The request's one record, filled in by its steps (protocol/finished-request.ts). */
+    facts: FinishedRequest;
   }
 }

@@ -18,7 +18,7 @@ import { ClientAddresses, compileTrust, type ClientAddress } from '../protocol/c
 import { CorsPolicy } from '../protocol/cors.js';
 import { installExpectHandling, requestHeadProblem } from '../protocol/edges.js';
 import { envelope, sendError } from '../protocol/errors.js';
-import { noFacts, type RequestFacts } from '../protocol/finished-request.js';
+import { newRecord, type FinishedRequest } from '../protocol/finished-request.js';
 import { registerDataRoutes } from '../routes/data.js';
 import type { AppDeps } from '../routes/deps.js';
 import { registerHealthRoutes } from '../routes/health.js';
@@ -103,7 +103,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   }
 
   app.decorateRequest('client', null as unknown as ClientAddress);
-  app.decorateRequest('facts', null as unknown as RequestFacts);
+  app.decorateRequest('facts', null as unknown as FinishedRequest);
 
   // No body is read before a route asks for it (protocol/json-body.ts): a gate or a throttle comes first.
   app.removeAllContentTypeParsers();
@@ -111,8 +111,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   // The first hook of every request: who the client is, the request id on the answer, a head we can read.
   app.addHook('onRequest', (request, reply, done) => {
-    request.client = addresses.of(request.raw);
-    request.facts = noFacts();
+    const client = addresses.of(request.raw);
+    request.client = client;
+    request.facts = newRecord(request.id, request.method, request.raw.url ?? '', client.address);
     reply.header('x-request-id', request.id);
     done(requestHeadProblem(request.raw) ?? undefined);
   });
@@ -124,17 +125,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   // The last hook of every request: its one finished record.
   app.addHook('onResponse', (request, reply, done) => {
-    // A request Fastify refused before the first hook (a malformed URL) has its client and facts made here.
-    const facts = request.facts ?? noFacts();
-    finish({
-      ...facts,
-      requestId: request.id,
-      method: request.method,
-      url: request.raw.url ?? '',
-      status: reply.statusCode,
-      durationMs: reply.elapsedTime,
-      client: (request.client ?? addresses.of(request.raw)).address,
-    });
+    const record = request.facts ?? newRecord(request.id, request.method, request.raw.url ?? '', '');
+    // A request Fastify refused before the first hook (a malformed URL) has its client determined here.
+    if (request.client === null) record.client = addresses.of(request.raw).address;
+    record.status = reply.statusCode;
+    record.durationMs = reply.elapsedTime;
+    finish(record);
     done();
   });
 
