@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { resolveDatabase } from '../../src/config.js';
 import { openDatabase, type Database } from '../../src/db/client.js';
 import { AccessState, type OutageEvent } from '../../src/domain/runtime/access.js';
@@ -357,6 +357,39 @@ describe.each(BACKENDS)('AccessState on %s', (provider) => {
         expect(told).toEqual([before, before + 1]);
       } finally {
         await locker.end();
+        access.stop();
+      }
+    });
+
+    it.skipIf(provider !== 'postgresql')('37.3: a flood of NOTIFYs from any login drops nothing held: the gate keeps answering from memory, revision reads coalesce, a real change still arrives', async () => {
+      const { partner, claims } = await provisioned(['co-1']);
+      let reads = 0;
+      const access = new AccessState(ctx.db, { stalenessBoundMs: 60_000, pollIntervalMs: 60_000, onPoll: () => reads++ });
+      access.start();
+      const { default: pg } = await import('pg');
+      const flooder = new pg.Client({ connectionString: ctx.backend.url });
+      await flooder.connect();
+      try {
+        expect(await access.listenerReady()).toBe(true);
+        await access.authorize(claims, 'co-1');
+        const missesBefore = access.cacheMisses;
+        reads = 0;
+        // What any login may send on the channel, no role needed: 2,000 distinct notifications.
+        await flooder.query("SELECT pg_notify('partnerctl_access', i::text) FROM generate_series(1, 2000) AS i");
+        for (let i = 0; i < 50; i++) {
+          expect(access.authenticate(claims)).toBeUndefined();
+          expect(access.authorizeCompany(claims, 'co-1')).toBeUndefined();
+          await sleep(10);
+        }
+        expect(access.cacheMisses).toBe(missesBefore);
+        // The hints were read as hints: a few revision reads, never one per notification.
+        expect(reads).toBeGreaterThan(0);
+        expect(reads).toBeLessThan(200);
+        // A real change still moves the gate, announced the same way.
+        await unmapCompany(operator, ALICE, partner.id, 'co-1');
+        await vi.waitFor(() => expectAppError(access.authorizeCompany(claims, 'co-1'), 'not_found'), { timeout: 2_000 });
+      } finally {
+        await flooder.end();
         access.stop();
       }
     });

@@ -33,7 +33,7 @@ describe.skipIf(!backendAvailable('postgresql'))('postgresql: shutdown with the 
     await backend?.dispose();
   });
 
-  it('exits 0 within the upstream timeout + 11 s of SIGTERM, saying what it could not write', async () => {
+  it('37.7: exits 0 within the upstream timeout + 11 s of SIGTERM, saying what it could not write', async () => {
     const server = await serve({
       ...backend.env,
       DATABASE_URL: TcpRelay.through(backend.url, relay),
