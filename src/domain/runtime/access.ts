@@ -1,25 +1,19 @@
 import type { Clock } from '../../clock.js';
 import { TUNING } from '../../config.js';
 import type { Database } from '../../db/client.js';
-import { listenForChanges, type ChangeListener } from '../../db/listen.js';
 import { isMapped } from '../../db/repositories/companies.js';
 import { keyPairById } from '../../db/repositories/key-pairs.js';
 import { partnerGateRow } from '../../db/repositories/partners.js';
-import { currentRevision } from '../../db/repositories/revision.js';
 import { AppError } from '../../errors.js';
 import { FreshnessRule, type Freshness } from '../rules/freshness.js';
 import { matcherOf } from '../operations/networks.js';
 import { SnapshotCache, type Maybe } from '../rules/snapshot-cache.js';
 import type { TokenClaims } from '../operations/tokens.js';
 import { isValidCompanyId } from '../rules/validation.js';
+import { RevisionWatch } from './revision-watch.js';
 import { companyRefusal, refusalError, tokenRefusal, type PairSnapshot, type PartnerSnapshot } from '../rules/verdict.js';
 
 const DEFAULT_MAX_ENTRIES = 200_000;
-/**
- * Revision reads given up on (a database that accepts and never answers) still waiting for the driver's own
- * timeout: past this many, the poll waits for one of them to end instead of opening more connections.
- */
-const MAX_ABANDONED_READS = 4;
 
 /** The database stopped answering (`start`), or answers again (`end`): for the server's log. */
 export type OutageEvent =
@@ -61,9 +55,9 @@ export interface AccessOptions {
 
 /**
  * What the data-request gate needs to know from the database, held in memory as snapshots (a partner, a key
- * pair, a mapping) and decided by the pure rules of verdict.ts. Every mutation bumps the revision row; this
- * reads it (a poll, and on PostgreSQL a LISTEN whose notifications are only hints to read it sooner) and
- * drops the snapshots when it has moved. How far they may be trusted is the one freshness rule
+ * pair, a mapping) and decided by the pure rules of verdict.ts. Every mutation bumps the revision row; the
+ * revision watch (revision-watch.ts) reads it, on a poll and on a LISTEN's hints, and the snapshots are
+ * dropped when it has moved. How far they may be trusted is the one freshness rule
  * (freshness.ts): past the staleness bound the revision is confirmed before answering, and the gate fails
  * closed (503) when the database cannot say, unless a staleness budget holds (PostgreSQL,
  * PUBLIC_API_STALE_BUDGET): then what is held decides, and nothing is read, until the budget is spent.
@@ -72,23 +66,13 @@ export interface AccessOptions {
  * otherwise (a read, a refusal).
  */
 export class AccessState {
-  private revision: number | null = null;
-  /** The database connection's epoch the snapshots were read under (a reopened SQLite file is another database). */
-  private connectionEpoch = 0;
   private applied: number | null = null;
   private readonly freshness: FreshnessRule;
+  private readonly watch: RevisionWatch;
   private readonly partners: SnapshotCache<string, PartnerSnapshot | null>;
   private readonly keyPairs: SnapshotCache<string, PairSnapshot | null>;
   private readonly mappings: SnapshotCache<string, boolean>;
   private readonly clock: Clock;
-  private listener: ChangeListener | undefined;
-  private listenerStarting: Promise<void> | undefined;
-  private stopped = false;
-  private timer: NodeJS.Timeout | undefined;
-  private inflight: Promise<void> | undefined;
-  /** A hint came while a read was under way (it may predate the change): read once more after it. */
-  private rereadQueued = false;
-  private abandonedReads = 0;
   private servedInOutage = 0;
   /** Data requests decided from the held state while the database did not answer: for the metrics. */
   servedUnconfirmed = 0;
@@ -104,6 +88,24 @@ export class AccessState {
     this.partners = new SnapshotCache(max, settle);
     this.keyPairs = new SnapshotCache(max, settle);
     this.mappings = new SnapshotCache(max, settle);
+    this.watch = new RevisionWatch(db, this.freshness, this.clock, {
+      pollIntervalMs: options.pollIntervalMs ?? TUNING.pollIntervalMs,
+      listen: db.dialect.listens && options.listen !== false,
+      onMoved: () => this.forget(),
+      onRead: () => {
+        this.settle();
+        options.onPoll?.();
+      },
+      onOutage: (event) => {
+        if (event.kind === 'start') {
+          this.servedInOutage = 0;
+          options.onOutage?.(event);
+        } else {
+          options.onOutage?.({ ...event, servedUnconfirmed: this.servedInOutage });
+        }
+      },
+      ...(options.onListenerLost ? { onListenerLost: options.onListenerLost } : {}),
+    });
   }
 
   /** Snapshots answered from memory, and read from the database: for the metrics. */
@@ -122,7 +124,7 @@ export class AccessState {
 
   /** The last revision read (null before the first); other caches of the server file their entries under it. */
   get revisionSeen(): number | null {
-    return this.revision;
+    return this.watch.revision;
   }
 
   /**
@@ -167,34 +169,10 @@ export class AccessState {
     return this.judge() === 'held';
   }
 
-  /**
-   * `work`, or a rejection once `ms` have passed without its answer (the work is left to the driver's own
-   * timeouts: a connection that accepts and never answers would otherwise hold the caller forever).
-   */
-  private bounded<T>(work: Promise<T>, ms: number): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.abandonedReads++;
-        void work.catch(() => {}).finally(() => this.abandonedReads--);
-        reject(new Error(`the database did not answer within ${ms} ms`));
-      }, ms);
-      work.then(
-        (value) => {
-          clearTimeout(timer);
-          resolve(value);
-        },
-        (error: unknown) => {
-          clearTimeout(timer);
-          reject(error);
-        },
-      );
-    });
-  }
-
   /** A read on the gate's behalf: bounded by the staleness bound, a failure answered 503. */
   private async readBounded<T>(load: () => Promise<T>): Promise<T> {
     try {
-      return await this.bounded(load(), this.stalenessBoundMs);
+      return await this.watch.bounded(load(), this.stalenessBoundMs);
     } catch (error) {
       throw unavailable(error);
     }
@@ -210,53 +188,31 @@ export class AccessState {
   }
 
   start(): void {
-    const interval = this.options.pollIntervalMs ?? TUNING.pollIntervalMs;
-    this.timer = setInterval(() => {
-      if (this.abandonedReads < MAX_ABANDONED_READS) void this.refresh().catch(() => {});
-    }, interval);
-    this.timer.unref();
-    if (this.db.dialect.listens && this.options.listen !== false) {
-      this.listenerStarting = listenForChanges(this.db.config, {
-        onChange: () => this.hint(),
-        ...(this.options.onListenerLost ? { onLost: this.options.onListenerLost } : {}),
-      }).then(
-        (listener) => {
-          if (this.stopped) void listener.close();
-          else this.listener = listener;
-        },
-        (error) => this.options.onListenerLost?.(error),
-      );
-    }
+    this.watch.start();
   }
 
   /** True while a LISTEN for announced changes is in force. */
   get listening(): boolean {
-    return this.listener?.listening ?? false;
+    return this.watch.listening;
   }
 
   /** Resolves once the LISTEN connection is up (or has failed its first attempt and is retrying). */
-  async listenerReady(): Promise<boolean> {
-    await this.listenerStarting;
-    return this.listener?.listening ?? false;
+  listenerReady(): Promise<boolean> {
+    return this.watch.listenerReady();
   }
 
   stop(): void {
-    this.stopped = true;
-    clearInterval(this.timer);
-    void this.listener?.close();
+    this.watch.stop();
   }
 
-  /**
-   * A change may have been announced: read the revision now. Only the revision moves the snapshots, so a
-   * flood of notifications (anyone who can log in can send them) costs one read at a time, never a verdict.
-   */
+  /** A change may have been announced: the revision is read now (revision-watch.ts); only it moves the snapshots. */
   hint(): void {
-    if (this.inflight !== undefined) {
-      // The read under way may have begun before the change committed: one more after it, however many hints.
-      this.rereadQueued = true;
-      return;
-    }
-    void this.refresh().catch(() => {});
+    this.watch.hint();
+  }
+
+  /** Reads the revision now (see revision-watch.ts); the snapshots are dropped when it moved. */
+  refresh(): Promise<void> {
+    return this.watch.refresh();
   }
 
   /** Every snapshot dropped, under a new generation (a read begun before is not filed after). */
@@ -271,67 +227,11 @@ export class AccessState {
    * (such a read may predate the change, and its answer would still decide its request).
    */
   private settle(): void {
-    if (this.revision === null || this.revision === this.applied) return;
+    const revision = this.watch.revision;
+    if (revision === null || revision === this.applied) return;
     if (!this.partners.settled || !this.keyPairs.settled || !this.mappings.settled) return;
-    this.applied = this.revision;
+    this.applied = revision;
     this.options.onApplied?.(this.applied);
-  }
-
-  /**
-   * Reads the revision (giving up after the staleness bound); when it moved, drops every snapshot. A failed
-   * read marks the database unreachable until a read succeeds.
-   */
-  refresh(): Promise<void> {
-    this.inflight ??= this.readRevision().finally(() => {
-      this.inflight = undefined;
-      if (this.rereadQueued) {
-        this.rereadQueued = false;
-        void this.refresh().catch(() => {});
-      }
-    });
-    return this.inflight;
-  }
-
-  private async readRevision(): Promise<void> {
-    const startedAt = this.clock.now();
-    let value: number;
-    try {
-      value = (await this.bounded(currentRevision(this.db.sql), this.stalenessBoundMs)) ?? 0;
-    } catch (error) {
-      this.unreachable(error);
-      throw error;
-    }
-    const before = this.revision;
-    if (value !== this.revision || this.db.sql.epoch !== this.connectionEpoch) {
-      this.connectionEpoch = this.db.sql.epoch;
-      this.forget();
-      this.revision = value;
-    }
-    this.freshness.confirmedAt = startedAt;
-    this.reachable(before, value);
-    this.settle();
-    this.options.onPoll?.();
-  }
-
-  private unreachable(error: unknown): void {
-    if (this.freshness.unreachableSince !== null) return;
-    this.freshness.unreachableSince = this.clock.now();
-    this.servedInOutage = 0;
-    this.options.onOutage?.({
-      kind: 'start',
-      since: this.freshness.unreachableSince,
-      lastConfirmedAt: this.freshness.confirmedAt,
-      revision: this.revision,
-      servingUntil: this.staleBudgetMs > 0 ? this.freshness.servingUntil() : null,
-      error,
-    });
-  }
-
-  private reachable(revisionBefore: number | null, revision: number): void {
-    const since = this.freshness.unreachableSince;
-    if (since === null) return;
-    this.freshness.unreachableSince = null;
-    this.options.onOutage?.({ kind: 'end', since, endedAt: this.clock.now(), servedUnconfirmed: this.servedInOutage, revisionBefore, revision });
   }
 
   /**
