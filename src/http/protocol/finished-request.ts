@@ -1,5 +1,5 @@
 import type { GateRefusalReason } from '../../reasons.js';
-import type { RequestSpans } from '../data-path/spans.js';
+import type { RequestSpans } from './spans.js';
 
 /**
  * A request's one record: made by the kernel's first hook (server/app.ts), filled in by its route as it

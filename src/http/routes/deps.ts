@@ -13,7 +13,7 @@ import type { DataLimits } from '../counters/limits.js';
 import type { Metrics } from '../counters/metrics.js';
 import type { SharedRedis } from '../counters/redis.js';
 import type { Forwarder } from '../data-path/forwarder.js';
-import type { SpanExport } from '../data-path/spans.js';
+import type { SpanExport } from '../protocol/spans.js';
 import type { ClientAddress } from '../protocol/client-address.js';
 import type { FinishedRequest } from '../protocol/finished-request.js';
 

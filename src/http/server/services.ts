@@ -23,7 +23,7 @@ import { VERSION, type ServerConfig } from '../../config.js';
 import { DataLimits } from '../counters/limits.js';
 import { Metrics } from '../counters/metrics.js';
 import { SharedRedis } from '../counters/redis.js';
-import type { SpanExport } from '../data-path/spans.js';
+import type { SpanExport } from '../protocol/spans.js';
 import { beforeDeadline, ServiceList } from './service-list.js';
 
 /** PostgreSQL: the server's bounds on opening a connection and on a query outside a transaction (docs/server.md). */

@@ -7,7 +7,7 @@ import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { AlwaysOnSampler, BatchSpanProcessor, ParentBasedSampler, TracerProvider } from '@opentelemetry/sdk-trace';
 import { VERSION } from '../../config.js';
-import type { RequestSpans, SpanExport } from '../data-path/spans.js';
+import type { RequestSpans, SpanExport } from '../protocol/spans.js';
 import type { TraceContext } from '../protocol/trace-context.js';
 
 const PARTNER = 'partnerctl.partner_id';

@@ -1,7 +1,7 @@
 // What the data path asks of span export, when OTEL_EXPORTER_OTLP_ENDPOINT is set (server/tracing.ts, the
 // OpenTelemetry SDK behind it). Unset, the data path holds no span objects at all: only the ids of
 // protocol/trace-context.ts.
-import type { TraceContext } from '../protocol/trace-context.js';
+import type { TraceContext } from './trace-context.js';
 
 /** The spans of one data request: the request itself, the gate (token, limit, company), the engine call. */
 export interface RequestSpans {
