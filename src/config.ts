@@ -44,8 +44,11 @@ export interface ServerConfig {
   /** The recommendation engine's base URL; null when none is configured (data requests then get 503). */
   readonly upstream: URL | null;
   readonly upstreamTimeoutMs: number;
-  /** How long a client may take to send a whole request (headers and body) before 408. */
+  /** How long a client may take to send a whole request (headers and body) before 408; also how long a connection may stay open without one. */
   readonly requestTimeoutMs: number;
+  /** Open client connections at once, in all and from one address (an IPv6 /64); a trusted proxy is not held to the second. */
+  readonly maxConnections: number;
+  readonly maxConnectionsPerAddress: number;
   /** Exact origins allowed for browser (CORS) access; empty means CORS is off. */
   readonly corsOrigins: readonly string[];
   /** Token exchanges allowed per access key per window; 0 turns the limit off. */
@@ -173,6 +176,8 @@ function serverConfig(values: Values): ServerConfig {
     upstream: values.PUBLIC_API_UPSTREAM_URL ?? null,
     upstreamTimeoutMs: values.PUBLIC_API_UPSTREAM_TIMEOUT_MS,
     requestTimeoutMs: values.PUBLIC_API_REQUEST_TIMEOUT_MS,
+    maxConnections: values.PUBLIC_API_MAX_CONNECTIONS,
+    maxConnectionsPerAddress: values.PUBLIC_API_MAX_CONNECTIONS_PER_ADDRESS,
     corsOrigins: values.PUBLIC_API_CORS_ORIGINS ?? Object.freeze([]),
     tokenRateLimitPerKey: values.PUBLIC_API_TOKEN_RATE_LIMIT_PER_KEY,
     tokenRateLimitPerIp: values.PUBLIC_API_TOKEN_RATE_LIMIT_PER_IP,

@@ -181,6 +181,20 @@ export const VARIABLES = {
     description:
       'How long a client may take to send its whole request (headers and body); after that it gets 408 `request_timeout` and is disconnected, so a trickling client cannot hold a connection open.',
   },
+  PUBLIC_API_MAX_CONNECTIONS: {
+    readBy: 'serve',
+    parse: parse.whole(1, 1_000_000),
+    default: '10000',
+    description:
+      "Open client connections the public port holds at once; a connection past it is closed at once, and every other is still answered. Keep it below the process's descriptor limit (`ulimit -n`), which the database, the engine's pool and the log need too.",
+  },
+  PUBLIC_API_MAX_CONNECTIONS_PER_ADDRESS: {
+    readBy: 'serve',
+    parse: parse.whole(1, 1_000_000),
+    default: '500',
+    description:
+      "Open client connections from one address at once (an IPv6 client counted by its /64); a connection past it is closed at once. A trusted proxy (`PUBLIC_API_TRUSTED_PROXIES`) is not held to it. A connection that sends no request within `PUBLIC_API_REQUEST_TIMEOUT_MS` is closed too.",
+  },
   PUBLIC_API_BODY_LIMIT_BYTES: {
     readBy: 'serve',
     parse: parse.whole(1_024, 104_857_600),

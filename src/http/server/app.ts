@@ -25,6 +25,7 @@ import { registerHealthRoutes } from '../routes/health.js';
 import { registerOpenApiRoute } from '../routes/openapi.js';
 import { registerSecretScanningRoutes } from '../routes/secret-scanning.js';
 import { registerTokenRoutes } from '../routes/token.js';
+import { limitConnections, requestArrived } from './connections.js';
 import { createFinish } from './request-log.js';
 
 export type { AppDeps } from '../routes/deps.js';
@@ -65,7 +66,9 @@ function clientErrorHandler(error: NodeJS.ErrnoException, socket: Socket): void 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config, logger } = deps;
   // PUBLIC_API_TRUSTED_PROXIES: one trust function, one client address per request.
-  const addresses = new ClientAddresses(compileTrust(config.trustedProxies));
+  const trusted = compileTrust(config.trustedProxies);
+  const addresses = new ClientAddresses(trusted);
+  const connections = { total: config.maxConnections, perAddress: config.maxConnectionsPerAddress, idleMs: config.requestTimeoutMs, trusted };
   const cors = new CorsPolicy(config.corsOrigins);
   const finish = createFinish(deps.db.clock, logger, deps.metrics ?? null, deps.usage ?? null, deps.decisions ?? null, deps.exposure ?? null);
   const upstream = config.upstream;
@@ -86,6 +89,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     serverFactory: (handler) => {
       const server = createServer({ requireHostHeader: false, connectionsCheckingInterval: 1_000, requestTimeout: config.requestTimeoutMs }, handler);
       server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+      limitConnections(server, connections);
       return server;
     },
     frameworkErrors: (error, request, reply) => {
@@ -111,6 +115,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   // The first hook of every request: who the client is, the request id on the answer, a head we can read.
   app.addHook('onRequest', (request, reply, done) => {
+    requestArrived(request.raw.socket, connections);
     const client = addresses.of(request.raw);
     request.client = client;
     request.facts = newRecord(request.id, request.method, request.raw.url ?? '', client.address);

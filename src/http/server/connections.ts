@@ -1,0 +1,54 @@
+// The public port's connection limits (PUBLIC_API_MAX_CONNECTIONS, PUBLIC_API_MAX_CONNECTIONS_PER_ADDRESS):
+// a flood of sockets from one host, idle or not, cannot use up the process's descriptors, and every other
+// client is still answered. A connection that sends no request is closed after the request timeout (the
+// kernel's first hook hands a connection that sent one back to Node's own request and keep-alive timeouts).
+import type { Server } from 'node:http';
+import { isIPv6, type Socket } from 'node:net';
+import type { TrustFunction } from '../protocol/client-address.js';
+
+export interface ConnectionLimits {
+  total: number;
+  perAddress: number;
+  /** How long a connection may stay open before its first request. */
+  idleMs: number;
+  /** Trusted proxies carry many clients' connections: they are not held to the per-address limit. */
+  trusted: TrustFunction | null;
+}
+
+/** What a connection counts against: an IPv4 address as it is, an IPv6 one by its /64 (one client holds 2^64). */
+export function addressKey(address: string): string {
+  if (!isIPv6(address) || address.startsWith('::ffff:')) return address;
+  const [head = '', tail] = address.split('::');
+  const left = head === '' ? [] : head.split(':');
+  const right = tail === undefined || tail === '' ? [] : tail.split(':');
+  const groups = tail === undefined ? left : [...left, ...Array<string>(8 - left.length - right.length).fill('0'), ...right];
+  return `${groups.slice(0, 4).map((group) => Number.parseInt(group, 16).toString(16)).join(':')}::/64`;
+}
+
+export function limitConnections(server: Server, limits: ConnectionLimits): void {
+  server.maxConnections = limits.total;
+  const open = new Map<string, number>();
+  server.on('connection', (socket: Socket) => {
+    const peer = socket.remoteAddress ?? '';
+    if (limits.trusted === null || !limits.trusted(peer, 0)) {
+      const key = addressKey(peer);
+      const count = (open.get(key) ?? 0) + 1;
+      if (count > limits.perAddress) {
+        socket.destroy();
+        return;
+      }
+      open.set(key, count);
+      socket.once('close', () => {
+        const left = open.get(key)! - 1;
+        if (left === 0) open.delete(key);
+        else open.set(key, left);
+      });
+    }
+    socket.setTimeout(limits.idleMs);
+  });
+}
+
+/** The connection sent a request: from now on Node's own request and keep-alive timeouts govern it. */
+export function requestArrived(socket: Socket, limits: Pick<ConnectionLimits, 'idleMs'>): void {
+  if (socket.timeout === limits.idleMs) socket.setTimeout(0);
+}
