@@ -193,7 +193,7 @@ export const VARIABLES = {
     parse: parse.whole(1, 1_000_000),
     default: '500',
     description:
-      "Open client connections from one address at once (an IPv6 client counted by its /64); a connection past it is closed at once. A trusted proxy (`PUBLIC_API_TRUSTED_PROXIES`) is not held to it. A connection that sends no request within `PUBLIC_API_REQUEST_TIMEOUT_MS` is closed too.",
+      "Open client connections from one address at once (an IPv6 client counted by its /64); a connection past it is closed at once. A trusted proxy (`PUBLIC_API_TRUSTED_PROXIES`) is not held to it. A connection that has sent no byte once `PUBLIC_API_REQUEST_TIMEOUT_MS` has passed is closed too.",
   },
   PUBLIC_API_BODY_LIMIT_BYTES: {
     readBy: 'serve',

@@ -56,13 +56,21 @@ describe('37.4: connection limits of the public port', () => {
     await backend?.dispose();
   });
 
-  it('closes a connection that never sends a byte once the request timeout has passed, and keeps one that sent a request', async () => {
+  it('closes a connection that never sends a byte once the request timeout has passed; one that sent a partial head gets its 408', async () => {
     const idle = await idleSocket(port, '127.0.0.11');
     const closedAfter = await idle.closed;
     expect(closedAfter).toBeGreaterThanOrEqual(550);
     expect(closedAfter).toBeLessThan(10_000);
     expect(idle.received()).toBe(0);
     expect(await health(port, '127.0.0.11')).toBe(200);
+    // A partial head is not silence: it gets the 408 envelope of the request timeout, not a bare close.
+    const partial = await idleSocket(port, '127.0.0.12');
+    let text = '';
+    partial.socket.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+    partial.socket.write('GET /healthz HTTP/1.1\r\nHost: loc');
+    await partial.closed;
+    expect(text).toMatch(/^HTTP\/1\.1 408 /);
+    expect(text).toContain('"code":"request_timeout"');
   });
 
   it('refuses a connection past the per-address limit at once, and answers every other address', async () => {

@@ -11,6 +11,7 @@ import { DeferredWrites, type OnWriteFailure } from './deferred-writes.js';
 import { runUnit, type Actor } from '../operations/transactions.js';
 import type { Logger } from 'pino';
 import { loggableChain } from './logged-errors.js';
+import { beforeDeadline } from '../../deadline.js';
 
 /** A heartbeat at least this often (the issue's bound is 2 s; a failed beat is retried sooner). */
 export const HEARTBEAT_MS = 1_000;
@@ -163,10 +164,10 @@ export class InstanceRegistry extends DeferredWrites {
   override async stop(deadline = performance.now() + REMOVE_FOR_MS): Promise<boolean> {
     if (this.stopped) return true;
     // One last heartbeat at most: a write under way may end past the deadline, so each is raced against it.
-    if ((await beforeDeadline(super.stop(0).catch(() => false), deadline)) === undefined) return this.gaveUp();
+    if ((await beforeDeadline<boolean | undefined>(super.stop(0).catch(() => false), deadline, undefined)) === undefined) return this.gaveUp();
     if (this.address === null) return true;
     for (;;) {
-      if (await beforeDeadline(this.write((tx) => removeInstance(tx, this.instanceId).then(() => undefined)), deadline)) return true;
+      if (await beforeDeadline<unknown>(this.write((tx) => removeInstance(tx, this.instanceId).then(() => undefined)), deadline, undefined)) return true;
       if (performance.now() + RETRY_MS * 2 > deadline) break;
       await new Promise((resolve) => setTimeout(resolve, RETRY_MS * 2));
     }
@@ -176,19 +177,6 @@ export class InstanceRegistry extends DeferredWrites {
   private gaveUp(): false {
     this.events.onGaveUp?.(this.lastError);
     return false;
-  }
-}
-
-/** What `work` resolves to, or undefined once `deadline` (a performance.now() instant) passes first. */
-async function beforeDeadline<T>(work: Promise<T>, deadline: number): Promise<T | undefined> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<undefined>((resolve) => {
-    timer = setTimeout(() => resolve(undefined), Math.max(0, deadline - performance.now()));
-  });
-  try {
-    return await Promise.race([work, late]);
-  } finally {
-    clearTimeout(timer);
   }
 }
 

@@ -25,7 +25,7 @@ import { registerHealthRoutes } from '../routes/health.js';
 import { registerOpenApiRoute } from '../routes/openapi.js';
 import { registerSecretScanningRoutes } from '../routes/secret-scanning.js';
 import { registerTokenRoutes } from '../routes/token.js';
-import { limitConnections, requestArrived } from './connections.js';
+import { limitConnections } from './connections.js';
 import { createFinish } from './request-log.js';
 
 export type { AppDeps } from '../routes/deps.js';
@@ -115,7 +115,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   // The first hook of every request: who the client is, the request id on the answer, a head we can read.
   app.addHook('onRequest', (request, reply, done) => {
-    requestArrived(request.raw.socket, connections);
     const client = addresses.of(request.raw);
     request.client = client;
     request.facts = newRecord(request.id, request.method, request.raw.url ?? '', client.address);

@@ -1,7 +1,7 @@
 // The public port's connection limits (PUBLIC_API_MAX_CONNECTIONS, PUBLIC_API_MAX_CONNECTIONS_PER_ADDRESS):
 // a flood of sockets from one host, idle or not, cannot use up the process's descriptors, and every other
-// client is still answered. A connection that sends no request is closed after the request timeout (the
-// kernel's first hook hands a connection that sent one back to Node's own request and keep-alive timeouts).
+// client is still answered. A connection that has sent no byte once the request timeout has passed is
+// closed; one that sent any is Node's to time out (a partial head gets its 408, an idle keep-alive its close).
 import type { Server } from 'node:http';
 import { isIPv6, type Socket } from 'node:net';
 import type { TrustFunction } from '../protocol/client-address.js';
@@ -9,7 +9,7 @@ import type { TrustFunction } from '../protocol/client-address.js';
 export interface ConnectionLimits {
   total: number;
   perAddress: number;
-  /** How long a connection may stay open before its first request. */
+  /** How long a connection may stay open without sending a byte. */
   idleMs: number;
   /** Trusted proxies carry many clients' connections: they are not held to the per-address limit. */
   trusted: TrustFunction | null;
@@ -44,11 +44,10 @@ export function limitConnections(server: Server, limits: ConnectionLimits): void
         else open.set(key, left);
       });
     }
-    socket.setTimeout(limits.idleMs);
+    const silent = setTimeout(() => {
+      if (socket.bytesRead === 0) socket.destroy();
+    }, limits.idleMs);
+    silent.unref();
+    socket.once('close', () => clearTimeout(silent));
   });
-}
-
-/** The connection sent a request: from now on Node's own request and keep-alive timeouts govern it. */
-export function requestArrived(socket: Socket, limits: Pick<ConnectionLimits, 'idleMs'>): void {
-  if (socket.timeout === limits.idleMs) socket.setTimeout(0);
 }

@@ -9,7 +9,7 @@ import { AppError } from '../../errors.js';
 import { startMetricsListener } from '../counters/metrics.js';
 import { buildApp } from './app.js';
 import { BatchedLines } from './log-destination.js';
-import { beforeDeadline } from './service-list.js';
+import { beforeDeadline } from '../../deadline.js';
 import { createServices } from './services.js';
 
 const REQUEST_LOG_BATCH_CHARS = 12_288;

@@ -1,3 +1,5 @@
+import { beforeDeadline } from '../../deadline.js';
+
 /**
  * One part of the server as the composition root sees it: started in the list's order, stopped in reverse.
  * `stop` is given its deadline (a performance.now() instant) and is left behind once it passes: the
@@ -13,20 +15,6 @@ export interface Service {
 }
 
 const STOP_WITHIN_MS = 1_000;
-
-/** What `work` resolves to, or `late` once `deadline` (a performance.now() instant) passes first. */
-export async function beforeDeadline<T>(work: Promise<T>, deadline: number, late: T): Promise<T> {
-  if (deadline === Infinity) return work;
-  let timer: NodeJS.Timeout | undefined;
-  const passed = new Promise<T>((resolve) => {
-    timer = setTimeout(() => resolve(late), Math.max(0, deadline - performance.now()));
-  });
-  try {
-    return await Promise.race([work, passed]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /** Services started in order and stopped in reverse; a failed start stops those begun, then throws. */
 export class ServiceList {

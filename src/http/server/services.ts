@@ -24,7 +24,8 @@ import { DataLimits } from '../counters/limits.js';
 import { Metrics } from '../counters/metrics.js';
 import { SharedRedis } from '../counters/redis.js';
 import type { SpanExport } from '../protocol/spans.js';
-import { beforeDeadline, ServiceList } from './service-list.js';
+import { beforeDeadline } from '../../deadline.js';
+import { ServiceList } from './service-list.js';
 
 /** PostgreSQL: the server's bounds on opening a connection and on a query outside a transaction (docs/server.md). */
 
