@@ -5,15 +5,6 @@ const DAY_MS = 86_400_000;
 /** Delays before the 2nd, 3rd, … attempt: about 25.7 hours in all, then the delivery is given up. */
 export const DEFAULT_RETRY_DELAYS = '5s,30s,2m,10m,30m,1h,2h,4h,8h,10h';
 
-/** DEFAULT_RETRY_DELAYS as the parser reads it, in ms. */
-export const DEFAULT_RETRY_DELAYS_MS: readonly number[] = defaultDelays();
-
-function defaultDelays(): readonly number[] {
-  const parsed = parseRetryDelays(DEFAULT_RETRY_DELAYS);
-  if (typeof parsed === 'string') throw new Error(`DEFAULT_RETRY_DELAYS ${parsed}`);
-  return Object.freeze(parsed);
-}
-
 /** Parses PARTNERCTL_WEBHOOK_RETRY_DELAYS: a comma list of durations (`1s,2s,4s`); a problem is a message. */
 export function parseRetryDelays(raw: string): number[] | string {
   const parts = raw.split(',').map((part) => part.trim());

@@ -21,7 +21,6 @@ import { keyPairState } from '../rules/key-pair-state.js';
 import { writeOutbox, type NewWebhookEvent } from '../operations/outbox.js';
 import { formatDuration } from '../rules/validation.js';
 
-export { DEFAULT_RETRY_DELAYS, parseRetryDelays } from '../../webhook-delays.js';
 
 const require = createRequire(import.meta.url);
 type WebhookClass = new (secret: string) => { sign(msgId: string, timestamp: Date, payload: string): string };

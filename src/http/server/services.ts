@@ -1,6 +1,5 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../../clock.js';
-import type { DatabaseConfig } from '../../config.js';
 import type { Database } from '../../db/client.js';
 import { connect } from '../../db/connect.js';
 import type { SqliteFileEvent } from '../../db/sql.js';
@@ -17,9 +16,9 @@ import type { SigningKeys } from '../../domain/operations/signing-keys.js';
 import { TokenVerifier } from '../../domain/operations/tokens.js';
 import { STOP_WRITE_LIMIT_MS } from '../../domain/runtime/deferred-writes.js';
 import { logUsageLost, UsageCounter, usageLog } from '../../domain/runtime/usage.js';
-import { parseRetryDelays, DEFAULT_RETRY_DELAYS, WebhookDeliverer } from '../../domain/runtime/webhook-delivery.js';
+import { WebhookDeliverer } from '../../domain/runtime/webhook-delivery.js';
 import { AppError } from '../../errors.js';
-import { VERSION, type ServerConfig } from '../../config.js';
+import { loadConfig, VERSION, type DatabaseConfig, type ServerConfig } from '../../config.js';
 import { DataLimits } from '../counters/limits.js';
 import { Metrics } from '../counters/metrics.js';
 import { SharedRedis } from '../counters/redis.js';
@@ -33,7 +32,7 @@ export interface ServicesConfig {
   readonly server: ServerConfig;
   readonly database: DatabaseConfig;
   readonly signingKeyFile: string;
-  /** Delays before each webhook retry (PARTNERCTL_WEBHOOK_RETRY_DELAYS); default DEFAULT_RETRY_DELAYS. */
+  /** Delays before each webhook retry (PARTNERCTL_WEBHOOK_RETRY_DELAYS); default: the configuration table's. */
   readonly webhookRetryDelaysMs?: readonly number[];
 }
 
@@ -148,7 +147,7 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
   const exposure = new ExposureCounter(db, clock, { intervalMs, ...exposureLog(logger) });
   const webhooks = options.webhooks
     ? new WebhookDeliverer(db, {
-        retryDelaysMs: config.webhookRetryDelaysMs ?? (parseRetryDelays(DEFAULT_RETRY_DELAYS) as number[]),
+        retryDelaysMs: config.webhookRetryDelaysMs ?? loadConfig({}).webhookRetryDelaysMs,
         log: logger,
         instanceId: instances.instanceId,
         // Never sleep the event loop on another process's SQLite lock: a busy write is retried on the next tick.
