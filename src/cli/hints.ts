@@ -56,6 +56,7 @@ const FLAG_NAMED: Record<string, string> = {
   description: '--description',
   events: '--events',
   head: '--head',
+  issued_before: '--issued-before',
   limit: '--limit',
   overlap: '--overlap',
   principal: '--principal',

@@ -20,6 +20,7 @@ import {
   showPartnerCommand,
 } from './commands/partners.js';
 import { instancesCommand } from './commands/instances.js';
+import { receiptCommand } from './commands/receipt.js';
 import { serveCommand } from './commands/serve.js';
 import { usageCommand } from './commands/usage.js';
 import { explainCommand } from './commands/explain.js';
@@ -96,6 +97,7 @@ Exit codes: 0 ok, 1 error, 2 bad usage, 3 not found (a partner, or the SQLite
     signingKeyCommand,
     serveCommand,
     instancesCommand,
+    receiptCommand,
   ],
 });
 

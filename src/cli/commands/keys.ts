@@ -129,6 +129,11 @@ const ROTATE_KEYS_OPTIONS = defineOptions([
     description: 'with --overlap: the old pair retires this long after the new pair first exchanges (default 15m, or the overlap if shorter; 0s allowed)',
   },
   { flags: '--finish', description: 'end the overlap now: the retiring pair is superseded (nothing retiring: changed: false)' },
+  {
+    flags: '--key-pair <kp_id>',
+    description:
+      "rotate only while this pair is the active one ('lookup' names the leaked pair): once it is revoked (with --revoke-issued-tokens) or replaced, a re-run changes nothing and issues no secret",
+  },
   { flags: '--expires-in <duration>', description: `the new pair mints nothing after this long (${DURATION_HELP})` },
   SECRET_TO_OPTION,
   ...WAIT_OPTIONS.map((option) => ({ ...option, description: `with --revoke-issued-tokens: ${option.description}` })),
@@ -159,7 +164,7 @@ export const rotateKeysCommand = defineCommand({
 
 async function runRotateKeys(session: Session, out: Output, partnerArgument: string | undefined, options: RotateKeysOptions): Promise<number | undefined> {
   if (options.finish) {
-    const other = options.overlap !== undefined ? '--overlap' : options.afterSwitch !== undefined ? '--after-switch' : options.revokeIssuedTokens ? '--revoke-issued-tokens' : options.expiresIn !== undefined ? '--expires-in' : null;
+    const other = options.overlap !== undefined ? '--overlap' : options.afterSwitch !== undefined ? '--after-switch' : options.revokeIssuedTokens ? '--revoke-issued-tokens' : options.expiresIn !== undefined ? '--expires-in' : options.keyPair !== undefined ? '--key-pair' : null;
     if (other) throw new AppError('invalid_argument', `--finish cannot be combined with ${other}: it only ends the overlap`);
     await runFinishOverlap(session, out, partnerArgument);
     return undefined;
@@ -171,8 +176,14 @@ async function runRotateKeys(session: Session, out: Output, partnerArgument: str
   };
   // Only the emergency rotation refuses credentials: the routine one has nothing for the servers to confirm.
   const waitMs = options.revokeIssuedTokens ? await parseWaitOption(options) : null;
-  const { checkRotationOptions, rotateKeyPair } = await import('../../domain/operations/key-pairs.js');
+  const [{ checkRotationOptions, rotateKeyPair }, { KEY_PAIR_ID_PATTERN }] = await Promise.all([
+    import('../../domain/operations/key-pairs.js'),
+    import('../../domain/rules/identifiers.js'),
+  ]);
   checkRotationOptions({ ...overlap, revokeIssuedTokens: options.revokeIssuedTokens === true });
+  if (options.keyPair !== undefined && !KEY_PAIR_ID_PATTERN.test(options.keyPair)) {
+    throw new AppError('invalid_argument', `--key-pair must be a key-pair id (kp_…), got '${options.keyPair.slice(0, 40)}'`);
+  }
   const reference = await resolvePartnerArgument(session, partnerArgument);
   if (options.revokeIssuedTokens) {
     await confirmDestructive(
@@ -191,9 +202,21 @@ async function runRotateKeys(session: Session, out: Output, partnerArgument: str
   const { file, handOver } = secretFileOf(options.secretTo);
   const change = () =>
     withSecretFile(file, () =>
-      rotateKeyPair(db, session.who, reference, { revokeIssuedTokens: options.revokeIssuedTokens === true, ...expiry, ...overlap }, handOver),
+      rotateKeyPair(
+        db,
+        session.who,
+        reference,
+        { revokeIssuedTokens: options.revokeIssuedTokens === true, ...expiry, ...overlap, keyPairId: options.keyPair },
+        handOver,
+      ),
     );
   const { result: rotated, receipt } = await withReceipt(db, waitMs, change, out, session.options.debug);
+  if (!rotated.changed) {
+    const { partner, keyPairId, state } = rotated;
+    if (out.json) out.emitJson({ partner_id: partner.id, key_pair_id: keyPairId, key_pair_status: state, changed: false, ...receiptJson(receipt) });
+    else out.line(`Key pair ${keyPairId} of ${partner.name} (${partner.id}) is ${state}: rotated already; nothing changed, no secret issued.`);
+    return reportReceipt(out, receipt, options.wait || '3s');
+  }
   if (out.json) {
     out.emitJson({
       ...newPairJson(rotated, file),

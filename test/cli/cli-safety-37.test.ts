@@ -1,0 +1,141 @@
+// Issue 37's CLI safety points (6, 9, 11, 12, 14, 17): re-checks that change nothing, contain lines that are
+// safe to re-run, secrets kept when a commit's outcome is unknown, flags that beat the environment.
+import { existsSync, readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Database } from '../../src/db/client.js';
+import { beatInstance } from '../../src/db/repositories/instances.js';
+import { createBackend, openMigrated, type TestBackend } from '../support/backends.js';
+import { runCli } from '../support/cli.js';
+
+describe('37.11: exit 6 points to a read-only re-check; the Contain: line is safe to re-run', () => {
+  let backend: TestBackend;
+  let db: Database;
+  const cli = (...args: string[]) => runCli(args, backend.env);
+  const revision = async () => Number((await db.sql.query<{ value: number }>('SELECT value FROM revision WHERE id = 1'))[0]!.value);
+  const auditCount = async () => Number((await db.sql.query<{ n: number }>('SELECT COUNT(*) AS n FROM audit_events'))[0]!.n);
+  /** A live serve instance that heartbeats but applies nothing (as one frozen mid-apply looks to a receipt). */
+  const frozenInstance = (applied: number) =>
+    db.sql.transaction(
+      (tx) =>
+        beatInstance(tx, {
+          instanceId: 'srv_00000000000000f0',
+          host: hostname(),
+          pid: 999_999,
+          version: 'test',
+          address: '127.0.0.1:1',
+          startedAt: new Date(db.clock.now() - 60_000),
+          lastSeenAt: new Date(db.clock.now()),
+          appliedRevision: applied,
+          staleBudgetMs: 0,
+          clockOffsetMs: null,
+        }),
+      { timeoutMs: 5_000 },
+    );
+  const forgetInstances = () => db.sql.transaction((tx) => tx.run('DELETE FROM serve_instances'), { timeoutMs: 5_000 });
+
+  beforeAll(async () => {
+    backend = await createBackend('sqlite');
+    db = await openMigrated(backend);
+  });
+  afterAll(async () => {
+    await db?.close();
+    await backend?.dispose();
+  });
+
+  it('exit 6 names `partnerctl receipt <change-id>`; the re-check changes nothing and exits 0 once settled, 6 while not', async () => {
+    expect((await cli('create-partner', '--name', 'Recheck')).code).toBe(0);
+    expect((await cli('issue-keys', 'Recheck')).code).toBe(0);
+    await frozenInstance(await revision());
+    const revoked = await cli('revoke-keys', 'Recheck', '--wait', '300ms', '--yes', '--json');
+    expect(revoked.code, revoked.stderr).toBe(6);
+    const changeId = revoked.json().change_id as number;
+    expect(changeId).toBe(revoked.json().receipt.revision);
+    expect(revoked.stderr).toContain(`'partnerctl receipt ${changeId} --wait 30s'`);
+    expect(revoked.stderr).not.toMatch(/run the same command again/);
+
+    const before = { revision: await revision(), audit: await auditCount() };
+    const pending = await cli('receipt', String(changeId), '--wait', '300ms', '--json');
+    expect(pending.code, pending.stderr).toBe(6);
+    expect(pending.json()).toMatchObject({ change_id: changeId, receipt: { revision: changeId, confirmed: [], unconfirmed: [{ instance_id: 'srv_00000000000000f0' }] } });
+    expect(pending.stderr).toContain(`'partnerctl receipt ${changeId} --wait 30s'`);
+    const text = await cli('receipt', String(changeId), '--wait', '300ms');
+    expect(text.code).toBe(6);
+    expect(text.stdout).toMatch(/srv_00000000000000f0 .* NOT CONFIRMED within 300ms/);
+    expect({ revision: await revision(), audit: await auditCount() }).toEqual(before);
+
+    await frozenInstance(changeId);
+    const settled = await cli('receipt', String(changeId), '--json');
+    expect(settled.code, settled.stderr).toBe(0);
+    expect(settled.json()).toMatchObject({ change_id: changeId, receipt: { confirmed: [{ instance_id: 'srv_00000000000000f0', after_ms: null }], unconfirmed: [] } });
+    expect({ revision: await revision(), audit: await auditCount() }).toEqual(before);
+    await forgetInstances();
+  });
+
+  it('receipt of no such change exits 3; of something that is not a change id, 2; one line each', async () => {
+    const ahead = await cli('receipt', String((await revision()) + 1000));
+    expect(ahead.code).toBe(3);
+    expect(ahead.stderr.trim().split('\n')).toHaveLength(1);
+    for (const bad of ['abc', '0', '-1', '1e3']) {
+      const result = await cli('receipt', bad);
+      expect(result.code, bad).toBe(2);
+      expect(result.stderr.trim().split('\n'), bad).toHaveLength(1);
+    }
+  });
+
+  it("a leaked secret's Contain: line names the pair and a --secret-to file: a re-run changes nothing and prints no secret", async () => {
+    expect((await cli('create-partner', '--name', 'Leaky')).code).toBe(0);
+    const keys = (await cli('issue-keys', 'Leaky', '--json')).json();
+    const lookup = await runCli(['lookup', '-', '--json'], backend.env, { input: keys.secret_key });
+    const line = lookup.json().contain as string;
+    expect(line).toContain(`--key-pair ${keys.key_pair_id}`);
+    expect(line).toMatch(/ --secret-to \S+\.json /);
+    const file = join(backend.dir, 'replacement.json');
+    const args = line.split(' ').slice(1).map((word, i, all) => (all[i - 1] === '--secret-to' ? file : word));
+    const first = await cli(...args, '--no-wait', '--json');
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.json()).toMatchObject({ changed: true, secret_to: file });
+    expect(first.stdout).not.toMatch(/pctl_sk_/);
+    const handedOver = readFileSync(file, 'utf8');
+    const pairs = (await cli('show-partner', 'Leaky', '--json')).json().key_pairs.length;
+
+    for (const again of [await cli(...args, '--no-wait', '--json'), await cli(...args, '--no-wait')]) {
+      expect(again.code, again.stderr).toBe(0);
+      expect(`${again.stdout}${again.stderr}`).not.toMatch(/pctl_sk_/);
+    }
+    expect((await cli(...args, '--no-wait', '--json')).json()).toMatchObject({ changed: false, key_pair_id: keys.key_pair_id, key_pair_status: 'revoked' });
+    expect(readFileSync(file, 'utf8')).toBe(handedOver);
+    expect((await cli('show-partner', 'Leaky', '--json')).json().key_pairs).toHaveLength(pairs);
+    // The pair handed over is the active one still.
+    expect((await cli('show-partner', 'Leaky', '--json')).json().key_pairs.find((p: { status: string }) => p.status === 'active').key_pair_id).toBe(
+      JSON.parse(handedOver).keys[0].key_pair_id,
+    );
+  });
+
+  it("a leaked token's Contain: line names the brake's instant: a re-run does not move it", async () => {
+    expect((await cli('create-partner', '--name', 'Token Leak')).code).toBe(0);
+    const token = (await cli('mint-test-token', 'Token Leak', '--json')).json().access_token as string;
+    const line = (await runCli(['lookup', '-', '--json'], backend.env, { input: token })).json().contain as string;
+    expect(line).toMatch(/^partnerctl revoke-tokens ptn_\S+ --issued-before \S+Z --yes$/);
+    const args = line.split(' ').slice(1);
+    const first = await cli(...args, '--no-wait', '--json');
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.json().changed).toBe(true);
+    expect(args).toContain(first.json().tokens_revoked_before);
+    const events = await auditCount();
+    const again = await cli(...args, '--no-wait', '--json');
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.json()).toMatchObject({ changed: false, tokens_revoked_before: first.json().tokens_revoked_before });
+    expect(await auditCount()).toBe(events);
+    const future = await cli('revoke-tokens', 'Token Leak', '--issued-before', '2999-01-01T00:00:00Z', '--yes', '--no-wait');
+    expect(future.code).toBe(2);
+    expect(future.stderr).toMatch(/^partnerctl: invalid_argument: --issued-before .* is in the future/);
+  });
+
+  it("revoke-tokens keeps its brake at now, and its help says that a re-run moves it", async () => {
+    const help = await cli('revoke-tokens', '--help');
+    expect(help.stdout.replace(/\s+/g, ' ')).toContain('A re-run moves the brake');
+    expect(existsSync(join(backend.dir, 'partnerctl.db'))).toBe(true);
+  });
+});
