@@ -21,6 +21,7 @@ const NEXT_STEP_WORDS: Record<NextStep, string> = {
   migrate_when_idle: "stop the servers using it, run 'partnerctl db migrate', then start them again",
   migration_status: "see 'partnerctl db status' for the state of the history",
   migrate_after_renames: "then run 'partnerctl db migrate' again (there is no rename command)",
+  check_commit_outcome: "before running it again, see whether it did: 'partnerctl audit --limit 5' lists the last changes recorded",
 };
 
 /** Where to look next for an error about this input: follows the domain's own hint (a "did you mean"). */

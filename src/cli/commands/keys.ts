@@ -6,7 +6,7 @@ import { defineOptions, type OptionsOf } from '../options.js';
 import { iso, type Output } from '../output.js';
 import { confirmDestructive } from '../prompts.js';
 import { parseWaitOption, receiptJson, reportReceipt, WAIT_OPTIONS, withReceipt } from '../receipt.js';
-import { SecretFile, secretsDocument, withSecretFile } from '../secret-file.js';
+import { SecretFile, withSecretFile } from '../secret-file.js';
 import type { Session } from '../session.js';
 import { DURATION_HELP, PARTNER_ARGUMENT, resolvePartnerArgument } from './common.js';
 
@@ -52,7 +52,7 @@ const SECRET_TO_OPTION = {
 function secretFileOf(path: string | undefined): { file: SecretFile | null; handOver: ((issued: IssuedKeyPair) => Promise<void>) | undefined } {
   if (path === undefined) return { file: null, handOver: undefined };
   const file = new SecretFile(path, '--secret-to');
-  return { file, handOver: (issued) => file.write(secretsDocument([issued])) };
+  return { file, handOver: (issued) => file.write([issued]) };
 }
 
 function expiryOption(value: string | undefined): { expiresInMs?: number } {

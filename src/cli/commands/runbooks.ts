@@ -8,7 +8,7 @@ import { jsonSafe, terminalSafe } from '../../text.js';
 import { progressBar } from '../progress.js';
 import { noteCommit, parseWaitOption, receiptJson, reportReceipt, startWaiting, WAIT_OPTIONS } from '../receipt.js';
 import { confirmDestructive } from '../prompts.js';
-import { SecretFile, secretsDocument, withSecretFile } from '../secret-file.js';
+import { SecretFile, withSecretFile } from '../secret-file.js';
 import type { Session } from '../session.js';
 
 /** A document as text: JSON when it looks like JSON (fast for big files), YAML otherwise. */
@@ -182,7 +182,7 @@ async function runApply(session: Session, out: Output, options: OptionsOf<typeof
           state,
           planOptions,
           (done) => bar.update(done),
-          keysFile ? (issued) => keysFile.write(secretsDocument(issued)) : undefined,
+          keysFile ? (issued) => keysFile.write(issued) : undefined,
         ),
       );
     } finally {
