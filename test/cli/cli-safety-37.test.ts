@@ -1,11 +1,12 @@
 // Issue 37's CLI safety points (6, 9, 11, 12, 14, 17): re-checks that change nothing, contain lines that are
 // safe to re-run, secrets kept when a commit's outcome is unknown, flags that beat the environment.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../../src/db/client.js';
 import { beatInstance } from '../../src/db/repositories/instances.js';
+import { PROGRAM } from '../../src/cli/program.js';
 import { backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
 import { TcpRelay } from '../support/relay.js';
@@ -191,5 +192,124 @@ describe.skipIf(!backendAvailable('postgresql'))('37.6: --secret-to keeps the on
     expect(issued.stderr).not.toMatch(/may have committed|is kept/);
     expect(existsSync(file)).toBe(false);
     expect((await cli('show-partner', partner, '--json')).json().key_pairs).toEqual([]);
+  });
+});
+
+describe('37.14: every command that can change something has changed (true or false) in its --json', () => {
+  let backend: TestBackend;
+  afterAll(async () => backend?.dispose());
+
+  /** Every command the program marks as able to change something, by its path ('webhooks add'). */
+  function changingCommands(): string[] {
+    const paths: string[] = [];
+    for (const command of PROGRAM.subcommands ?? []) {
+      if (command.changes) paths.push(command.name);
+      for (const sub of command.subcommands ?? []) if (sub.changes) paths.push(`${command.name} ${sub.name}`);
+    }
+    return paths.sort();
+  }
+
+  it('walks every changing command: the change says changed: true, a re-run (where re-runnable) changed: false', async () => {
+    backend = await createBackend('sqlite');
+    const walked = new Set<string>();
+    let db: Database | undefined;
+    /** Runs `args` (a command of `path`) with --json and checks its exit code and `changed`. */
+    const step = async (path: string, args: string[], changed: boolean, code = 0) => {
+      const result = await runCli([...args, '--json'], backend.env);
+      expect(result.code, `${args.join(' ')}: ${result.stderr}`).toBe(code);
+      expect(result.json().changed, `${args.join(' ')}: ${result.stdout}`).toBe(changed);
+      walked.add(path);
+      return result.json();
+    };
+    try {
+      await step('db migrate', ['db', 'migrate'], true);
+      await step('db migrate', ['db', 'migrate'], false);
+      const partner = (await step('create-partner', ['create-partner', '--name', 'Walk', '--if-not-exists'], true)).partner_id as string;
+      await step('create-partner', ['create-partner', '--name', 'Walk', '--if-not-exists'], false);
+      for (const [path, args] of [
+        ['set-limits', ['set-limits', partner, '--rate', '10/s']],
+        ['set-network', ['set-network', partner, '--allow', '10.0.0.0/8']],
+        ['map-company', ['map-company', partner, '--company', 'walk-1']],
+        ['unmap-company', ['unmap-company', partner, '--company', 'walk-1', '--yes']],
+        ['issue-keys', ['issue-keys', partner, '--if-none-active']],
+      ] as const) {
+        await step(path, [...args], true);
+        await step(path, [...args], false);
+      }
+      const companies = join(backend.dir, 'companies.txt');
+      writeFileSync(companies, 'walk-2\nwalk-3\n');
+      await step('map-company', ['map-company', partner, '--from-file', companies], true);
+      await step('map-company', ['map-company', partner, '--from-file', companies], false);
+      await step('rotate-keys', ['rotate-keys', partner, '--overlap', '1d'], true);
+      await step('rotate-keys', ['rotate-keys', partner, '--finish'], true);
+      await step('rotate-keys', ['rotate-keys', partner, '--finish'], false);
+      await step('mint-test-token', ['mint-test-token', partner], true);
+      await step('revoke-tokens', ['revoke-tokens', partner, '--yes', '--no-wait'], true);
+      await step('revoke-tokens', ['revoke-tokens', partner, '--yes', '--no-wait'], false);
+      await step('revoke-keys', ['revoke-keys', partner, '--yes', '--no-wait'], true);
+      await step('revoke-keys', ['revoke-keys', partner, '--yes', '--no-wait'], false);
+      await step('disable-partner', ['disable-partner', partner, '--yes', '--no-wait'], true);
+      await step('disable-partner', ['disable-partner', partner, '--yes', '--no-wait'], false);
+      await step('enable-partner', ['enable-partner', partner], true);
+      await step('enable-partner', ['enable-partner', partner], false);
+      const document = join(backend.dir, 'partners.yaml');
+      writeFileSync(document, 'partners:\n  - name: Walk Applied\n    status: active\n    companies: [walk-4]\n');
+      await step('apply', ['apply', '-f', document, '--dry-run'], false);
+      await step('apply', ['apply', '-f', document, '--yes'], true);
+      await step('apply', ['apply', '-f', document, '--yes'], false);
+      const hook = (await step('webhooks add', ['webhooks', 'add', '--url', 'http://127.0.0.1:9/walk', '--insecure', '--if-not-exists'], true)).id as string;
+      await step('webhooks add', ['webhooks', 'add', '--url', 'http://127.0.0.1:9/walk', '--insecure', '--if-not-exists'], false);
+      await step('issue-keys', ['issue-keys', 'Walk Applied'], true);
+      // The event just recorded is attempted (port 9 refuses: retried later, exit 1); at once again, nothing is due.
+      await step('webhooks deliver', ['webhooks', 'deliver'], true, 1);
+      await step('webhooks deliver', ['webhooks', 'deliver'], false);
+      await step('webhooks remove', ['webhooks', 'remove', hook, '--yes'], true);
+      await step('webhooks remove', ['webhooks', 'remove', hook, '--yes'], false);
+      await step('signing-key rotate', ['signing-key', 'rotate'], true);
+      db = await openMigrated(backend);
+      await db.sql.transaction(
+        (tx) =>
+          beatInstance(tx, {
+            instanceId: 'srv_00000000000000aa',
+            host: hostname(),
+            pid: 1,
+            version: 'test',
+            address: '127.0.0.1:1',
+            startedAt: new Date(0),
+            lastSeenAt: new Date(0),
+            appliedRevision: null,
+            staleBudgetMs: 0,
+            clockOffsetMs: null,
+          }),
+        { timeoutMs: 5_000 },
+      );
+      await step('instances', ['instances', '--forget', 'srv_00000000000000aa', '--yes'], true);
+      const instances = await runCli(['instances', '--json'], backend.env);
+      expect(instances.json().changed).toBeUndefined();
+      await step('context add', ['context', 'add', 'walk', '--database-url', backend.url], true);
+      await step('context add', ['context', 'add', 'walk', '--database-url', backend.url], false);
+      await step('context use', ['context', 'use', 'walk'], true);
+      await step('context use', ['context', 'use', 'walk'], false);
+      await step('context remove', ['context', 'remove', 'walk'], true);
+      await step('context remove', ['context', 'remove', 'walk'], false);
+    } finally {
+      await db?.close();
+    }
+    if (backendAvailable('postgresql')) {
+      const postgres = await createBackend('postgresql');
+      try {
+        expect((await runCli(['db', 'migrate'], postgres.env)).code).toBe(0);
+        const first = await runCli(['db', 'roles', '--apply', '--json'], postgres.env);
+        expect(first.code, first.stderr).toBe(0);
+        expect(typeof first.json().changed).toBe('boolean');
+        const again = await runCli(['db', 'roles', '--apply', '--json'], postgres.env);
+        expect(again.json().changed).toBe(false);
+        walked.add('db roles');
+      } finally {
+        await postgres.dispose();
+      }
+    }
+    // Every changing command is walked: one added without a step here fails this test.
+    expect([...walked].sort()).toEqual(changingCommands().filter((path) => path !== 'db roles' || backendAvailable('postgresql')));
   });
 });

@@ -26,6 +26,7 @@ the URL.`,
   subcommands: [
     defineCommand({
       name: 'add',
+      changes: true,
       description: 'add a context (or replace one of that name): --database-url is required, --actor optional',
       arguments: [NAME_ARGUMENT],
       examples: [
@@ -37,6 +38,7 @@ the URL.`,
     }),
     defineCommand({
       name: 'use',
+      changes: true,
       description: 'make a context the current one (every command then uses its database, unless told otherwise)',
       arguments: [NAME_ARGUMENT],
       run: (session, out, { args }) => runUse(session, out, args[0]!),
@@ -54,6 +56,7 @@ the URL.`,
     }),
     defineCommand({
       name: 'remove',
+      changes: true,
       description: 'remove a context (an unknown one exits 0, changed: false)',
       arguments: [NAME_ARGUMENT],
       run: (session, out, { args }) => runRemove(session, out, args[0]!),

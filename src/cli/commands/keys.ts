@@ -70,6 +70,7 @@ const ISSUE_KEYS_OPTIONS = defineOptions([
 
 export const issueKeysCommand = defineCommand({
   name: 'issue-keys',
+  changes: true,
   group: 'Keys and leaks',
   summary: "issue a partner's first key pair (the secret shown once)",
   description: 'issue the first key pair of a partner; the secret is shown once (refused when one is active: use rotate-keys)',
@@ -143,6 +144,7 @@ type RotateKeysOptions = OptionsOf<typeof ROTATE_KEYS_OPTIONS>;
 
 export const rotateKeysCommand = defineCommand({
   name: 'rotate-keys',
+  changes: true,
   group: 'Keys and leaks',
   summary: 'replace the active key pair (--overlap for a planned one)',
   description:
@@ -279,6 +281,7 @@ const REVOKE_KEYS_OPTIONS = defineOptions([
 
 export const revokeKeysCommand = defineCommand({
   name: 'revoke-keys',
+  changes: true,
   group: 'Keys and leaks',
   summary: "revoke a partner's live key pairs and refuse their tokens",
   description:
@@ -335,6 +338,7 @@ const MINT_TEST_TOKEN_OPTIONS = defineOptions([{ flags: '--ttl <seconds>', descr
 
 export const mintTestTokenCommand = defineCommand({
   name: 'mint-test-token',
+  changes: true,
   group: 'Keys and leaks',
   summary: 'a token for trying the API as a partner',
   description: 'mint a token for trying the API as a partner (no key pair needed; prints just the token without --json)',
@@ -366,6 +370,7 @@ async function runMintTestToken(
       token_type: 'Bearer',
       expires_in: minted.expiresIn,
       partner_id: minted.claims.partnerId,
+      changed: true,
     });
     return;
   }

@@ -186,6 +186,7 @@ const REVOKE_TOKENS_OPTIONS = defineOptions([
 
 export const revokeTokensCommand = defineCommand({
   name: 'revoke-tokens',
+  changes: true,
   group: 'Keys and leaks',
   summary: 'refuse every token issued before now; keys untouched',
   description:

@@ -103,6 +103,7 @@ const APPLY_OPTIONS = defineOptions([
 
 export const applyCommand = defineCommand({
   name: 'apply',
+  changes: true,
   group: 'State as code',
   summary: 'make the database match a document of partners',
   description:
@@ -203,6 +204,7 @@ async function runApply(session: Session, out: Output, options: OptionsOf<typeof
       applied,
       // Where the new secrets went; null when none were issued (the file was not touched).
       ...(keysFile ? { keys_file: keysFile.written ? keysFile.path : null } : {}),
+      changed: applied,
       ...receiptJson(receipt),
     });
     return reportReceipt(out, receipt, waitText);
