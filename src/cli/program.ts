@@ -41,8 +41,9 @@ export const PROGRAM = defineCommand({
   description: 'Provision partners of the price-recommendation API and serve its public API.',
   options: GLOBAL_OPTIONS,
   notes: `Database:
-  --database-url, else DATABASE_URL, else the context (--context or the
-  current one of 'partnerctl context use') selects it. Default: an SQLite file
+  --database-url, else --context, else DATABASE_URL, else the current context
+  ('partnerctl context use') selects it: a flag wins over DATABASE_URL, and
+  a note on stderr says so. Default: an SQLite file
   in the per-user data folder, $XDG_DATA_HOME/partnerctl/partnerctl.db (or
   ~/.local/share/partnerctl/partnerctl.db), created and migrated on first use.
   file:/path/x.db (or a plain path) for another SQLite file, which must exist

@@ -42,7 +42,15 @@ export class Session {
 
   /** Which database, and which setting chose it (the one resolution order: src/cli/contexts.ts). */
   get databaseChoice(): DatabaseChoice {
-    this.choice ??= chooseDatabase(this.options.databaseUrl, this.config.env, this.options.context);
+    if (this.choice === undefined) {
+      this.choice = chooseDatabase(this.options.databaseUrl, this.config.env, this.options.context);
+      // A conflict between a flag and the environment is resolved for the flag, and said.
+      if (this.choice.envOverridden) {
+        this.terminal.err.write(
+          `partnerctl: note: --context ${terminalSafe(this.choice.context!.name)} wins over DATABASE_URL (set in this environment): using the context's database\n`,
+        );
+      }
+    }
     return this.choice;
   }
 

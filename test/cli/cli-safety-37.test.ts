@@ -313,3 +313,39 @@ describe('37.14: every command that can change something has changed (true or fa
     expect([...walked].sort()).toEqual(changingCommands().filter((path) => path !== 'db roles' || backendAvailable('postgresql')));
   });
 });
+
+describe('37.9: --context beats DATABASE_URL, and says so', () => {
+  let intended: TestBackend;
+  let stray: TestBackend;
+  afterAll(async () => {
+    await intended?.dispose();
+    await stray?.dispose();
+  });
+
+  it('a partner created with --context lands in the context\'s database, with one line on stderr naming the conflict', async () => {
+    intended = await createBackend('sqlite');
+    stray = await createBackend('sqlite');
+    expect((await runCli(['db', 'migrate'], intended.env)).code).toBe(0);
+    expect((await runCli(['db', 'migrate'], stray.env)).code).toBe(0);
+    // The contexts live with the stray environment's config folder; DATABASE_URL names the stray database.
+    expect((await runCli(['context', 'add', 'prod', '--database-url', intended.url], stray.env)).code).toBe(0);
+    const created = await runCli(['--context', 'prod', 'create-partner', '--name', 'Right Place', '--json'], stray.env);
+    expect(created.code, created.stderr).toBe(0);
+    expect(created.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^partnerctl: note: --context prod wins over DATABASE_URL/)]);
+    const names = async (env: NodeJS.ProcessEnv) =>
+      ((await runCli(['list-partners', '--json'], env)).json().partners as { name: string }[]).map((partner) => partner.name);
+    expect(await names(intended.env)).toEqual(['Right Place']);
+    expect(await names(stray.env)).toEqual([]);
+    const shown = (await runCli(['--context', 'prod', 'context', 'show', '--json'], stray.env)).json();
+    expect(shown.database).toMatchObject({ source: 'context', url: intended.url.replace(/^file:/, '') });
+    expect(shown.database.why).toMatch(/named by --context: a flag wins over DATABASE_URL \(set, not used\)/);
+    // --database-url, a flag too, still wins over --context; without --context, DATABASE_URL wins over the current context.
+    const byUrl = await runCli(['--context', 'prod', '--database-url', stray.url, 'list-partners', '--json'], stray.env);
+    expect(byUrl.json().partners).toEqual([]);
+    expect(byUrl.stderr).toBe('');
+    expect((await runCli(['context', 'use', 'prod'], stray.env)).code).toBe(0);
+    const byEnv = await runCli(['list-partners', '--json'], stray.env);
+    expect(byEnv.json().partners).toEqual([]);
+    expect(byEnv.stderr).toBe('');
+  });
+});
