@@ -349,3 +349,29 @@ describe('37.9: --context beats DATABASE_URL, and says so', () => {
     expect(byEnv.stderr).toBe('');
   });
 });
+
+describe('37.12: db migrate creates a missing SQLite path only with --create', () => {
+  let backend: TestBackend;
+  afterAll(async () => backend?.dispose());
+
+  it('a mistyped path: exit 3 database_not_found naming --create, nothing created (folders included); --create creates it', async () => {
+    backend = await createBackend('sqlite');
+    const typo = join(backend.dir, 'tpyo', 'nested', 'partnerctl.db');
+    for (const env of [{ ...backend.env, DATABASE_URL: `file:${typo}` }, backend.env]) {
+      const args = env === backend.env ? ['--database-url', typo, 'db', 'migrate'] : ['db', 'migrate'];
+      const refused = await runCli(args, env);
+      expect(refused.code, refused.stderr).toBe(3);
+      expect(refused.stderr.trim().split('\n')).toHaveLength(1);
+      expect(refused.stderr).toMatch(/^partnerctl: database_not_found: no SQLite database at .*tpyo.*hint: .*'partnerctl db migrate --create'/);
+      expect(existsSync(join(backend.dir, 'tpyo'))).toBe(false);
+    }
+    const created = await runCli(['--database-url', typo, 'db', 'migrate', '--create', '--json'], backend.env);
+    expect(created.code, created.stderr).toBe(0);
+    expect(created.json()).toMatchObject({ created: true, changed: true });
+    expect(existsSync(typo)).toBe(true);
+    const again = await runCli(['--database-url', typo, 'db', 'migrate', '--create', '--json'], backend.env);
+    expect(again.json()).toMatchObject({ created: false, applied: [], changed: false });
+    // An existing file needs no --create.
+    expect((await runCli(['--database-url', typo, 'db', 'migrate', '--json'], backend.env)).json().changed).toBe(false);
+  });
+});

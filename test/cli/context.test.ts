@@ -18,7 +18,7 @@ describe('contexts (sqlite)', () => {
     const { DATABASE_URL: _unused, PARTNERCTL_ACTOR: _actor, ...rest } = backend.env;
     env = rest;
     other = join(backend.dir, 'other.db');
-    expect((await runCli(['--database-url', other, 'db', 'migrate'], env)).code).toBe(0);
+    expect((await runCli(['--database-url', other, 'db', 'migrate', '--create'], env)).code).toBe(0);
   });
   afterAll(() => backend.dispose());
 

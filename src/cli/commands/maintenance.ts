@@ -17,7 +17,13 @@ export const dbCommand = defineCommand({
       name: 'migrate',
       changes: true,
       description: 'apply pending migrations (needed once per release on PostgreSQL; SQLite migrates itself)',
-      run: (session, out) => runDbMigrate(session, out),
+      options: [
+        {
+          flags: '--create',
+          description: 'create the SQLite file (and its folders) when it does not exist; without it a path other than the default must exist (a typo creates nothing)',
+        },
+      ],
+      run: (session, out, { options }) => runDbMigrate(session, out, options.create === true),
     }),
     defineCommand({
       name: 'status',
@@ -57,7 +63,9 @@ export const signingKeyCommand = defineCommand({
   ],
 });
 
-async function runDbMigrate(session: Session, out: Output): Promise<void> {
+async function runDbMigrate(session: Session, out: Output, create: boolean): Promise<void> {
+  // Like every other command, a path other than the default must exist, unless --create says to make it.
+  const creating = create ? session.creatingDatabase() : session.requireDatabase();
   const config = session.databaseConfig;
   const { applyMigrations, chainAuditTrail } = await import('../../db/migrate.js');
   // Nothing pending is answered from the _prisma_migrations table with plain SQL, without the schema
@@ -67,9 +75,10 @@ async function runDbMigrate(session: Session, out: Output): Promise<void> {
   const applied = pending === 0 ? [] : await applyMigrations(config);
   if (pending === 0) await chainAuditTrail(config);
   if (out.json) {
-    out.emitJson({ provider: config.provider, database: session.databaseName, applied, changed: applied.length > 0 });
+    out.emitJson({ provider: config.provider, database: session.databaseName, created: creating, applied, changed: creating || applied.length > 0 });
     return;
   }
+  if (creating) out.line(`Created the database ${session.databaseName}.`);
   out.line(
     applied.length === 0
       ? `Database ${session.databaseName} is up to date; nothing to apply.`
