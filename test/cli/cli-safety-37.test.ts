@@ -7,6 +7,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../../src/db/client.js';
 import { beatInstance } from '../../src/db/repositories/instances.js';
 import { PROGRAM } from '../../src/cli/program.js';
+import { mintTestToken } from '../../src/domain/operations/test-tokens.js';
+import { bearer, buildTestApp, seedPartner, startUpstream } from '../http/support.js';
+import { TestClock } from '../support/clock.js';
 import { backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
 import { TcpRelay } from '../support/relay.js';
@@ -373,5 +376,38 @@ describe('37.12: db migrate creates a missing SQLite path only with --create', (
     expect(again.json()).toMatchObject({ created: false, applied: [], changed: false });
     // An existing file needs no --create.
     expect((await runCli(['--database-url', typo, 'db', 'migrate', '--json'], backend.env)).json().changed).toBe(false);
+  });
+});
+
+describe('37.17: explain of an expired test token names its own lifetime', () => {
+  let backend: TestBackend;
+  afterAll(async () => backend?.dispose());
+
+  it('a --ttl 1 test token refused as expired: "minted to live 1 s", never "tokens live 15 minutes"', async () => {
+    backend = await createBackend('sqlite');
+    const opened = await openMigrated(backend);
+    const clock = new TestClock(Date.now());
+    const db: Database = { ...opened, clock };
+    const upstream = await startUpstream();
+    const t = await buildTestApp(backend, db, { PUBLIC_API_UPSTREAM_URL: upstream.url }, { clock });
+    try {
+      const seeded = await seedPartner(db, ['acme']);
+      const test = await mintTestToken(db, { actor: 'test-runner' }, t.keys, seeded.partnerId, 1);
+      expect((await t.inject({ method: 'GET', url: '/public/v1/prices?company_id=acme', headers: bearer(test.accessToken) })).statusCode).toBe(200);
+      clock.advance(2_000);
+      const refused = await t.inject({ method: 'GET', url: '/public/v1/prices?company_id=acme', headers: bearer(test.accessToken) });
+      expect(refused.statusCode, refused.body).toBe(401);
+      const requestId = (refused.json() as { error: { request_id: string } }).error.request_id;
+      expect(await t.services.decisions.flush()).toBe(true);
+      const explained = await runCli(['explain', requestId, '--json'], backend.env);
+      expect(explained.code, explained.stderr).toBe(0);
+      expect(explained.json().reason).toBe('token_expired');
+      expect(explained.json().explanation).toMatch(/a test token minted to live 1 s, until \S+Z\)/);
+      expect(explained.json().explanation).not.toMatch(/15 minutes/);
+    } finally {
+      await t.close();
+      await upstream.close();
+      await opened.close();
+    }
   });
 });
