@@ -411,3 +411,34 @@ describe('37.17: explain of an expired test token names its own lifetime', () =>
     }
   });
 });
+
+describe('37.17: a secret given to lookup or exposure as an argument is warned about', () => {
+  let backend: TestBackend;
+  afterAll(async () => backend?.dispose());
+
+  it('a secret key or a token in argv: one warning on stderr naming the history and stdin; not from a pipe, not for an access key', async () => {
+    backend = await createBackend('sqlite');
+    const partner = (await runCli(['create-partner', '--name', 'Argv Leak', '--json'], backend.env)).json().partner_id as string;
+    const keys = (await runCli(['issue-keys', partner, '--json'], backend.env)).json();
+    const token = (await runCli(['mint-test-token', partner, '--json'], backend.env)).json().access_token as string;
+    for (const [command, value] of [
+      ['lookup', keys.secret_key],
+      ['exposure', keys.secret_key],
+      ['lookup', token],
+    ] as const) {
+      const result = await runCli([command, value, '--json'], backend.env);
+      expect(result.code, result.stderr).toBe(0);
+      const warnings = result.stderr.split('\n').filter((line) => line.startsWith('partnerctl: warning:'));
+      expect(warnings, `${command} ${value.slice(0, 12)}`).toEqual([expect.stringMatching(new RegExp(`in this shell's history.*partnerctl ${command} -`))]);
+      expect(result.stderr).not.toContain(value.slice(10));
+    }
+    for (const quiet of [
+      await runCli(['lookup', '-', '--json'], backend.env, { input: keys.secret_key }),
+      await runCli(['lookup', keys.access_key, '--json'], backend.env),
+      await runCli(['lookup', keys.key_pair_id, '--json'], backend.env),
+    ]) {
+      expect(quiet.code, quiet.stderr).toBe(0);
+      expect(quiet.stderr).not.toMatch(/warning/);
+    }
+  });
+});

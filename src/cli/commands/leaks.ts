@@ -346,7 +346,16 @@ export async function leakedValue(session: Session, value: string | undefined, c
     });
   }
   if (fromTerminal) return askSecret(session, 'Leaked value (access key, secret key, key-pair id, token or token id; not echoed)');
-  return value === '-' ? readAll(session.terminal.in) : value;
+  if (value === '-') return readAll(session.terminal.in);
+  const { SECRET_KEY_PREFIX } = await import('../../domain/rules/identifiers.js');
+  // A secret (a secret key, or a token: a JWT) typed as an argument works, but it is not where it was.
+  const secret = value.includes(SECRET_KEY_PREFIX) ? 'a secret key' : /eyJ[\w-]+\.[\w-]+\.[\w-]+/.test(value) ? 'a token' : null;
+  if (secret !== null) {
+    session.terminal.err.write(
+      `partnerctl: warning: ${secret} given as an argument is now in this shell's history (and was visible in the process list); next time pipe it in ('... | partnerctl ${command} -') or run 'partnerctl ${command}' on a terminal: it asks, masked\n`,
+    );
+  }
+  return value;
 }
 
 /**
