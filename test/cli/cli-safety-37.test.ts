@@ -1,6 +1,6 @@
 // Issue 37's CLI safety points (6, 9, 11, 12, 14, 17): re-checks that change nothing, contain lines that are
 // safe to re-run, secrets kept when a commit's outcome is unknown, flags that beat the environment.
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,7 +11,7 @@ import { mintTestToken } from '../../src/domain/operations/test-tokens.js';
 import { bearer, buildTestApp, seedPartner, startUpstream } from '../http/support.js';
 import { TestClock } from '../support/clock.js';
 import { backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
-import { runCli } from '../support/cli.js';
+import { runBinary, runCli } from '../support/cli.js';
 import { TcpRelay } from '../support/relay.js';
 
 describe('37.11: exit 6 points to a read-only re-check; the Contain: line is safe to re-run', () => {
@@ -440,5 +440,26 @@ describe('37.17: a secret given to lookup or exposure as an argument is warned a
       expect(quiet.code, quiet.stderr).toBe(0);
       expect(quiet.stderr).not.toMatch(/warning/);
     }
+  });
+});
+
+describe('37.17: no migrate-lock file is left beside the database', () => {
+  let backend: TestBackend;
+  afterAll(async () => backend?.dispose());
+
+  it('three processes migrating one new file at once: each migration applied once, nothing left but the database', async () => {
+    backend = await createBackend('sqlite');
+    const file = join(backend.dir, 'fresh', 'partnerctl.db');
+    const env = { ...backend.env, DATABASE_URL: `file:${file}` };
+    const runs = await Promise.all([1, 2, 3].map(() => runBinary(['db', 'migrate', '--create', '--json'], env)));
+    for (const run of runs) expect(run.code, run.stderr).toBe(0);
+    const applied = runs.flatMap((run) => run.json().applied as string[]);
+    expect(applied.length).toBeGreaterThan(0);
+    expect(new Set(applied).size).toBe(applied.length);
+    expect((await runCli(['db', 'status', '--json'], env)).json().up_to_date).toBe(true);
+    expect(readdirSync(join(backend.dir, 'fresh'))).toEqual(['partnerctl.db']);
+    // A re-run on the existing file leaves nothing either.
+    expect((await runCli(['db', 'migrate', '--json'], env)).json().changed).toBe(false);
+    expect(readdirSync(join(backend.dir, 'fresh'))).toEqual(['partnerctl.db']);
   });
 });
