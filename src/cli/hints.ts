@@ -32,6 +32,7 @@ const NEXT_STEP_OF_FIELD: Record<string, string> = {
   head: "the hash 'partnerctl audit head' printed",
   request_id: "'partnerctl refusals' lists the refusals on record with their request ids",
   token_id: "run 'partnerctl exposure' on the token's key pair or its partner instead",
+  change_id: "the change id is the number the not_confirmed hint names ('partnerctl receipt N'), change_id in the command's --json",
   signing_key_file:
     "restore the file from a backup (every serve instance and the CLI must share it); if it is truly lost, 'partnerctl signing-key rotate --new-file' starts a new one",
 };
