@@ -17,8 +17,9 @@ export class SteppingClock {
   readonly nodeArgs = ['--import', STEP_CLOCK_PRELOAD];
   private writes = 0;
 
-  constructor() {
-    this.set({ offsetMs: 0 });
+  /** The process starts `offsetMs` off the host's clock (default: on time). */
+  constructor(offsetMs = 0) {
+    this.set({ offsetMs });
   }
 
   get env(): NodeJS.ProcessEnv {
