@@ -1,4 +1,7 @@
-/** Wall-clock milliseconds; injected so counters and windows can be driven by tests. */
+/**
+ * Epoch milliseconds: the host's wall clock on SQLite, the database server's on PostgreSQL (OffsetClock);
+ * injected so counters and windows can be driven by tests.
+ */
 export interface Clock {
   now(): number;
   /**
