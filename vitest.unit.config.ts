@@ -43,6 +43,7 @@ export const UNIT = [
   'test/domain/lookup.test.ts',
   'test/domain/no-cli-words.test.ts',
   'test/domain/partners.test.ts',
+  'test/domain/properties.test.ts',
   'test/domain/refusals.test.ts',
   'test/domain/tokens.test.ts',
   'test/domain/verdict.test.ts',
