@@ -8,14 +8,24 @@ import { spawn } from 'node:child_process';
 import { availableParallelism } from 'node:os';
 import { parseArgs } from 'node:util';
 
-const { values, positionals } = parseArgs({
-  allowPositionals: true,
-  options: { runs: { type: 'string', default: '5' }, loops: { type: 'string', default: String(Math.min(2, availableParallelism())) } },
-});
+const usage = (message) => {
+  process.stderr.write(`test:stress: ${message} (usage: npm run test:stress -- [--runs N] [--loops N] [FILE...])\n`);
+  process.exit(2);
+};
+let parsed;
+try {
+  parsed = parseArgs({
+    allowPositionals: true,
+    options: { runs: { type: 'string', default: '5' }, loops: { type: 'string', default: String(Math.min(2, availableParallelism())) } },
+  });
+} catch (error) {
+  usage(error.message);
+}
+const { values, positionals } = parsed;
 const runs = Number(values.runs);
 const loops = Number(values.loops);
-if (!Number.isInteger(runs) || runs < 1) throw new Error(`--runs must be a whole number from 1, not ${values.runs}`);
-if (!Number.isInteger(loops) || loops < 0) throw new Error(`--loops must be a whole number from 0, not ${values.loops}`);
+if (!Number.isInteger(runs) || runs < 1) usage(`--runs must be a whole number from 1, not '${values.runs}'`);
+if (!Number.isInteger(loops) || loops < 0) usage(`--loops must be a whole number from 0, not '${values.loops}'`);
 
 const busy = Array.from({ length: loops }, () => spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' }));
 const stopBusy = () => {
