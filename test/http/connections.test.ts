@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../../src/db/client.js';
 import { addressKey } from '../../src/http/server/connections.js';
 import { createBackend, openMigrated, type TestBackend } from '../support/backends.js';
-import { dribble, type Flood, idleConnection, idleFlood, loopbackAlias, statusFrom } from '../support/floods.js';
+import { dribble, type Flood, forwardedFrom, idleConnection, idleFlood, loopbackAlias, statusFrom } from '../support/floods.js';
 import { buildTestApp, type TestApp } from './support.js';
 
 // Node checks the request timeout of open connections once a second (src/http/server/app.ts,
@@ -88,6 +88,34 @@ describe('37.4: connection limits of the public port', () => {
     expect(slow.sent).toBeLessThan(head.length);
     expect(slow.answer).toMatch(/^HTTP\/1\.1 408 /);
     expect(slow.answer).toContain('"code":"request_timeout"');
+  });
+
+  it('holds a trusted proxy to no per-address limit: its clients, told apart by X-Forwarded-For, are all answered', async () => {
+    const proxy = await buildTestApp(backend, db, {
+      PUBLIC_API_REQUEST_TIMEOUT_MS: '5000',
+      PUBLIC_API_MAX_CONNECTIONS_PER_ADDRESS: '3',
+      PUBLIC_API_MAX_CONNECTIONS: '25',
+      PUBLIC_API_TRUSTED_PROXIES: '127.0.0.80',
+    });
+    try {
+      await proxy.app.listen({ port: 0, host: '127.0.0.1' });
+      const target = { port: (proxy.app.server.address() as AddressInfo).port };
+      // Eight connections from the balancer, past the three an address may hold: none closed.
+      const flood = await idleFlood(target, 8, { from: () => '127.0.0.80' });
+      floods.push(flood);
+      const statuses = await Promise.all(Array.from({ length: 5 }, (_, i) => statusFrom(target, '127.0.0.80', '/healthz', forwardedFrom(`198.51.100.${i + 1}`))));
+      expect(statuses).toEqual([200, 200, 200, 200, 200]);
+      expect(flood.sockets.every((each) => each.socket.readyState === 'open')).toBe(true);
+      // An untrusted address is held to three: the fourth is closed at once.
+      const others = await idleFlood(target, 3, { from: () => '127.0.0.81' });
+      floods.push(others);
+      const extra = await idleConnection(target, '127.0.0.81');
+      expect(await extra.closed).toBeLessThan(550);
+      await flood.close();
+      await others.close();
+    } finally {
+      await proxy.close();
+    }
   });
 
   it('counts an IPv6 client by its /64', () => {
