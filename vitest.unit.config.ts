@@ -42,6 +42,7 @@ export const UNIT = [
   'test/domain/limits.test.ts',
   'test/domain/lookup.test.ts',
   'test/domain/no-cli-words.test.ts',
+  'test/domain/offset-clock.test.ts',
   'test/domain/partners.test.ts',
   'test/domain/properties.test.ts',
   'test/domain/refusals.test.ts',
