@@ -4,7 +4,7 @@ import { defineConfig } from 'vitest/config';
 // refusal's timing, a Redis-shared limit's accuracy, a receipt's wait, a bound after a database comes
 // back); the suite's own parallel load on two cores stalls Redis past its 250 ms command timeout, a
 // frozen instance's receipt past its --wait, and broke them at random.
-const ALONE = ['test/hardening/timing.test.ts', 'test/http/limits-instances.test.ts', 'test/http/receipts.test.ts', 'test/http/outage.test.ts'];
+const ALONE = ['test/hardening/timing.test.ts', 'test/http/clock-steps.test.ts', 'test/http/limits-instances.test.ts', 'test/http/receipts.test.ts', 'test/http/outage.test.ts'];
 
 export default defineConfig({
   test: {

@@ -1,6 +1,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import semver from 'semver';
 import { describe, expect, it } from 'vitest';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -47,5 +48,23 @@ describe('install scripts (npm allowScripts)', () => {
 
   it('lets the native modules the CLI loads build or fetch their binaries', () => {
     expect([allowed.argon2, allowed['better-sqlite3']]).toEqual([true, true]);
+  });
+});
+
+describe('37.17: every package the lock installs supports the Node the README names', () => {
+  it('no entry of package-lock.json requires a newer Node than engines.node allows (npm ci prints no EBADENGINE)', () => {
+    const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { engines: { node: string } };
+    const oldest = semver.minVersion(manifest.engines.node);
+    expect(oldest?.version).toBe('20.19.0');
+    const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')) as {
+      packages: Record<string, { engines?: { node?: string } | string[] }>;
+    };
+    const refusing = Object.entries(lock.packages)
+      .filter(([, entry]) => {
+        const range = Array.isArray(entry.engines) ? undefined : entry.engines?.node;
+        return range !== undefined && oldest !== null && !semver.satisfies(oldest, range);
+      })
+      .map(([path, entry]) => `${path} (${JSON.stringify(entry.engines)})`);
+    expect(refusing).toEqual([]);
   });
 });

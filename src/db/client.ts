@@ -1,5 +1,5 @@
 import { OffsetClock, systemClock, type Clock } from '../clock.js';
-import { measureClockOffset } from './clock.js';
+import { measureClock } from './clock.js';
 import type { DatabaseConfig, Provider } from '../config.js';
 import { AppError } from '../errors.js';
 import { dialectOf, type Dialect } from './dialect.js';
@@ -19,7 +19,8 @@ export interface Database {
   readonly sql: SqlDatabase;
   /**
    * The one source of time for the domain: every rule that compares instants reads it (tests inject their
-   * own). On PostgreSQL, unless injected, the database server's clock (an OffsetClock over this host's).
+   * own). On PostgreSQL, unless injected, the database server's clock (an OffsetClock: its last reading plus
+   * this host's monotonic time since).
    */
   readonly clock: Clock;
   close(): Promise<void>;
@@ -36,10 +37,11 @@ export async function openDatabase(config: DatabaseConfig, options: OpenOptions 
     sql = config.provider === 'sqlite' ? await openSqlite(config.url, options) : await openPostgresql(config.url, config.poolSize, options);
     if (sql.dialect.hasServerClock) {
       // Instants written by one process are compared by others (a brake's cut-off with a token's issue time):
-      // the offset measured here corrects this host's clock (`serve` measures it again every second: ClockSync).
+      // the server's clock is read here, then counted on from on this host's monotonic clock (`serve` reads it
+      // again every second: ClockSync).
       if (options.clock === undefined) {
-        const corrected = new OffsetClock(systemClock);
-        corrected.offsetMs = (await measureClockOffset(sql, systemClock)).offsetMs;
+        const corrected = new OffsetClock();
+        corrected.set((await measureClock(sql, corrected.wall, corrected.monotonic)).reading);
         clock = corrected;
       } else {
         await sql.query('SELECT 1');

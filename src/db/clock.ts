@@ -1,8 +1,10 @@
-import type { Clock } from '../clock.js';
+import type { Clock, ClockReading } from '../clock.js';
 import type { SqlDatabase } from './sql.js';
 
-export interface ClockOffset {
-  /** The database server's clock minus `local`'s, in whole ms, at the middle of the round trip. */
+export interface ClockMeasurement {
+  /** The database server's instant and this host's two clocks, all at the middle of the round trip. */
+  reading: ClockReading;
+  /** The database server's clock minus this host's wall clock, in whole ms. */
   offsetMs: number;
   roundTripMs: number;
 }
@@ -11,21 +13,24 @@ export interface ClockOffset {
 const SLOW_ROUND_TRIP_MS = 10;
 
 /**
- * How far `local` is from the PostgreSQL server's clock (clock_timestamp: the instant the statement reads
- * it, not the transaction's start). The reading is placed at the middle of the round trip, so the error is
- * at most half of it; of two readings the one with the shorter round trip is kept.
+ * The PostgreSQL server's clock (clock_timestamp: the instant the statement reads it, not the transaction's
+ * start), read against this host's monotonic clock. The reading is placed at the middle of the round trip
+ * (measured on the monotonic clock), so its error is at most half of it; of two readings the one with the
+ * shorter round trip is kept.
  */
-export async function measureClockOffset(sql: SqlDatabase, local: Clock): Promise<ClockOffset> {
-  const first = await readOnce(sql, local);
+export async function measureClock(sql: SqlDatabase, wall: Clock, monotonic: () => number): Promise<ClockMeasurement> {
+  const first = await readOnce(sql, wall, monotonic);
   if (first.roundTripMs <= SLOW_ROUND_TRIP_MS) return first;
-  const second = await readOnce(sql, local);
+  const second = await readOnce(sql, wall, monotonic);
   return second.roundTripMs < first.roundTripMs ? second : first;
 }
 
-async function readOnce(sql: SqlDatabase, local: Clock): Promise<ClockOffset> {
-  const sentAt = local.now();
-  const started = performance.now();
+async function readOnce(sql: SqlDatabase, wall: Clock, monotonic: () => number): Promise<ClockMeasurement> {
+  const wallSent = wall.now();
+  const started = monotonic();
   const [row] = await sql.query<{ now: number | string }>('SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS now');
-  const roundTripMs = performance.now() - started;
-  return { offsetMs: Math.round(Number(row!.now) - (sentAt + roundTripMs / 2)), roundTripMs };
+  const roundTripMs = monotonic() - started;
+  const at = Number(row!.now);
+  const reading = { at, monotonic: started + roundTripMs / 2, wall: wallSent + roundTripMs / 2 };
+  return { reading, offsetMs: Math.round(at - reading.wall), roundTripMs };
 }

@@ -320,8 +320,10 @@ describe.each(BACKENDS)('planned rotation with an overlap (%s, two serve instanc
 
     it('refuses bad input with one line naming the flag, exit 2, nothing written', async () => {
       const keys = await newPartner();
-      const refuse = async (args: string[], flag: string) => {
-        const result = await runBinary(['rotate-keys', keys.partner_id, ...args, '--yes'], backend.env);
+      // In-process (the same parsing and output as the binary's); the first through the real binary, the proof
+      // that its process prints the same one line and exit code.
+      const refuse = async (args: string[], flag: string, runner: typeof runCli = runCli) => {
+        const result = await runner(['rotate-keys', keys.partner_id, ...args, '--yes'], backend.env);
         expect(result.code, `${args.join(' ')}: ${result.stderr}`).toBe(2);
         const lines = result.stderr.trim().split('\n');
         expect(lines).toHaveLength(1);
@@ -329,7 +331,7 @@ describe.each(BACKENDS)('planned rotation with an overlap (%s, two serve instanc
         expect(lines[0]).toContain(flag);
         expect(result.stdout).toBe('');
       };
-      await refuse(['--overlap', '1h', '--revoke-issued-tokens'], '--overlap');
+      await refuse(['--overlap', '1h', '--revoke-issued-tokens'], '--overlap', runBinary);
       await refuse(['--overlap', '31d'], '--overlap');
       await refuse(['--overlap', '0s'], '--overlap');
       await refuse(['--overlap', 'soon'], '--overlap');

@@ -43,6 +43,35 @@ describe('the database server\'s clock on PostgreSQL', () => {
       expect(changes.map(([skewed]) => skewed)).toEqual([true, false]);
     });
 
+    it('37.1: a step of the wall clock is reported once, even while nothing is measured; the clock counts on, unmoved', async () => {
+      const wall = { shift: 0, now: () => systemClock.now() + wall.shift };
+      const clock = new OffsetClock(wall);
+      const steps: number[] = [];
+      const sync = ClockSync.of({ ...db, clock }, { onStep: (stepMs) => steps.push(stepMs) })!;
+      await sync.measure();
+      expect(clock.lastReading).not.toBeNull();
+      wall.shift = -60_000;
+      expect(Math.abs(clock.now() - Date.now())).toBeLessThan(250);
+      sync.checkStep();
+      sync.checkStep();
+      expect(steps).toHaveLength(1);
+      expect(Math.abs(steps[0]! + 60_000)).toBeLessThan(250);
+      // The next reading finds the host a minute behind (skewed), and reports no second step.
+      await sync.measure();
+      sync.checkStep();
+      expect(steps).toHaveLength(1);
+      expect(sync.skewed).toBe(true);
+      // A step ahead from there is another step.
+      wall.shift = 0;
+      sync.checkStep();
+      expect(steps).toHaveLength(2);
+      expect(Math.abs(steps[1]! - 60_000)).toBeLessThan(250);
+      expect(clock.bounded()).toBe(false);
+      await sync.measure();
+      expect(clock.bounded()).toBe(true);
+      expect(steps).toHaveLength(2);
+    });
+
     it('an injected clock is the test\'s: nothing is measured or corrected', () => {
       expect(ClockSync.of({ ...db, clock: systemClock })).toBeNull();
     });

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { resolveDatabase } from '../../src/config.js';
 import { openDatabase } from '../../src/db/client.js';
 import { backendAvailable, BACKENDS, createBackend, type TestBackend } from '../support/backends.js';
-import { runBinary } from '../support/cli.js';
+import { runCli } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
 import { startUpstream, type TestUpstream } from './support.js';
 
@@ -109,8 +109,9 @@ describe.each(BACKENDS)('behind a trusted balancer (%s)', (provider) => {
     // Spans are exported on SQLite's run; PostgreSQL's runs with tracing off (ids only).
     const exporting = provider === 'sqlite';
 
+    // In-process: the server behind the balancer is the subject here, not the CLI's process.
     const cli = async (...args: string[]) => {
-      const result = await runBinary(['--json', '--yes', ...args], backend.env);
+      const result = await runCli(['--json', '--yes', ...args], backend.env);
       expect(result.code, result.stderr).toBe(0);
       // biome-ignore lint/suspicious/noExplicitAny: the CLI's JSON documents, asserted field by field
       return result.json<any>();

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backendAvailable, createBackend, type TestBackend } from '../support/backends.js';
-import { runBinary, type CliResult } from '../support/cli.js';
+import { runCli, type CliResult } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
 import { startUpstream, type TestUpstream } from './support.js';
 
@@ -11,7 +11,7 @@ describe('refusals and exposure recorded by two serve instances on one PostgreSQ
     let upstream: TestUpstream;
     let instances: Served[];
 
-    const cli = (...args: string[]) => runBinary(['--json', '--yes', ...args], backend.env);
+    const cli = (...args: string[]) => runCli(['--json', '--yes', ...args], backend.env);
     const ok = async <T = Record<string, unknown>>(...args: string[]): Promise<T> => {
       const result = await cli(...args);
       expect(result.code, result.stderr).toBe(0);

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { BACKENDS, backendAvailable, createBackend, type TestBackend } from '../support/backends.js';
-import { runBinary } from '../support/cli.js';
+import { runCli } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
 import { startUpstream, type TestUpstream } from './support.js';
 
@@ -9,8 +9,9 @@ const REDIS_URL = inject('redisUrl');
 
 type Keys = { access_key: string; secret_key: string };
 
+/** A command in-process: the two spawned servers and Redis are the subject here, not the CLI's process. */
 async function cliIn(env: NodeJS.ProcessEnv, ...args: string[]): Promise<Record<string, unknown>> {
-  const result = await runBinary(['--json', '--yes', ...args], env);
+  const result = await runCli(['--json', '--yes', ...args], env);
   expect(result.code, result.stderr).toBe(0);
   return result.json<Record<string, unknown>>();
 }
@@ -54,8 +55,20 @@ describe.each(BACKENDS)('limits shared through Redis by two serve instances on o
       upstream = await startUpstream();
       // Default rate 4/m: what the bucket refills while a loaded machine answers requests one by one stays out of the counts.
       env = { ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url, REDIS_URL: REDIS_URL!, PUBLIC_API_DEFAULT_RATE_LIMIT: '4/m', PUBLIC_API_DEFAULT_BURST: '6' };
-      instances = (await Promise.all([serve(env), serve(env)])) as [Served, Served];
+      instances = (await Promise.all([serve(env, ['--metrics-port', '0']), serve(env, ['--metrics-port', '0'])])) as [Served, Served];
     }, 60_000);
+
+    /** partnerctl_redis_fallbacks_total summed over both instances: Redis commands that failed or timed out. */
+    const fallbacks = async (): Promise<number> => {
+      let sum = 0;
+      for (const instance of instances) {
+        await vi.waitFor(() => expect(instance.stderr()).toMatch(/metrics on http:\/\/\S+\n/), { timeout: 10_000 });
+        const url = /metrics on (http:\/\/\S+)\n/.exec(instance.stderr())![1]!;
+        const line = (await (await fetch(url)).text()).split('\n').find((l) => l.startsWith('partnerctl_redis_fallbacks_total '));
+        sum += Number(line?.split(' ')[1] ?? Number.NaN);
+      }
+      return sum;
+    };
 
     afterAll(async () => {
       for (const instance of instances ?? []) instance.child.kill('SIGTERM');
@@ -75,40 +88,51 @@ describe.each(BACKENDS)('limits shared through Redis by two serve instances on o
     it('keeps the accuracy promise: 3x the rate for 10 s over both instances', async () => {
       const rate = 20;
       const burst = 20;
-      const { keys } = await partnerWith(env, `Runaway-${provider}`, ['--rate', `${rate}/s`, '--burst', String(burst)]);
-      const tokens = [await tokenFrom(instances[0], keys), await tokenFrom(instances[1], keys)];
-      // The change must have reached both instances before the run starts.
-      await sleep(1_300);
-      for (const [i, instance] of instances.entries()) expect((await get(instance, tokens[i]!)).headers.get('ratelimit-limit')).toBe(String(burst));
-      await sleep(1_100); // the bucket is whole again
-
       const seconds = 10;
-      const total = 3 * rate * seconds;
-      const spacingMs = 1000 / (3 * rate);
-      const started = performance.now();
-      let lastAnswered = started;
-      const answers: Promise<number>[] = [];
-      for (let i = 0; i < total; i++) {
-        const due = started + i * spacingMs;
-        const wait = due - performance.now();
-        if (wait > 0) await sleep(wait);
-        answers.push(
-          get(instances[i % 2]!, tokens[i % 2]!).then((response) => {
-            lastAnswered = performance.now();
-            return response.status;
-          }),
-        );
+      /** One run of 3x the rate for 10 s by a partner of its own; how many Redis commands fell back meanwhile. */
+      const runaway = async (attempt: number) => {
+        const { keys } = await partnerWith(env, `Runaway-${provider}-${attempt}`, ['--rate', `${rate}/s`, '--burst', String(burst)]);
+        const tokens = [await tokenFrom(instances[0], keys), await tokenFrom(instances[1], keys)];
+        // The change must have reached both instances before the run starts.
+        await sleep(1_300);
+        for (const [i, instance] of instances.entries()) expect((await get(instance, tokens[i]!)).headers.get('ratelimit-limit')).toBe(String(burst));
+        await sleep(1_100); // the bucket is whole again
+        const fallbacksBefore = await fallbacks();
+        const total = 3 * rate * seconds;
+        const spacingMs = 1000 / (3 * rate);
+        const started = performance.now();
+        let lastAnswered = started;
+        const answers: Promise<number>[] = [];
+        for (let i = 0; i < total; i++) {
+          const due = started + i * spacingMs;
+          const wait = due - performance.now();
+          if (wait > 0) await sleep(wait);
+          answers.push(
+            get(instances[i % 2]!, tokens[i % 2]!).then((response) => {
+              lastAnswered = performance.now();
+              return response.status;
+            }),
+          );
+        }
+        const statuses = await Promise.all(answers);
+        expect(statuses.filter((status) => status === 200 || status === 429)).toHaveLength(total);
+        // The limit is taken when a request reaches Redis, somewhere between its sending and its answer: a
+        // loaded machine stretches that span past the 10 s of sending, and the bucket refills for as long.
+        const spanSeconds = Math.max(seconds, (lastAnswered - started) / 1000);
+        return { accepted: statuses.filter((status) => status === 200).length, spanSeconds, fellBack: (await fallbacks()) - fallbacksBefore };
+      };
+      // The promise is for a Redis that answers: a command slower than its 250 ms timeout sends the instance
+      // to its own counters (fail open, documented) until a PING answers, and a loaded machine can stall
+      // Redis that long. Such a run proves nothing about sharing; it is run again (at most three times).
+      let run = await runaway(1);
+      for (let attempt = 2; attempt <= 3 && run.fellBack > 0; attempt++) {
+        console.log(`[limits] ${provider}: Redis fell back ${run.fellBack} time(s) during run ${attempt - 1} (${run.accepted} accepted); again`);
+        run = await runaway(attempt);
       }
-      const statuses = await Promise.all(answers);
-      const accepted = statuses.filter((status) => status === 200).length;
-      const refused = statuses.filter((status) => status === 429).length;
-      expect(accepted + refused).toBe(total);
-      // The limit is taken when a request reaches Redis, somewhere between its sending and its answer: a
-      // loaded machine stretches that span past the 10 s of sending, and the bucket refills for as long.
-      const spanSeconds = Math.max(seconds, (lastAnswered - started) / 1000);
-      expect(accepted, `${accepted} accepted over ${spanSeconds.toFixed(2)} s`).toBeLessThanOrEqual((rate * spanSeconds + burst) * 1.05);
-      expect(accepted).toBeGreaterThanOrEqual(0.8 * rate * seconds);
-    }, 60_000);
+      expect(run.fellBack, 'Redis commands past their 250 ms timeout in each of three runs').toBe(0);
+      expect(run.accepted, `${run.accepted} accepted over ${run.spanSeconds.toFixed(2)} s`).toBeLessThanOrEqual((rate * run.spanSeconds + burst) * 1.05);
+      expect(run.accepted).toBeGreaterThanOrEqual(0.8 * rate * seconds);
+    }, 120_000);
 
     it('applies the server defaults to a partner without its own limits, once for both instances', async () => {
       const { keys } = await partnerWith(env, `Defaults-${provider}`);

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backendAvailable, createBackend, type TestBackend } from '../support/backends.js';
-import { runBinary } from '../support/cli.js';
+import { runCli } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
 import { startUpstream, type TestUpstream } from './support.js';
 
@@ -15,7 +15,7 @@ describe('two serve instances on one PostgreSQL database', () => {
     let instances: Served[];
 
     const cli = async <T = Record<string, unknown>>(...args: string[]): Promise<T> => {
-      const result = await runBinary(['--json', '--yes', ...args], backend.env);
+      const result = await runCli(['--json', '--yes', ...args], backend.env);
       expect(result.code, result.stderr).toBe(0);
       return result.json<T>();
     };

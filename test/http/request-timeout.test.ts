@@ -1,7 +1,7 @@
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createBackend, type TestBackend } from '../support/backends.js';
-import { runBinary } from '../support/cli.js';
+import { runCli } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
 import { UUID } from './support.js';
 
@@ -12,8 +12,8 @@ describe('a client that never finishes sending its request', () => {
 
   beforeAll(async () => {
     backend = await createBackend('sqlite');
-    await runBinary(['create-partner', '--name', 'Slow'], backend.env);
-    token = (await runBinary(['mint-test-token', 'Slow', '--json'], backend.env)).json().access_token;
+    await runCli(['create-partner', '--name', 'Slow'], backend.env);
+    token = (await runCli(['mint-test-token', 'Slow', '--json'], backend.env)).json().access_token;
     server = await serve({ ...backend.env, PUBLIC_API_REQUEST_TIMEOUT_MS: '500' });
   });
   afterAll(async () => {

@@ -353,21 +353,21 @@ describe.each(BACKENDS)('secret scanning on %s: a real serve, a local key server
 
     it('100 items answered in one batch, the time printed beside argon2\'s own; garbage never reaches argon2', async () => {
       const keys = await newPartner();
-      // What 100 argon2 verifications with the server's parameters cost on this machine right now (shared, loaded).
+      // What argon2 verifications with the server's parameters cost on this machine right now (shared, loaded),
+      // for the printed figure only: 25 of them (libuv's four threads), scaled to 100.
       const hash = await argon2.hash('reference', { type: argon2.argon2id, memoryCost: 19_456, timeCost: 2, parallelism: 1 });
       const bareArgon2 = async () => {
         const rawStart = performance.now();
-        await Promise.all(Array.from({ length: 100 }, () => argon2.verify(hash, 'other')));
-        return performance.now() - rawStart;
+        await Promise.all(Array.from({ length: 25 }, () => argon2.verify(hash, 'other')));
+        return (performance.now() - rawStart) * 4;
       };
-      let rawMs = await bareArgon2();
       // Well-formed secrets of an existing pair with valid checksums: each one costs an argon2 verification.
       const costly = Array.from({ length: 100 }, (_, i) => ({ ...alert(newKeyMaterial(keys.key_pair_id).secretKey), url: `https://github.com/o/r/${i}` }));
       let start = performance.now();
       let response = await post(signed(JSON.stringify(costly)));
       const costlyMs = performance.now() - start;
-      // The machine's load moves: argon2's own cost measured again right after, the larger counts.
-      rawMs = Math.max(rawMs, await bareArgon2());
+      // Measured right after the batch, as near to its load as it gets.
+      const rawMs = await bareArgon2();
       expect(response.status).toBe(200);
       expect(((await response.json()) as { label: string }[]).every((item) => item.label === 'false_positive')).toBe(true);
       const garbage = Array.from({ length: 100 }, (_, i) => alert(`pctl_sk_${randomBytes(40).toString('base64url')}${i}`));

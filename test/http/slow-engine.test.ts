@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createBackend, type TestBackend } from '../support/backends.js';
-import { runBinary } from '../support/cli.js';
+import { runCli } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
 
 /**
@@ -56,9 +56,9 @@ describe('an engine trickling its body, a client trickling its request', () => {
 
   beforeAll(async () => {
     backend = await createBackend('sqlite');
-    await runBinary(['create-partner', '--name', 'Patient'], backend.env);
-    await runBinary(['map-company', 'Patient', '--company', 'acme', '--yes'], backend.env);
-    token = (await runBinary(['mint-test-token', 'Patient', '--json'], backend.env)).json().access_token;
+    await runCli(['create-partner', '--name', 'Patient'], backend.env);
+    await runCli(['map-company', 'Patient', '--company', 'acme', '--yes'], backend.env);
+    token = (await runCli(['mint-test-token', 'Patient', '--json'], backend.env)).json().access_token;
     engine = await startTrickler();
   });
   afterEach(async () => {

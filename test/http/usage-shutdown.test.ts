@@ -2,7 +2,7 @@ import Sqlite from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
-import { runBinary } from '../support/cli.js';
+import { runCli } from '../support/cli.js';
 import { clearOfHourBoundary } from '../support/hours.js';
 import { serve } from '../support/serve.js';
 import { startUpstream, type TestUpstream } from './support.js';
@@ -49,9 +49,9 @@ describe.each(BACKENDS)('usage counts at shutdown with the database busy (%s)', 
     });
 
     it('waits for the lock, retries and writes all twenty counts once it is released', async () => {
-      await runBinary(['create-partner', '--name', 'Counted'], backend.env);
-      await runBinary(['map-company', 'Counted', '--company', 'acme', '--yes'], backend.env);
-      const token = (await runBinary(['mint-test-token', 'Counted', '--json'], backend.env)).json().access_token;
+      await runCli(['create-partner', '--name', 'Counted'], backend.env);
+      await runCli(['map-company', 'Counted', '--company', 'acme', '--yes'], backend.env);
+      const token = (await runCli(['mint-test-token', 'Counted', '--json'], backend.env)).json().access_token;
       // All twenty counts in one hour's row.
       await clearOfHourBoundary();
       const server = await serve({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url });
@@ -68,14 +68,14 @@ describe.each(BACKENDS)('usage counts at shutdown with the database busy (%s)', 
       expect(await server.exited).toBe(0);
       expect(Date.now() - signalled).toBeLessThan(10_000);
       expect(server.stdout()).not.toMatch(/NOT written/);
-      const usage = (await runBinary(['usage', 'Counted', '--json'], backend.env)).json();
+      const usage = (await runCli(['usage', 'Counted', '--json'], backend.env)).json();
       expect(usage.rows).toMatchObject([{ requests: 20, accepted: 20 }]);
     }, 40_000);
 
     it('reports loudly, with the totals, what it still cannot write once the bound (10 s) has passed', async () => {
-      await runBinary(['create-partner', '--name', 'Stuck'], backend.env);
-      await runBinary(['map-company', 'Stuck', '--company', 'acme', '--yes'], backend.env);
-      const token = (await runBinary(['mint-test-token', 'Stuck', '--json'], backend.env)).json().access_token;
+      await runCli(['create-partner', '--name', 'Stuck'], backend.env);
+      await runCli(['map-company', 'Stuck', '--company', 'acme', '--yes'], backend.env);
+      const token = (await runCli(['mint-test-token', 'Stuck', '--json'], backend.env)).json().access_token;
       const server = await serve({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url });
       for (let i = 0; i < 7; i++) {
         const response = await fetch(`${server.url}/public/v1/prices?company_id=acme`, { headers: { authorization: `Bearer ${token}` } });
@@ -101,9 +101,9 @@ describe.each(BACKENDS)('usage counts at shutdown with the database busy (%s)', 
     }, 40_000);
 
     it.skipIf(provider !== 'postgresql')('two instances stopping at once both write their counts (three rounds)', async () => {
-      await runBinary(['create-partner', '--name', 'Twice'], backend.env);
-      await runBinary(['map-company', 'Twice', '--company', 'acme', '--yes'], backend.env);
-      const token = (await runBinary(['mint-test-token', 'Twice', '--json'], backend.env)).json().access_token;
+      await runCli(['create-partner', '--name', 'Twice'], backend.env);
+      await runCli(['map-company', 'Twice', '--company', 'acme', '--yes'], backend.env);
+      const token = (await runCli(['mint-test-token', 'Twice', '--json'], backend.env)).json().access_token;
       // The three rounds add to one hour's row.
       await clearOfHourBoundary();
       for (let round = 1; round <= 3; round++) {
@@ -116,7 +116,7 @@ describe.each(BACKENDS)('usage counts at shutdown with the database busy (%s)', 
         }
         for (const server of servers) server.child.kill('SIGTERM');
         expect(await Promise.all(servers.map((server) => server.exited))).toEqual([0, 0]);
-        const usage = (await runBinary(['usage', 'Twice', '--json'], backend.env)).json();
+        const usage = (await runCli(['usage', 'Twice', '--json'], backend.env)).json();
         expect(usage.rows, `round ${round}`).toMatchObject([{ requests: 20 * round }]);
       }
     }, 60_000);

@@ -23,7 +23,13 @@ export class FreshnessRule {
     readonly staleBudgetMs: number,
   ) {}
 
-  judge(now: number): Freshness {
+  /**
+   * `now` on the instance's clock (on PostgreSQL counted on the monotonic clock from the database's, so no
+   * step of the host's wall clock lengthens the bound or the budget). `bounded` false: the clock cannot say
+   * how much time passed since it last read the database's (clock.ts `bounded`): nothing held may decide.
+   */
+  judge(now: number, bounded = true): Freshness {
+    if (!bounded) return 'stale';
     if (now - this.confirmedAt <= this.stalenessBoundMs) return 'fresh';
     return this.unreachableSince !== null && now <= this.servingUntil() ? 'held' : 'stale';
   }

@@ -150,7 +150,7 @@ export class AccessState {
 
   /** The freshness rule's verdict now. */
   judge(): Freshness {
-    return this.freshness.judge(this.clock.now());
+    return this.freshness.judge(this.clock.now(), this.clock.bounded?.() ?? true);
   }
 
   /** Null while the database answers; otherwise what the gate decides from (readiness, metrics, the token endpoint). */
