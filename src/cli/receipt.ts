@@ -128,7 +128,7 @@ export function reportReceipt(out: Output, receipt: Receipt | null, waitText: st
 }
 
 /** The read-only re-check of a change, as every exit 6 names it. */
-export function recheckCommand(changeId: number): string {
+function recheckCommand(changeId: number): string {
   return `'partnerctl receipt ${changeId} --wait 30s'`;
 }
 

@@ -340,8 +340,11 @@ describe('37.17: explain of an expired test token names its own lifetime', () =>
     try {
       const seeded = await seedPartner(db, ['acme']);
       const test = await mintTestToken(db, { actor: 'test-runner' }, t.keys, seeded.partnerId, 1);
+      // The gate decides from a snapshot read now (as a running server does within its 1 s bound).
+      await t.access.refresh();
       expect((await t.inject({ method: 'GET', url: '/public/v1/prices?company_id=acme', headers: bearer(test.accessToken) })).statusCode).toBe(200);
       clock.advance(2_000);
+      await t.access.refresh();
       const refused = await t.inject({ method: 'GET', url: '/public/v1/prices?company_id=acme', headers: bearer(test.accessToken) });
       expect(refused.statusCode, refused.body).toBe(401);
       const requestId = (refused.json() as { error: { request_id: string } }).error.request_id;

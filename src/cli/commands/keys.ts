@@ -8,7 +8,7 @@ import { confirmDestructive } from '../prompts.js';
 import { parseWaitOption, receiptJson, reportReceipt, WAIT_OPTIONS, withReceipt } from '../receipt.js';
 import { SecretFile, withSecretFile } from '../secret-file.js';
 import type { Session } from '../session.js';
-import { DURATION_HELP, PARTNER_ARGUMENT, resolvePartnerArgument } from './common.js';
+import { checkKeyPairOption, DURATION_HELP, PARTNER_ARGUMENT, resolvePartnerArgument } from './common.js';
 
 async function showNewSecret(out: Output, title: string, issued: IssuedKeyPair, secretTo: SecretFile | null, extra: [string, string][] = []) {
   const chalk = await out.chalk();
@@ -178,14 +178,9 @@ async function runRotateKeys(session: Session, out: Output, partnerArgument: str
   };
   // Only the emergency rotation refuses credentials: the routine one has nothing for the servers to confirm.
   const waitMs = options.revokeIssuedTokens ? await parseWaitOption(options) : null;
-  const [{ checkRotationOptions, rotateKeyPair }, { KEY_PAIR_ID_PATTERN }] = await Promise.all([
-    import('../../domain/operations/key-pairs.js'),
-    import('../../domain/rules/identifiers.js'),
-  ]);
+  const { checkRotationOptions, rotateKeyPair } = await import('../../domain/operations/key-pairs.js');
   checkRotationOptions({ ...overlap, revokeIssuedTokens: options.revokeIssuedTokens === true });
-  if (options.keyPair !== undefined && !KEY_PAIR_ID_PATTERN.test(options.keyPair)) {
-    throw new AppError('invalid_argument', `--key-pair must be a key-pair id (kp_…), got '${options.keyPair.slice(0, 40)}'`);
-  }
+  await checkKeyPairOption(options.keyPair);
   const reference = await resolvePartnerArgument(session, partnerArgument);
   if (options.revokeIssuedTokens) {
     await confirmDestructive(
@@ -299,10 +294,7 @@ async function runRevokeKeys(
 ): Promise<number | undefined> {
   const waitMs = await parseWaitOption(options);
   const reference = await resolvePartnerArgument(session, partnerArgument);
-  const { KEY_PAIR_ID_PATTERN } = await import('../../domain/rules/identifiers.js');
-  if (options.keyPair !== undefined && !KEY_PAIR_ID_PATTERN.test(options.keyPair)) {
-    throw new AppError('invalid_argument', `--key-pair must be a key-pair id (kp_…), got '${options.keyPair.slice(0, 40)}'`);
-  }
+  await checkKeyPairOption(options.keyPair);
   await confirmDestructive(
     session,
     options.keyPair

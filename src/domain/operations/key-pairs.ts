@@ -238,6 +238,15 @@ async function rotateKeyPairIn(unit: Unit, reference: string, pair: NewKeyPair, 
   };
 }
 
+/** The partner's pair of that id (`--key-pair`); another partner's, or none, is not found. */
+async function keyPairOf(q: Queryable, partner: PartnerRecord, keyPairId: string): Promise<KeyPairRow> {
+  const pair = await keyPairById(q, keyPairId);
+  if (!pair || pair.partnerId !== partner.id) {
+    throw new AppError('not_found', `partner '${partner.name}' has no key pair '${keyPairId}'`, { field: 'key_pair' });
+  }
+  return pair;
+}
+
 /** A rotation that names the pair it replaces (`keyPairId`) found it replaced already: nothing changed. */
 export interface AlreadyRotated {
   changed: false;
@@ -257,10 +266,7 @@ export type RotationOutcome = (RotatedKeyPair & { changed: true }) | AlreadyRota
 async function rotationOf(unit: Unit, reference: string, pair: NewKeyPair, options: RotationOptions & { keyPairId?: string | undefined }): Promise<RotationOutcome> {
   if (options.keyPairId !== undefined) {
     const partner = await findPartner(unit.tx, reference);
-    const named = await keyPairById(unit.tx, options.keyPairId);
-    if (!named || named.partnerId !== partner.id) {
-      throw new AppError('not_found', `partner '${partner.name}' has no key pair '${options.keyPairId}'`, { field: 'key_pair' });
-    }
+    const named = await keyPairOf(unit.tx, partner, options.keyPairId);
     const state = keyPairState(named, unit.clock.now());
     if (state !== 'active') {
       if (state === 'revoked' || !options.revokeIssuedTokens) return { changed: false, partner, keyPairId: named.id, state };
@@ -343,10 +349,7 @@ export async function revokeKeyPairIn(unit: Unit, reference: string, options: { 
   const partner = await findPartner(unit.tx, reference);
   const now = new Date(unit.clock.now());
   if (options.keyPairId !== undefined) {
-    const pair = await keyPairById(unit.tx, options.keyPairId);
-    if (!pair || pair.partnerId !== partner.id) {
-      throw new AppError('not_found', `partner '${partner.name}' has no key pair '${options.keyPairId}'`, { field: 'key_pair' });
-    }
+    const pair = await keyPairOf(unit.tx, partner, options.keyPairId);
     if (!revocable(pair)) return { partner, revokedKeyPairIds: [], tokensRevokedBefore: null, changed: false };
     await apply(unit.tx, revoked(pair, now));
     unit.audit(revokedEvent(partner.id, [pair.id], null));
