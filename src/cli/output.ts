@@ -1,6 +1,7 @@
 import { jsonSafe } from '../text.js';
 import { Said, say, styles, writeLine, type Style, type Value } from './say.js';
-import { renderTable, shortTime, type Cell, type Column } from './table.js';
+import { lastUseWindow } from '../domain/rules/key-pair-state.js';
+import { renderTable, shortTime, TimeWindow, type Cell, type Column } from './table.js';
 import type { Session } from './session.js';
 
 /**
@@ -63,11 +64,19 @@ export class Output {
   }
 
   /** Key/value lines, aligned: the keys are the CLI's words, the values escaped; times as every table writes them. */
-  async fields(pairs: [string, Value | null | undefined][]): Promise<Said> {
+  async fields(pairs: [string, Value | TimeWindow][]): Promise<Said> {
     const width = Math.max(...pairs.map(([key]) => key.length));
-    const value = (value: Value | null | undefined) => (value instanceof Date ? this.tableTime(value) : value) ?? '-';
+    const value = (value: Value | TimeWindow) =>
+      value instanceof Date ? this.tableTime(value) : value instanceof TimeWindow ? value.text(!this.session.terminal.outIsTTY) : value;
     return Said.of(pairs.map(([key, v]) => say`  ${this.style.dim(Said.of(key.padEnd(width)))}  ${value(v)}`.text).join('\n'));
   }
+}
+
+/** A pair's last use as the interval it is known to (key-pair-state.ts), for a table cell or a field. */
+export function lastUsed(lastUsedAt: Date | null, now: number): TimeWindow | null {
+  if (lastUsedAt === null) return null;
+  const { from, to } = lastUseWindow(lastUsedAt, now);
+  return new TimeWindow(from, to);
 }
 
 export function iso(date: Date | null | undefined): string | null {

@@ -82,7 +82,7 @@ async function runInstances(session: Session, out: Output, options: OptionsOf<ty
             { title: 'INSTANCE' },
             { title: 'HOST' },
             { title: 'PID' },
-            { title: 'ADDRESS', optional: true },
+            { title: 'ADDRESS' },
             { title: 'APPLIED' },
             { title: 'LAST SEEN' },
             { title: 'CLOCK' },

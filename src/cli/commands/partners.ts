@@ -3,7 +3,7 @@ import { validateCompanyId, validatePartnerName } from '../../domain/rules/valid
 import { nameKey } from '../../text.js';
 import { defineCommand } from '../definition.js';
 import { defineOptions, type OptionsOf } from '../options.js';
-import { iso, type Output } from '../output.js';
+import { iso, lastUsed, type Output } from '../output.js';
 import { askText, confirmDestructive, requireValue } from '../prompts.js';
 import { parseWaitOption, receiptJson, reportReceipt, WAIT_OPTIONS, withReceipt, type WaitOptions } from '../receipt.js';
 import type { Session } from '../session.js';
@@ -207,7 +207,7 @@ async function runShowPartner(session: Session, out: Output, partnerArgument: st
           { title: 'CREATED' },
           { title: 'LAST USED', optional: true },
         ],
-        keyPairs.map((pair) => [pair.id, pair.accessKey, statusText(style, pair.state), pair.createdAt, pair.lastUsedAt]),
+        keyPairs.map((pair) => [pair.id, pair.accessKey, statusText(style, pair.state), pair.createdAt, lastUsed(pair.lastUsedAt, db.clock.now())]),
       ),
     );
     for (const pair of keyPairs.filter((each) => each.state === 'retiring')) {
