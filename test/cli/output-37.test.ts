@@ -9,7 +9,7 @@ import { runCli as runCommandLine } from '../../src/cli/run.js';
 import { createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { runBinary } from '../support/cli.js';
 import { serve } from '../support/serve.js';
-import { RAW_CONTROL, RAW_CONTROL_BUT_ESC } from '../support/hostile-values.js';
+import { escapedForm, RAW_CONTROL, RAW_CONTROL_BUT_ESC } from '../support/hostile-values.js';
 import { bearer, buildTestApp, seedPartner, startUpstream, type SeededPartner, type TestApp, type TestUpstream } from '../http/support.js';
 
 /** A command line in-process on a terminal of `columns` (stdout a TTY; colour on unless NO_COLOR is set). */
@@ -118,11 +118,25 @@ describe('issue 37, what a person reads (SQLite, the server in-process, the real
       expect((await onTerminal(['explain', requestId], env, 200)).stdout).toContain('\u001b[1m');
     });
 
-    it('an error quoting the value is one line, the value escaped', async () => {
-      const refused = await runBinary(['list-partners', '--company', forged], backend.env);
-      expect(refused.code).toBeGreaterThanOrEqual(2);
+    it("serve's readable log (a terminal's) prints a request's values escaped: pino-pretty would print them raw", async () => {
+      const { readableLines } = await import('../../src/http/server/server.js');
+      const { prettyFactory } = await import('pino-pretty');
+      const pretty = prettyFactory({ colorize: false, ignore: 'pid,hostname' });
+      const line = `${JSON.stringify({ level: 50, time: 0, msg: `upstream failed for ${forged}`, path: '/public/v1/x\u009b2J\u202e', user_agent: forged })}\n`;
+      const shown = readableLines(line + line);
+      expect(shown.split('\n').filter(Boolean)).toHaveLength(2);
+      const printed = pretty(shown.split('\n')[0]!) as string;
+      expect(printed).not.toMatch(RAW_CONTROL);
+      expect(printed).toContain(`upstream failed for ${escapedForm(forged)}`);
+      expect(printed.split('\n').filter((each) => each.startsWith('Why:'))).toHaveLength(0);
+    });
+
+    it('an error quoting the value is one line, the value escaped (a line feed as \\x0a, not a space)', async () => {
+      const refused = await runBinary(['refusals', '--by', forged.slice(0, 30)], backend.env);
+      expect(refused.code).toBe(2);
       expect(refused.stderr.trimEnd().split('\n')).toHaveLength(1);
       expect(refused.stderr).not.toMatch(RAW_CONTROL);
+      expect(refused.stderr).toContain(`got '${escapedForm(forged.slice(0, 30))}'`);
     });
   });
 
