@@ -1,5 +1,5 @@
 import { jsonSafe } from '../text.js';
-import { Said, say, styles, writeLine, type Style, type Value } from './say.js';
+import { joined, type Said, say, styles, writeLine, type Style, type Value } from './say.js';
 import { lastUseWindow } from '../domain/rules/key-pair-state.js';
 import { renderTable, shortTime, TimeWindow, type Cell, type Column } from './table.js';
 import type { Session } from './session.js';
@@ -68,7 +68,10 @@ export class Output {
     const width = Math.max(...pairs.map(([key]) => key.length));
     const value = (value: Value | TimeWindow) =>
       value instanceof Date ? this.tableTime(value) : value instanceof TimeWindow ? value.text(!this.session.terminal.outIsTTY) : value;
-    return Said.of(pairs.map(([key, v]) => say`  ${this.style.dim(Said.of(key.padEnd(width)))}  ${value(v)}`.text).join('\n'));
+    return joined(
+      pairs.map(([key, v]) => say`  ${this.style.dim(key.padEnd(width))}  ${value(v)}`),
+      '\n',
+    );
   }
 }
 

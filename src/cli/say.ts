@@ -10,7 +10,7 @@ export class Said {
   /** Only `say`, the styles and the table writer make one. */
   private constructor(readonly text: string) {}
 
-  /** @internal Text this module or the table writer produced (already safe). */
+  /** Text already safe: for this module and the table writer (which escapes each cell itself) only. */
   static of(text: string): Said {
     return new Said(text);
   }
@@ -38,7 +38,7 @@ export function say(words: TemplateStringsArray, ...values: Value[]): Said {
   return Said.of(text);
 }
 
-/** Writes a line for a person (stdout or stderr): the only way text of the CLI's reaches a stream. */
+/** Writes a line for a person (stdout or stderr). */
 export function writeLine(stream: NodeJS.WritableStream, text?: Said): void {
   stream.write(`${text?.text ?? ''}\n`);
 }
@@ -48,12 +48,19 @@ export function joined(values: readonly Value[], separator = ', '): Said {
   return Said.of(values.map(shown).join(separator));
 }
 
-const SGR = { bold: [1, 22], dim: [2, 22], red: [31, 39], green: [32, 39], yellow: [33, 39] } as const;
+export interface Style {
+  bold(value: Value): Said;
+  dim(value: Value): Said;
+  red(value: Value): Said;
+  green(value: Value): Said;
+  yellow(value: Value): Said;
+}
 
-export type Style = { readonly [name in keyof typeof SGR]: (value: Value) => Said };
-
-/** Styles applied to escaped values: a value's own escape sequences never reach the terminal, coloured or not. */
+/**
+ * Styles applied to escaped values (SGR sequences of the 16-colour set, as chalk's level 1 wrote them): a
+ * value's own escape sequences never reach the terminal, coloured or not.
+ */
 export function styles(colour: boolean): Style {
-  const style = (open: number, close: number) => (value: Value) => Said.of(colour ? `\u001b[${open}m${shown(value)}\u001b[${close}m` : shown(value));
-  return Object.fromEntries(Object.entries(SGR).map(([name, [open, close]]) => [name, style(open, close)])) as unknown as Style;
+  const sgr = (open: number, close: number) => (value: Value) => Said.of(colour ? `\u001b[${open}m${shown(value)}\u001b[${close}m` : shown(value));
+  return { bold: sgr(1, 22), dim: sgr(2, 22), red: sgr(31, 39), green: sgr(32, 39), yellow: sgr(33, 39) };
 }
