@@ -73,7 +73,7 @@ async function runMapping(
     );
   }
   const [{ changeMappings }, db] = await Promise.all([import('../../domain/operations/companies.js'), session.db()]);
-  const bar = progressBar(session.terminal, action === 'map' ? 'mapping' : 'unmapping', distinct);
+  const bar = progressBar(session.terminal, action === 'map' ? say`mapping` : say`unmapping`, distinct);
   let change;
   try {
     change = await changeMappings(db, session.who, reference, ids, action, (done) => bar.update(done));

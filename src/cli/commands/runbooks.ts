@@ -173,7 +173,7 @@ async function runApply(session: Session, out: Output, options: OptionsOf<typeof
     plan = await planDesiredState(db, state, planOptions);
   } else {
     const size = state.partners.reduce((sum, partner) => sum + 1 + (partner.companies?.length ?? 0), 0);
-    const bar = progressBar(session.terminal, 'applying', size);
+    const bar = progressBar(session.terminal, say`applying`, size);
     let result;
     try {
       result = await withSecretFile(keysFile, () =>
