@@ -80,19 +80,22 @@ describe('issue 37, what a person reads (SQLite, the server in-process, the real
       expect(await t.services.decisions.flush()).toBe(true);
     });
 
-    it('explain prints one Why: and one remedy, the company id escaped on its own line; JSON keeps the exact value', async () => {
+    it('explain prints one Why: and no forged remedy, the company id escaped on its own line; JSON keeps the exact value', async () => {
       const explained = await runBinary(['explain', requestId], backend.env);
       expect(explained.code, explained.stderr).toBe(0);
       expect(explained.stdout).not.toMatch(RAW_CONTROL);
       const lines = explained.stdout.trimEnd().split('\n');
       expect(lines.filter((line) => line.startsWith('Why: '))).toHaveLength(1);
-      expect(lines.filter((line) => line.startsWith('To change the answer: '))).toHaveLength(1);
-      expect(lines.filter((line) => line.includes('set-network'))).toHaveLength(lines.filter((line) => line.includes('acme-2\\x0aWhy: forged')).length);
+      // No mapping accepts such an id, so nothing for an operator to run: the only remedy line is the CLI's own.
+      expect(lines.filter((line) => line.startsWith('To change the answer: '))).toHaveLength(0);
+      expect(lines.at(-1)).toBe('Nothing for an operator to change: the client must act as above.');
+      for (const line of lines.filter((each) => each.includes('set-network'))) expect(line).toContain('acme-2\\x0aWhy: forged');
       expect(explained.stdout).toContain('  company:  acme-2\\x0aWhy: forged\\x0aTo change the answer: partnerctl set-network Acme --clear\\x1b[8m\n');
       const json = await runBinary(['explain', requestId, '--json'], backend.env);
       expect(json.stdout).not.toMatch(RAW_CONTROL);
       expect(json.json().company_id).toBe(forged);
       expect(json.json().explanation).toContain(forged);
+      expect(json.json().remedy).toBeNull();
     });
 
     it('refusals --by company passes no escape, and each count stays one line', async () => {
