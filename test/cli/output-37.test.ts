@@ -134,6 +134,17 @@ describe('issue 37, what a person reads (SQLite, the server in-process, the real
       expect(printed.split('\n').filter((each) => each.startsWith('Why:'))).toHaveLength(0);
     });
 
+    it('commands write for people only through Output and say`…`: the few raw writes are machine formats', async () => {
+      const { readdirSync, readFileSync } = await import('node:fs');
+      const folder = new URL('../../src/cli/commands/', import.meta.url);
+      const raw = readdirSync(folder)
+        .filter((file) => file.endsWith('.ts'))
+        .flatMap((file) => [...readFileSync(new URL(file, folder), 'utf8').matchAll(/terminal\.(out|err)\.write\(/g)].map(() => file));
+      // exposure --csv (CSV, documented as exact), completion (a shell script; names with no control character),
+      // export (YAML, its escapes the JSON-safe ones): data, not text for a person.
+      expect(raw.sort()).toEqual(['completion.ts', 'completion.ts', 'exposure.ts', 'runbooks.ts']);
+    });
+
     it('an error quoting the value is one line, the value escaped (a line feed as \\x0a, not a space)', async () => {
       const refused = await runBinary(['refusals', '--by', forged.slice(0, 30)], backend.env);
       expect(refused.code).toBe(2);
