@@ -4,6 +4,9 @@ import { lastUseWindow } from '../domain/rules/key-pair-state.js';
 import { renderTable, shortTime, TimeWindow, type Cell, type Column } from './table.js';
 import type { Session } from './session.js';
 
+/** A line of a key/value block: the CLI's word for it, and its value (escaped when printed). */
+export type Field = [string, Value | TimeWindow];
+
 /**
  * One JSON object on stdout with --json; otherwise text for a person, coloured only where it helps. Every
  * writer takes `Said` (src/cli/say.ts): a value reaches the terminal escaped or not at all.
@@ -64,7 +67,7 @@ export class Output {
   }
 
   /** Key/value lines, aligned: the keys are the CLI's words, the values escaped; times as every table writes them. */
-  async fields(pairs: [string, Value | TimeWindow][]): Promise<Said> {
+  async fields(pairs: Field[]): Promise<Said> {
     const width = Math.max(...pairs.map(([key]) => key.length));
     const value = (value: Value | TimeWindow) =>
       value instanceof Date ? this.tableTime(value) : value instanceof TimeWindow ? value.text(!this.session.terminal.outIsTTY) : value;

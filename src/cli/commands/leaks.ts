@@ -5,7 +5,7 @@ import { parseDuration } from '../../domain/rules/validation.js';
 import { AppError, EXIT, isAppError } from '../../errors.js';
 import { defineCommand } from '../definition.js';
 import { defineOptions, type OptionsOf } from '../options.js';
-import { iso, lastUsed, type Output } from '../output.js';
+import { iso, lastUsed, type Field, type Output } from '../output.js';
 import { askSecret, confirmDestructive } from '../prompts.js';
 import { parseWaitOption, receiptJson, reportReceipt, WAIT_OPTIONS, withReceipt, type WaitOptions } from '../receipt.js';
 import type { Session } from '../session.js';
@@ -121,8 +121,8 @@ async function runLookup(session: Session, out: Output, value: string | undefine
   out.line(say`${style.bold(what)} of ${partner ? say`${style.bold(partner.name)} (${partner.id})` : 'no known partner'}`);
   // Whose status is whose, said plainly: the partner's, then the key pair's or the token's.
   const own = result.kind === 'token' || result.kind === 'token_id' ? 'token status' : 'key pair status';
-  const rows: Parameters<Output['fields']>[0] = [
-    ...(partner ? ([['partner status', partner.status]] as [string, string][]) : []),
+  const rows: Field[] = [
+    ...(partner ? ([['partner status', partner.status]] as Field[]) : []),
     [own, result.status],
     ['genuine', result.genuine === null ? 'cannot tell from this value' : result.genuine ? 'yes' : 'NO'],
     [
@@ -144,11 +144,11 @@ async function runLookup(session: Session, out: Output, value: string | undefine
         ? ([
             ['retires', pair.retiresAt],
             ['switched', pair.switchedAt ? pair.switchedAt : 'not yet (the new pair has not exchanged)'],
-          ] as [string, string | Date | null][])
+          ] as Field[])
         : []),
       ['last used', lastUsed(pair.lastUsedAt, db.clock.now())],
       ['last refused', pair.lastRefusedAt],
-      ...(pair.leakReportedAt ? ([['leak reported', `${out.tableTime(pair.leakReportedAt)} at ${pair.leakUrl ?? '(no URL)'}`]] as [string, string | Date | null][]) : []),
+      ...(pair.leakReportedAt ? ([['leak reported', `${out.tableTime(pair.leakReportedAt)} at ${pair.leakUrl ?? '(no URL)'}`]] as Field[]) : []),
     );
     if (pair.unlistedRefusedAt !== null) {
       rows.push([
