@@ -32,7 +32,7 @@ async function runCreatePartner(session: Session, out: Output, options: OptionsO
       try {
         name = validatePartnerName(value);
       } catch (error) {
-        return (error as Error).message;
+        return say`${(error as Error).message}`.text;
       }
       if (options.ifNotExists) return true;
       // A taken name is asked again here rather than refused after the prompt.
