@@ -212,7 +212,8 @@ async function runDeliveries(session: Session, out: Output, id: string | undefin
   }
   out.line(
     await out.table(
-      ['EVENT', 'WEBHOOK', 'TYPE', 'STATUS', 'ATTEMPTS', 'LAST', 'NEXT RETRY', 'CREATED'],
+      // LAST: a status code, or the error a receiver caused (free text, cut on a terminal).
+      ['EVENT', 'WEBHOOK', 'TYPE', 'STATUS', 'ATTEMPTS', { title: 'LAST', cut: 'end' }, 'NEXT RETRY', 'CREATED'],
       rows.map((row) => [
         row.eventId,
         row.endpointId,
