@@ -3,6 +3,7 @@
 // from the database, an address, an error's message) is escaped whole, line feeds included, by one function
 // (terminalSafe). The writers (Output.line and note, tables, key/value fields) take `Said` only, never a
 // string, so the type checker finds a value that would reach a terminal raw.
+import { Chalk } from 'chalk';
 import { terminalSafe } from '../text.js';
 
 /** Text safe to write to a terminal: the CLI's words, values escaped, styling applied after escaping. */
@@ -57,10 +58,11 @@ export interface Style {
 }
 
 /**
- * Styles applied to escaped values (SGR sequences of the 16-colour set, as chalk's level 1 wrote them): a
- * value's own escape sequences never reach the terminal, coloured or not.
+ * Styles (chalk's, at its 16-colour level or none) applied to escaped values: a value's own escape sequences
+ * never reach the terminal, coloured or not.
  */
 export function styles(colour: boolean): Style {
-  const sgr = (open: number, close: number) => (value: Value) => Said.of(colour ? `\u001b[${open}m${shown(value)}\u001b[${close}m` : shown(value));
-  return { bold: sgr(1, 22), dim: sgr(2, 22), red: sgr(31, 39), green: sgr(32, 39), yellow: sgr(33, 39) };
+  const chalk = new Chalk({ level: colour ? 1 : 0 });
+  const styled = (paint: (text: string) => string) => (value: Value) => Said.of(paint(shown(value)));
+  return { bold: styled(chalk.bold), dim: styled(chalk.dim), red: styled(chalk.red), green: styled(chalk.green), yellow: styled(chalk.yellow) };
 }
