@@ -2,10 +2,15 @@
 // names as they are compared. Shared by the database layer, the domain (its error messages) and the CLI
 // (everything it prints); no dependencies.
 
-// C0 (but the tab and the line feed), DEL, C1 (U+0080-U+009F: U+009B is a CSI on many terminals), the bidi controls
-// (U+061C, U+200E/F, U+202A-U+202E, U+2066-U+2069) and the line/paragraph separators.
-// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is this pattern's purpose
-const CONTROL = /(\u001b\[[0-9;]*m)|[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/g;
+// Characters a terminal acts on or that hide what a value is, beyond C0 (which JSON escapes by itself): DEL,
+// C1 (U+0080-U+009F: U+009B is a CSI on many terminals), the bidi controls (U+061C, U+200E/F, U+202A-U+202E,
+// U+2066-U+2069), the line/paragraph separators, and the invisible characters that join nothing (U+200B,
+// U+2060-U+2064, U+FEFF: a name that looks like another's). ZWJ and ZWNJ stay: scripts and emoji need them.
+const HIDDEN = '\\u007f-\\u009f\\u061c\\u200b\\u200e\\u200f\\u2028-\\u202e\\u2060-\\u2064\\u2066-\\u2069\\ufeff';
+// Those, all of C0 (the tab, line feed and carriage return included: a value never starts a line of its own),
+// and a lone UTF-16 surrogate (written as U+FFFD otherwise, hiding what was there).
+const CONTROL = new RegExp(`[\\u0000-\\u001f${HIDDEN}]|[\\ud800-\\udbff](?![\\udc00-\\udfff])|(?<![\\ud800-\\udbff])[\\udc00-\\udfff]`, 'g');
+const JSON_UNSAFE = new RegExp(`[${HIDDEN}]`, 'g');
 
 function escaped(char: string): string {
   const code = char.codePointAt(0)!;
@@ -13,16 +18,17 @@ function escaped(char: string): string {
 }
 
 /**
- * The text with every control and bidi character written as an escape (`\x9b`, `\u202e`); tabs and line feeds stay.
- * `keepColour` keeps colour (SGR) sequences, which the CLI's own styling produces when colour is on.
+ * A value as a terminal or a log line for people may show it: every control, bidi and invisible character
+ * written as an escape (`\x0a`, `\x1b`, `\x9b`, `\u202e`), so a value is always one visible run of text. The
+ * CLI applies it to each value it prints (src/cli/say.ts), never to its own words and styling.
  */
-export function terminalSafe(text: string, keepColour = false): string {
-  return text.replace(CONTROL, (match, sgr: string | undefined) => (sgr && keepColour ? match : [...match].map(escaped).join('')));
+export function terminalSafe(text: string): string {
+  return text.replace(CONTROL, escaped);
 }
 
 /** The same characters as JSON escapes (`\u009b`): the JSON still parses to the same value. */
 export function jsonSafe(json: string): string {
-  return json.replace(/[\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/g, (char) => `\\u${char.codePointAt(0)!.toString(16).padStart(4, '0')}`);
+  return json.replace(JSON_UNSAFE, (char) => `\\u${char.codePointAt(0)!.toString(16).padStart(4, '0')}`);
 }
 
 const PUBLIC_PREFIXES = ['pctl_ak_', 'pctl_sk_', 'kp_', 'ptn_', 'eyJ'];

@@ -2,6 +2,7 @@
 // byte has left.
 import { EXIT, firstLine } from '../errors.js';
 import { runCli } from './run.js';
+import { say, writeLine } from './say.js';
 import type { Terminal } from './terminal.js';
 
 /**
@@ -45,6 +46,6 @@ const terminal: Terminal = {
 };
 
 runCli(process.argv, terminal).then(exitWith, (error: unknown) => {
-  process.stderr.write(`partnerctl: internal_error: ${firstLine(error)}\n`);
+  writeLine(process.stderr, say`partnerctl: internal_error: ${firstLine(error)}`);
   return exitWith(EXIT.error);
 });

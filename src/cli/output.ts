@@ -1,12 +1,18 @@
-import { jsonSafe, terminalSafe } from '../text.js';
-import { renderTable, shortTime, type Cell, type Column } from './table.js';
+import { jsonSafe } from '../text.js';
+import { joined, type Said, say, styles, writeLine, type Style, type Value } from './say.js';
+import { lastUseWindow } from '../domain/rules/key-pair-state.js';
+import { renderTable, shortTime, TimeWindow, type Cell, type Column } from './table.js';
 import type { Session } from './session.js';
 
-type Chalk = typeof import('chalk').default;
+/** A line of a key/value block: the CLI's word for it, and its value (escaped when printed). */
+export type Field = [string, Value | TimeWindow];
 
-/** One JSON object on stdout with --json; otherwise text for a person, coloured only where it helps. */
+/**
+ * One JSON object on stdout with --json; otherwise text for a person, coloured only where it helps. Every
+ * writer takes `Said` (src/cli/say.ts): a value reaches the terminal escaped or not at all.
+ */
 export class Output {
-  private chalkInstance: Chalk | undefined;
+  private styleInstance: Style | undefined;
 
   /** `changes`: the command can change something, so its JSON must say whether it did (`changed`). */
   constructor(
@@ -26,12 +32,10 @@ export class Output {
     );
   }
 
-  async chalk(): Promise<Chalk> {
-    if (!this.chalkInstance) {
-      const { Chalk } = await import('chalk');
-      this.chalkInstance = new Chalk({ level: this.colour ? 1 : 0 });
-    }
-    return this.chalkInstance;
+  /** Bold, dim and colours, applied to escaped values (plain text when colour is off). */
+  get style(): Style {
+    this.styleInstance ??= styles(this.colour);
+    return this.styleInstance;
   }
 
   emitJson(value: object): void {
@@ -44,25 +48,24 @@ export class Output {
   }
 
   /** A line for the person on stderr (progress, notes): never mixed into the data on stdout. */
-  note(text: string): void {
-    this.session.terminal.err.write(`${terminalSafe(text, this.colour)}\n`);
+  note(text: Said): void {
+    writeLine(this.session.terminal.err, text);
   }
 
-  /** A line of text on stdout, its control characters escaped (names from the database included). */
-  line(text = ''): void {
-    this.session.terminal.out.write(`${terminalSafe(text, this.colour)}\n`);
+  /** A line of text on stdout: the CLI's words, its values escaped (see say.ts). */
+  line(text?: Said): void {
+    writeLine(this.session.terminal.out, text);
   }
 
   /**
-   * A table that fits the terminal (cells cut with '…'), or plain aligned columns with whole values when
-   * stdout is a pipe or a file (see table.ts).
+   * A table that fits the terminal (names and free text cut with '…', never an id, an address or a time),
+   * or plain aligned columns with whole values when stdout is a pipe or a file (see table.ts).
    */
-  async table(head: (string | Column)[], rows: Cell[][], options: { wide?: boolean } = {}): Promise<string> {
-    const chalk = await this.chalk();
+  async table(head: (string | Column)[], rows: Cell[][], options: { wide?: boolean } = {}): Promise<Said> {
     const terminal = this.session.terminal;
     // --wide: every column, every value and time whole, however wide the terminal.
     const width = options.wide ? Number.POSITIVE_INFINITY : terminal.columns;
-    return renderTable(head, rows, { tty: terminal.outIsTTY, width, header: (text) => chalk.bold(text), colour: this.colour, fullTimes: options.wide === true });
+    return renderTable(head, rows, { tty: terminal.outIsTTY, width, header: (text) => this.style.bold(text), fullTimes: options.wide === true });
   }
 
   /** A time inside a cell's text, as the table writes a time cell (a cell that is only a time: pass the Date). */
@@ -71,12 +74,23 @@ export class Output {
     return this.session.terminal.outIsTTY && !wide ? shortTime(date) : date.toISOString();
   }
 
-  /** Key/value lines, aligned: a table of two columns, its times written as every table writes them. */
-  async fields(pairs: [string, string | Date | null | undefined][]): Promise<string> {
-    const chalk = await this.chalk();
+  /** Key/value lines, aligned: the keys are the CLI's words, the values escaped; times as every table writes them. */
+  async fields(pairs: Field[]): Promise<Said> {
     const width = Math.max(...pairs.map(([key]) => key.length));
-    return pairs.map(([key, value]) => `  ${chalk.dim(key.padEnd(width))}  ${(value instanceof Date ? this.tableTime(value) : value) ?? '-'}`).join('\n');
+    const value = (value: Value | TimeWindow) =>
+      value instanceof Date ? this.tableTime(value) : value instanceof TimeWindow ? value.text(!this.session.terminal.outIsTTY) : value;
+    return joined(
+      pairs.map(([key, v]) => say`  ${this.style.dim(key.padEnd(width))}  ${value(v)}`),
+      '\n',
+    );
   }
+}
+
+/** A pair's last use as the interval it is known to (key-pair-state.ts), for a table cell or a field. */
+export function lastUsed(lastUsedAt: Date | null, now: number): TimeWindow | null {
+  if (lastUsedAt === null) return null;
+  const { from, to } = lastUseWindow(lastUsedAt, now);
+  return new TimeWindow(from, to);
 }
 
 export function iso(date: Date | null | undefined): string | null {

@@ -1,5 +1,5 @@
 import { AppError } from '../errors.js';
-import { terminalSafe } from '../text.js';
+import { say } from './say.js';
 import type { Session } from './session.js';
 
 /**
@@ -39,7 +39,7 @@ export async function askPartner(session: Session, message = 'Partner (type to f
     source: async (term) => {
       const partners = await searchPartners(db, term ?? '', 20);
       return partners.map((partner) => ({
-        name: `${terminalSafe(partner.name)} (${partner.id}, ${partner.status})`,
+        name: say`${partner.name} (${partner.id}, ${partner.status})`.text,
         value: partner.id,
       }));
     },
@@ -61,7 +61,7 @@ export async function confirmDestructive(session: Session, action: string): Prom
     });
   }
   const { confirm } = await import('@inquirer/prompts');
-  const message = `${terminalSafe(action)} in ${terminalSafe(session.databaseName)}?`;
+  const message = say`${action} in ${session.databaseName}?`.text;
   if (!(await confirm({ message, default: false }, promptContext(session)))) {
     throw new AppError('cancelled', 'nothing changed');
   }

@@ -5,6 +5,7 @@ import type { ConfirmationWatch, Receipt } from '../domain/runtime/receipts.js';
 import { EXIT } from '../errors.js';
 import { defineOptions, type OptionsOf } from './options.js';
 import type { Output } from './output.js';
+import { say } from './say.js';
 
 export const WAIT_OPTIONS = defineOptions([
   {
@@ -51,7 +52,7 @@ export async function startWaiting(db: Database, waitMs: number | null): Promise
 
 /** With --debug, the instant every after_ms counts from (epoch ms), on stderr. */
 export function noteCommit(out: Output, debug: boolean | undefined, committedAt: number): void {
-  if (debug) out.note(`partnerctl: debug: committed at ${new Date(committedAt).toISOString()} (${committedAt} ms); after_ms counts from here`);
+  if (debug) out.note(say`partnerctl: debug: committed at ${new Date(committedAt).toISOString()} (${committedAt} ms); after_ms counts from here`);
 }
 
 /** Runs the change with the watch open; returns its result, the receipt (null with --no-wait). */
@@ -106,23 +107,23 @@ export function reportReceipt(out: Output, receipt: Receipt | null, waitText: st
   if (receipt === null) return undefined;
   if (!out.json) {
     const live = receipt.confirmed.length + receipt.unconfirmed.length;
-    if (live === 0) out.line(`No live serve instance is registered: nothing to confirm (revision ${receipt.revision}).`);
-    else out.line(`Serve instances (revision ${receipt.revision}):`);
+    if (live === 0) out.line(say`No live serve instance is registered: nothing to confirm (revision ${receipt.revision}).`);
+    else out.line(say`Serve instances (revision ${receipt.revision}):`);
     for (const c of receipt.confirmed) {
-      out.line(`  ${c.instanceId}  ${c.host}  pid ${c.pid}  ${c.afterMs === null ? `applied revision ${receipt.revision}` : `refusing since +${c.afterMs} ms`}`);
+      out.line(c.afterMs === null ? say`  ${c.instanceId}  ${c.host}  pid ${c.pid}  applied revision ${receipt.revision}` : say`  ${c.instanceId}  ${c.host}  pid ${c.pid}  refusing since +${c.afterMs} ms`);
     }
     for (const u of receipt.unconfirmed) {
-      out.line(`  ${u.instanceId}  ${u.host}  pid ${u.pid}  NOT CONFIRMED within ${waitText} (last seen ${u.lastSeenAt.toISOString()}${servingUntilText(u.servingUntil)})`);
+      out.line(say`  ${u.instanceId}  ${u.host}  pid ${u.pid}  NOT CONFIRMED within ${waitText} (last seen ${u.lastSeenAt.toISOString()}${servingUntilText(u.servingUntil)})`);
     }
     for (const s of receipt.stale) {
       const done = s.servingUntil === null ? '' : `; served from its last state until ${s.servingUntil.toISOString()} at the latest`;
-      out.line(`  ${s.instanceId}  ${s.host}  pid ${s.pid}  stale, not awaited (last seen ${s.lastSeenAt.toISOString()}${done})`);
+      out.line(say`  ${s.instanceId}  ${s.host}  pid ${s.pid}  stale, not awaited (last seen ${s.lastSeenAt.toISOString()}${done})`);
     }
   }
   if (receipt.unconfirmed.length === 0) return undefined;
   const names = receipt.unconfirmed.map((u) => `${u.instanceId} (${u.host}, pid ${u.pid}${servingUntilText(u.servingUntil)})`).join(', ');
   out.note(
-    `partnerctl: not_confirmed: the change is committed, but ${receipt.unconfirmed.length} serve instance(s) did not confirm revision ${receipt.revision} within ${waitText}: ${names} (hint: re-check this change, changing nothing: ${recheckCommand(receipt.revision)}; 'partnerctl instances' lists them; an instance that is gone for good: 'partnerctl instances --forget ID')`,
+    say`partnerctl: not_confirmed: the change is committed, but ${receipt.unconfirmed.length} serve instance(s) did not confirm revision ${receipt.revision} within ${waitText}: ${names} (hint: re-check this change, changing nothing: ${recheckCommand(receipt.revision)}; 'partnerctl instances' lists them; an instance that is gone for good: 'partnerctl instances --forget ID')`,
   );
   return EXIT.notConfirmed;
 }

@@ -1,9 +1,10 @@
 import { CommanderError, type Command } from 'commander';
 import { loadConfig } from '../config.js';
 import { AppError, EXIT, firstLine } from '../errors.js';
-import { closest, jsonSafe, terminalSafe, withoutSecrets } from '../text.js';
+import { closest, jsonSafe, withoutSecrets } from '../text.js';
 import { hintFor, messageFor } from './hints.js';
 import { Output } from './output.js';
+import { say, writeLine, type Said } from './say.js';
 import type { GLOBAL_OPTIONS } from './global-options.js';
 import { parsedOptions } from './options.js';
 import { buildProgram } from './program.js';
@@ -35,11 +36,11 @@ async function report(thrown: unknown, session: Session | undefined, argv: reado
   // A secret key or a token inside a message is cut to its prefix, whatever produced the message.
   const message = withoutSecrets(known ? messageFor(known) : firstLine(error));
   const hint = known ? hintFor(known) : 'this is a bug; run again with --debug for details';
-  // One format for every error: `partnerctl: <code>: <message>; hint: <hint>` (no brackets around the hint).
-  terminal.err.write(terminalSafe(`partnerctl: ${code}: ${oneLine(message)}${hint ? `; hint: ${hint}` : ''}\n`));
+  writeLine(terminal.err, errorLine(code, message, hint));
   if (debug) {
     for (let cause: unknown = error; cause; cause = (cause as Error).cause) {
-      terminal.err.write(`${(cause as Error).stack ?? String(cause)}\n`);
+      // A stack is lines of its own; each is escaped like a value (its first holds the message).
+      for (const line of ((cause as Error).stack ?? String(cause)).split('\n')) writeLine(terminal.err, say`${line}`);
     }
   }
   if (session?.json) {
@@ -86,8 +87,18 @@ function didYouMean(text: string): { message: string; suggestion?: string } {
   return { message: text };
 }
 
-function oneLine(text: string): string {
-  return text.replace(/\s*\n\s*/g, ' ');
+/**
+ * One format for every error: `partnerctl: <code>: <message>; hint: <hint>` (no brackets around the hint).
+ * The message and the hint are values (they quote what was typed or stored): escaped whole, a line feed in
+ * them included, so an error is always one line.
+ */
+function errorLine(code: string, message: string, hint: string | undefined): Said {
+  return say`partnerctl: ${code}: ${message}${hint ? say`; hint: ${hint}` : ''}`;
+}
+
+/** Commander's own line break before its suggestion; any other is part of a value and stays escaped. */
+function joinSuggestion(text: string): string {
+  return text.replace(/\s*\n\s*(\(Did you mean )/, ' $1');
 }
 
 /**
@@ -124,9 +135,9 @@ export async function runCli(argv: readonly string[], terminal: Terminal): Promi
     getOutHelpWidth: () => terminal.columns ?? 80,
     getErrHelpWidth: () => terminal.columns ?? 80,
     outputError: (text: string, write: (text: string) => void) => {
-      const { message, suggestion } = didYouMean(oneLine(text.replace(/^error: /, '').trim()));
+      const { message, suggestion } = didYouMean(joinSuggestion(text.replace(/^error: /, '').trim()));
       const hint = `${suggestion ? `did you mean ${suggestion}? ` : ''}see '${helpCommand(program, argv)}'`;
-      write(terminalSafe(`partnerctl: invalid_argument: ${message}; hint: ${hint}\n`));
+      write(`${errorLine('invalid_argument', message, hint).text}\n`);
       if (argv.includes('--json')) {
         terminal.out.write(`${jsonSafe(JSON.stringify({ error: { code: 'invalid_argument', message, hint } }, null, 2))}\n`);
       }

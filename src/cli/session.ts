@@ -5,10 +5,10 @@ import { resolveSigningKeyFile } from '../db/dialect.js';
 import type { Database } from '../db/client.js';
 import { dialectOf } from '../db/dialect.js';
 import { AppError } from '../errors.js';
-import { terminalSafe } from '../text.js';
 import type { Actor } from '../domain/operations/transactions.js';
 import { chooseDatabase, type DatabaseChoice } from './contexts.js';
 import type { GlobalOptions } from './global-options.js';
+import { say, writeLine } from './say.js';
 import type { Terminal } from './terminal.js';
 
 /**
@@ -52,8 +52,9 @@ export class Session {
       this.choice = chooseDatabase(this.options.databaseUrl, this.config.env, this.options.context);
       // A conflict between a flag and the environment is resolved for the flag, and said.
       if (this.choice.envOverridden) {
-        this.terminal.err.write(
-          `partnerctl: note: --context ${terminalSafe(this.choice.context!.name)} wins over DATABASE_URL (set in this environment): using the context's database\n`,
+        writeLine(
+          this.terminal.err,
+          say`partnerctl: note: --context ${this.choice.context!.name} wins over DATABASE_URL (set in this environment): using the context's database`,
         );
       }
     }
@@ -106,7 +107,7 @@ export class Session {
       const config = this.databaseConfig;
       const { connect } = await import('../db/connect.js');
       const db = await connect(config);
-      if (creating) this.terminal.err.write(`partnerctl: created the database ${terminalSafe(config.url)} (the default; --database-url, DATABASE_URL or a context names another)\n`);
+      if (creating) writeLine(this.terminal.err, say`partnerctl: created the database ${config.url} (the default; --database-url, DATABASE_URL or a context names another)`);
       return db;
     })();
     return this.database;

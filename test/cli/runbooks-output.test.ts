@@ -5,6 +5,7 @@ import { PassThrough, Readable } from 'node:stream';
 import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli as runCommandLine } from '../../src/cli/run.js';
+import { styles } from '../../src/cli/say.js';
 import { cut, renderTable } from '../../src/cli/table.js';
 import { BACKENDS, backendAvailable, createBackend, type TestBackend } from '../support/backends.js';
 import { BIN, runBinary, runCli } from '../support/cli.js';
@@ -31,20 +32,20 @@ async function onTerminal(args: string[], env: NodeJS.ProcessEnv, columns: numbe
 
 describe('the table renderer', () => {
   const rows = [
-    ['ptn_01KAZZZZZZZZZZZZZZZZZZZZZZ', 'A partner with a really very long name indeed', 'active', 12, 'pctl_ak_AAAAAAAAAAAAAAAAAAAAAA', '2026-11-22T23:00:00.000Z'],
-    ['ptn_01KAYYYYYYYYYYYYYYYYYYYYYY', 'Short', 'disabled', 0, null, '2026-11-22T23:00:01.000Z'],
+    ['ptn_01KAZZZZZZZZZZZZZZZZZZZZZZ', 'A partner with a really very long name indeed', 'active', 12, 'pctl_ak_AAAAAAAAAAAAAAAAAAAAAA', new Date('2026-11-22T23:00:00.000Z')],
+    ['ptn_01KAYYYYYYYYYYYYYYYYYYYYYY', 'Short', 'disabled', 0, null, new Date('2026-11-22T23:00:01.000Z')],
   ];
   const columns = [
-    { title: 'ID', min: 30 },
-    { title: 'NAME', min: 10 },
-    { title: 'STATUS', min: 8 },
+    { title: 'ID' },
+    { title: 'NAME', cut: 'end' as const, min: 6 },
+    { title: 'STATUS' },
     { title: 'COMPANIES', align: 'right' as const },
-    { title: 'ACTIVE ACCESS KEY', min: 14, truncate: 'middle' as const, optional: true },
-    { title: 'CREATED', min: 10 },
+    { title: 'ACTIVE ACCESS KEY', optional: true },
+    { title: 'CREATED' },
   ];
 
   it('fits 80 columns on a terminal: ids whole, long cells cut with an ellipsis, an optional column dropped', () => {
-    const text = renderTable(columns, rows, { tty: true, width: 80 });
+    const text = renderTable(columns, rows, { tty: true, width: 80 }).text;
     for (const line of text.split('\n')) expect([...line].length).toBeLessThanOrEqual(80);
     expect(text).toContain('ptn_01KAZZZZZZZZZZZZZZZZZZZZZZ');
     expect(text).toContain('…');
@@ -53,16 +54,16 @@ describe('the table renderer', () => {
   });
 
   it('keeps every column on a wide terminal, and whole values with no rules through a pipe', () => {
-    const wide = renderTable(columns, rows, { tty: true, width: 200 });
+    const wide = renderTable(columns, rows, { tty: true, width: 200 }).text;
     expect(wide).toContain('pctl_ak_AAAAAAAAAAAAAAAAAAAAAA');
     // Through a pipe: one record per line, tab-separated, whole values, no header and no rules.
-    const plain = renderTable(columns, rows, { tty: false });
+    const plain = renderTable(columns, rows, { tty: false }).text;
     expect(plain).not.toMatch(/[─│┌┐└┘├┤…]/);
-    expect(plain.split('\n').map((line) => line.split('\t'))).toEqual(rows.map((row) => row.map((cell) => (cell === null ? '-' : String(cell)))));
+    expect(plain.split('\n').map((line) => line.split('\t'))).toEqual(rows.map((row) => row.map((cell) => (cell === null ? '-' : cell instanceof Date ? cell.toISOString() : String(cell)))));
   });
 
   it('aligns by display width: wide characters take two columns, colour escapes none', () => {
-    const plain = renderTable(['NAME', 'STATUS'], [['日本語の取引先', 'active'], ['\u001b[1mBold\u001b[22m', 'disabled']], { tty: true, width: 200, colour: true });
+    const plain = renderTable(['NAME', 'STATUS'], [['日本語の取引先', 'active'], [styles(true).bold('Bold'), 'disabled']], { tty: true, width: 200 }).text;
     const [header, , wide, coloured] = plain.split('\n');
     // biome-ignore lint/suspicious/noControlCharactersInRegex: strips the colour escapes (ESC [ ... m) to measure columns
     const at = (line: string, text: string) => line.slice(0, line.indexOf(text)).replace(/\u001b\[[0-9;]*m/g, '');
@@ -71,8 +72,9 @@ describe('the table renderer', () => {
     expect(columnOf(coloured!, 'disabled')).toBe(columnOf(header!, 'STATUS'));
   });
 
-  it('cuts in the middle for keys', () => {
-    expect(cut('pctl_ak_ABCDEFGHIJKLMNOPQRSTUV', 14, 'middle')).toBe('pctl_ak…QRSTUV');
+  it('cuts names at the end, and a name column before the id it ends with', () => {
+    expect(cut('A partner with a long name', 10)).toBe('A partner…');
+    expect(cut('A partner with a long name (ptn_01KAZZ)', 20, 'name')).toBe('A part… (ptn_01KAZZ)');
   });
 });
 

@@ -7,6 +7,7 @@ import { iso, type Output } from '../output.js';
 import { shortTime } from '../table.js';
 import type { Session } from '../session.js';
 import { parseLimit } from './common.js';
+import { say } from '../say.js';
 
 const AUDIT_OPTIONS = defineOptions([
   { flags: '--limit <n>', description: 'how many events, 1-1000', default: '50' },
@@ -71,18 +72,18 @@ async function runAudit(session: Session, out: Output, partner: string | undefin
     });
     return;
   }
-  if (events.length === 0) out.line('No audit events.');
+  if (events.length === 0) out.line(say`No audit events.`);
   else {
     out.line(
       await out.table(
         // At 80 columns: whole times (to the minute) and actions, a summary of the details; the rest cut or dropped (--wide, --json).
         [
-          { title: 'AT', whole: true },
-          { title: 'ACTION', whole: true },
-          { title: 'PARTNER', min: 12 },
-          { title: 'ACTOR', min: 8, optional: true },
-          { title: 'PRINCIPAL', min: 8, optional: true },
-          { title: 'DETAILS', min: 24 },
+          { title: 'AT' },
+          { title: 'ACTION' },
+          { title: 'PARTNER', cut: 'name', min: 12 },
+          { title: 'ACTOR', cut: 'end', min: 8, optional: true },
+          { title: 'PRINCIPAL', cut: 'end', min: 8, optional: true },
+          { title: 'DETAILS', cut: 'end', min: 12 },
         ],
         events.map((event) => [
           event.at,
@@ -97,7 +98,7 @@ async function runAudit(session: Session, out: Output, partner: string | undefin
       ),
     );
   }
-  if (nextCursor) out.note(`More: partnerctl audit --cursor ${nextCursor} (with the same filters)`);
+  if (nextCursor) out.note(say`More: partnerctl audit --cursor ${nextCursor} (with the same filters)`);
 }
 
 const ID = /^([a-z]{2,4}_)([0-9A-Za-z]{6})[0-9A-Za-z]{10,}$/;
@@ -154,10 +155,10 @@ async function runAuditVerify(session: Session, out: Output, head: string | unde
       ...(since ?? {}),
     });
   } else {
-    out.line(report.ok ? `OK: ${report.message}; head ${report.head ?? '(none)'}` : `BROKEN (${report.reason}): ${report.message}`);
+    out.line(report.ok ? say`OK: ${report.message}; head ${report.head ?? '(none)'}` : say`BROKEN (${report.reason}): ${report.message}`);
     if (report.since && report.since.legacyThrough > 0) {
       out.line(
-        `Events #1-#${report.since.legacyThrough} predate the chain: they were chained at ${iso(report.since.startedAt)}, and are vouched for only from then on.`,
+        say`Events #1-#${report.since.legacyThrough} predate the chain: they were chained at ${iso(report.since.startedAt)}, and are vouched for only from then on.`,
       );
     }
   }
@@ -171,5 +172,5 @@ async function runAuditHead(session: Session, out: Output): Promise<void> {
     out.emitJson({ id: head?.id ?? null, seq: head?.seq ?? null, hash: head?.hash ?? null });
     return;
   }
-  out.line(head ? `${head.id} ${head.hash}` : 'No audit events.');
+  out.line(head ? say`${head.id} ${head.hash}` : say`No audit events.`);
 }

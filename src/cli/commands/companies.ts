@@ -5,6 +5,7 @@ import { progressBar } from '../progress.js';
 import { askText, confirmDestructive, requireValue } from '../prompts.js';
 import type { Session } from '../session.js';
 import { parseLimit, PARTNER_ARGUMENT, resolvePartnerArgument } from './common.js';
+import { say } from '../say.js';
 
 const MAPPING_OPTIONS = defineOptions([
   { flags: '--company <company_id>', description: 'a company id (visible ASCII, 1-128 characters); repeat for more', repeatable: true },
@@ -73,7 +74,7 @@ async function runMapping(
     );
   }
   const [{ changeMappings }, db] = await Promise.all([import('../../domain/operations/companies.js'), session.db()]);
-  const bar = progressBar(session.terminal, action === 'map' ? 'mapping' : 'unmapping', distinct);
+  const bar = progressBar(session.terminal, action === 'map' ? say`mapping` : say`unmapping`, distinct);
   let change;
   try {
     change = await changeMappings(db, session.who, reference, ids, action, (done) => bar.update(done));
@@ -96,9 +97,9 @@ async function runMapping(
   const where = `${change.partner.name} (${change.partner.id})`;
   if (single) {
     if (changed === 0) {
-      out.line(`Company ${ids[0]} was already ${action === 'map' ? 'mapped to' : 'not mapped to'} ${where}; nothing changed`);
+      out.line(say`Company ${ids[0]} was already ${action === 'map' ? 'mapped to' : 'not mapped to'} ${where}; nothing changed`);
     } else {
-      out.line(`${action === 'map' ? 'Mapped' : 'Unmapped'} company ${ids[0]} ${action === 'map' ? 'to' : 'from'} ${where}`);
+      out.line(say`${action === 'map' ? 'Mapped' : 'Unmapped'} company ${ids[0]} ${action === 'map' ? 'to' : 'from'} ${where}`);
     }
     return;
   }
@@ -106,8 +107,8 @@ async function runMapping(
   const already = action === 'map' ? 'already mapped' : 'not mapped';
   out.line(
     changed === 0
-      ? `All ${change.total} companies were ${already} ${action === 'map' ? 'to' : 'from'} ${where}; nothing changed`
-      : `${verb} ${changed} of ${change.total} companies ${action === 'map' ? 'to' : 'from'} ${where} (${unchanged} ${already})`,
+      ? say`All ${change.total} companies were ${already} ${action === 'map' ? 'to' : 'from'} ${where}; nothing changed`
+      : say`${verb} ${changed} of ${change.total} companies ${action === 'map' ? 'to' : 'from'} ${where} (${unchanged} ${already})`,
   );
 }
 
@@ -145,17 +146,17 @@ async function runListCompanies(
     return;
   }
   if (page.companies.length === 0) {
-    out.line(options.cursor ? 'No more companies.' : `No companies mapped to ${page.partner.name} (${page.partner.id}).`);
+    out.line(options.cursor ? say`No more companies.` : say`No companies mapped to ${page.partner.name} (${page.partner.id}).`);
     return;
   }
   out.line(
     await out.table(
-      [{ title: 'COMPANY' }, { title: 'MAPPED', min: 10 }],
+      [{ title: 'COMPANY' }, { title: 'MAPPED' }],
       page.companies.map((company) => [company.companyId, company.createdAt]),
     ),
   );
   if (page.nextCursor) {
-    out.note(`More: partnerctl list-companies ${page.partner.id} --limit ${limit} --cursor ${quote(page.nextCursor)}`);
+    out.note(say`More: partnerctl list-companies ${page.partner.id} --limit ${limit} --cursor ${quote(page.nextCursor)}`);
   }
 }
 

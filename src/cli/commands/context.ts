@@ -8,6 +8,7 @@ import { checkContextName, contextsFile, readContexts, writeContexts, type Datab
 import { defineCommand } from '../definition.js';
 import type { Output } from '../output.js';
 import type { Session } from '../session.js';
+import { say } from '../say.js';
 
 const NAME_ARGUMENT = { name: '<name>', description: 'the context: letters, digits, ".", "_" or "-"' };
 
@@ -84,10 +85,10 @@ async function runAdd(session: Session, out: Output, nameArgument: string): Prom
   }
   out.line(
     !changed
-      ? `Context ${name} already holds these settings; nothing changed.`
-      : `${before ? 'Replaced' : 'Added'} context ${name}: ${redactUrl(databaseUrl)}${actor ? `, actor ${actor}` : ''} (in ${contextsFile(session.config.env)}).`,
+      ? say`Context ${name} already holds these settings; nothing changed.`
+      : say`${before ? 'Replaced' : 'Added'} context ${name}: ${redactUrl(databaseUrl)}${actor ? `, actor ${actor}` : ''} (in ${contextsFile(session.config.env)}).`,
   );
-  if (stored.current !== name) out.line(`Use it with 'partnerctl context use ${name}', or per command with --context ${name}.`);
+  if (stored.current !== name) out.line(say`Use it with 'partnerctl context use ${name}', or per command with --context ${name}.`);
 }
 
 async function runUse(session: Session, out: Output, nameArgument: string): Promise<void> {
@@ -102,8 +103,8 @@ async function runUse(session: Session, out: Output, nameArgument: string): Prom
     out.emitJson({ current: name, database_url: redactUrl(entry.databaseUrl), changed, ...(overridden ? { note: overridden } : {}) });
     return;
   }
-  out.line(changed ? `Current context: ${name} (${redactUrl(entry.databaseUrl)}).` : `Context ${name} is already the current one; nothing changed.`);
-  if (overridden) out.note(`partnerctl: note: ${overridden}.`);
+  out.line(changed ? say`Current context: ${name} (${redactUrl(entry.databaseUrl)}).` : say`Context ${name} is already the current one; nothing changed.`);
+  if (overridden) out.note(say`partnerctl: note: ${overridden}.`);
 }
 
 async function runList(session: Session, out: Output): Promise<void> {
@@ -117,12 +118,12 @@ async function runList(session: Session, out: Output): Promise<void> {
     return;
   }
   if (entries.length === 0) {
-    out.line("No contexts. Add one: 'partnerctl context add NAME --database-url URL'.");
+    out.line(say`No contexts. Add one: 'partnerctl context add NAME --database-url URL'.`);
     return;
   }
   out.line(
     await out.table(
-      [{ title: 'CURRENT', min: 7 }, { title: 'NAME', whole: true }, { title: 'DATABASE', min: 20, truncate: 'middle' }, { title: 'ACTOR', min: 6, optional: true }],
+      [{ title: 'CURRENT' }, { title: 'NAME' }, { title: 'DATABASE' }, { title: 'ACTOR', cut: 'end', min: 6, optional: true }],
       entries.map(([name, entry]) => [name === stored.current ? '*' : '', name, redactUrl(entry.databaseUrl), entry.actor ?? null]),
     ),
   );
@@ -218,7 +219,7 @@ async function runRemove(session: Session, out: Output, nameArgument: string): P
   }
   out.line(
     changed
-      ? `Removed context ${name}${stored.current === name ? '; no context is current now (commands use DATABASE_URL or the embedded default)' : ''}.`
-      : `No context ${name}; nothing changed.`,
+      ? say`Removed context ${name}${stored.current === name ? '; no context is current now (commands use DATABASE_URL or the embedded default)' : ''}.`
+      : say`No context ${name}; nothing changed.`,
   );
 }

@@ -2,6 +2,7 @@ import type { Remedy } from '../../domain/operations/refusals.js';
 import { defineCommand } from '../definition.js';
 import { iso, type Output } from '../output.js';
 import type { Session } from '../session.js';
+import { say } from '../say.js';
 
 /** A partner name as one shell word. */
 function shellWord(value: string): string {
@@ -52,13 +53,13 @@ async function runExplain(session: Session, out: Output, requestId: string): Pro
     });
     return;
   }
-  const chalk = await out.chalk();
-  out.line(`${chalk.bold(`refused ${d.status}`)} (${d.reason}) at ${iso(d.at)} by instance ${d.instanceId}`);
-  out.line(`  ${d.route === 'exchange' ? 'token exchange' : 'data request'} from ${d.clientAddress}`);
-  if (d.partnerId !== null) out.line(`  partner:  ${d.partnerId}`);
-  if (d.keyPairId !== null) out.line(`  key pair: ${d.keyPairId}`);
-  if (d.tokenId !== null) out.line(`  token:    ${d.tokenId}`);
-  if (d.companyId !== null) out.line(`  company:  ${d.companyId}`);
-  out.line(`Why: ${explanation}`);
-  out.line(command ? `To change the answer: ${chalk.bold(command)}` : 'Nothing for an operator to change: the client must act as above.');
+  const style = out.style;
+  out.line(say`${style.bold(say`refused ${d.status}`)} (${d.reason}) at ${iso(d.at)} by instance ${d.instanceId}`);
+  out.line(say`  ${d.route === 'exchange' ? 'token exchange' : 'data request'} from ${d.clientAddress}`);
+  if (d.partnerId !== null) out.line(say`  partner:  ${d.partnerId}`);
+  if (d.keyPairId !== null) out.line(say`  key pair: ${d.keyPairId}`);
+  if (d.tokenId !== null) out.line(say`  token:    ${d.tokenId}`);
+  if (d.companyId !== null) out.line(say`  company:  ${d.companyId}`);
+  out.line(say`Why: ${explanation}`);
+  out.line(command ? say`To change the answer: ${style.bold(command)}` : say`Nothing for an operator to change: the client must act as above.`);
 }

@@ -6,6 +6,7 @@ import { defineOptions, type OptionsOf } from '../options.js';
 import { iso, type Output } from '../output.js';
 import type { Session } from '../session.js';
 import { leakedValue, signingKeysIfAny } from './leaks.js';
+import { say } from '../say.js';
 
 const EXPOSURE_OPTIONS = defineOptions([
   { flags: '--since <time|duration>', description: 'from this ISO time, or this long ago (2h, 7d); default: everything kept' },
@@ -91,23 +92,23 @@ async function runExposure(session: Session, out: Output, value: string, options
     });
     return;
   }
-  const chalk = await out.chalk();
+  const style = out.style;
   const subject = report.kind === 'token' ? `token ${report.tokenId}` : report.kind === 'key_pair' ? `key pair ${report.keyPairId}` : 'every credential';
-  out.line(`${chalk.bold(subject)} of ${chalk.bold(report.partnerName)} (${report.partnerId})`);
-  out.line(report.firstUse ? `Used from ${iso(report.firstUse)} to ${iso(report.lastUse)}` : 'No accepted data request on record.');
-  out.line(report.containedAt ? `Contained at ${iso(report.containedAt)}` : 'Not contained.');
+  out.line(say`${style.bold(subject)} of ${style.bold(report.partnerName)} (${report.partnerId})`);
+  out.line(report.firstUse ? say`Used from ${iso(report.firstUse)} to ${iso(report.lastUse)}` : say`No accepted data request on record.`);
+  out.line(report.containedAt ? say`Contained at ${iso(report.containedAt)}` : say`Not contained.`);
   if (report.companies.length > 0) {
     out.line();
     out.line(
       await out.table(
-        [{ title: 'COMPANY', min: 8 }, { title: 'REQUESTS', align: 'right', whole: true }, { title: '2XX/3XX', align: 'right', whole: true }, { title: '4XX', align: 'right', whole: true }, { title: '5XX', align: 'right', whole: true }, { title: 'FIRST', whole: true }, { title: 'LAST', whole: true }],
+        [{ title: 'COMPANY' }, { title: 'REQUESTS', align: 'right' }, { title: '2XX/3XX', align: 'right' }, { title: '4XX', align: 'right' }, { title: '5XX', align: 'right' }, { title: 'FIRST' }, { title: 'LAST' }],
         report.companies.map((c) => [c.companyId, c.accepted + c.clientErrors + c.serverErrors, c.accepted, c.clientErrors, c.serverErrors, out.tableTime(c.firstAt), out.tableTime(c.lastAt)]),
       ),
     );
     out.line();
     out.line(
       await out.table(
-        [{ title: 'ADDRESS', min: 8 }, { title: 'REQUESTS', align: 'right', whole: true }, { title: 'FIRST', whole: true }, { title: 'LAST', whole: true }],
+        [{ title: 'ADDRESS' }, { title: 'REQUESTS', align: 'right' }, { title: 'FIRST' }, { title: 'LAST' }],
         report.addresses.map((a) => [a.clientAddress, a.accepted + a.clientErrors + a.serverErrors, out.tableTime(a.firstAt), out.tableTime(a.lastAt)]),
       ),
     );
@@ -116,8 +117,8 @@ async function runExposure(session: Session, out: Output, value: string, options
     out.line();
     out.line(
       refused.refusals === 0
-        ? 'Refused after containment: nothing on record.'
-        : `Refused after containment: ${refused.refusals} (${refused.byReason.map((r) => `${r.reason} ${r.refusals}`).join(', ')}), from ${refused.byAddress.map((a) => `${a.clientAddress} (${a.refusals})`).join(', ')}`,
+        ? say`Refused after containment: nothing on record.`
+        : say`Refused after containment: ${refused.refusals} (${refused.byReason.map((r) => `${r.reason} ${r.refusals}`).join(', ')}), from ${refused.byAddress.map((a) => `${a.clientAddress} (${a.refusals})`).join(', ')}`,
     );
   }
 }

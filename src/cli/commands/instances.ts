@@ -5,6 +5,7 @@ import { iso, type Output } from '../output.js';
 import { confirmDestructive } from '../prompts.js';
 import type { Session } from '../session.js';
 import type { WebhookDelivererStatus } from '../../domain/runtime/instances.js';
+import { say, type Said } from '../say.js';
 
 const INSTANCES_OPTIONS = defineOptions([
   {
@@ -41,7 +42,7 @@ async function runForget(session: Session, out: Output, instanceId: string): Pro
   const [{ forgetInstance }, db] = await Promise.all([import('../../domain/runtime/instances.js'), session.db()]);
   const row = await forgetInstance(db, session.who, instanceId);
   if (out.json) out.emitJson({ instance_id: row.instanceId, host: row.host, pid: row.pid, forgotten: true, changed: true });
-  else out.line(`Forgot serve instance ${row.instanceId} (${row.host}, pid ${row.pid}, last seen ${iso(row.lastSeenAt)}).`);
+  else out.line(say`Forgot serve instance ${row.instanceId} (${row.host}, pid ${row.pid}, last seen ${iso(row.lastSeenAt)}).`);
   return undefined;
 }
 
@@ -74,20 +75,20 @@ async function runInstances(session: Session, out: Output, options: OptionsOf<ty
       })),
     });
   } else {
-    out.line(`Revision ${revision}; ${instances.length} registered serve instance(s).`);
+    out.line(say`Revision ${revision}; ${instances.length} registered serve instance(s).`);
     if (instances.length > 0) {
       out.line(
         await out.table(
           [
-            { title: 'INSTANCE', whole: true },
-            { title: 'HOST', min: 8, truncate: 'middle' },
-            { title: 'PID', min: 3 },
-            { title: 'ADDRESS', min: 10, optional: true },
-            { title: 'APPLIED', min: 7 },
-            { title: 'LAST SEEN', min: 10 },
-            { title: 'CLOCK', min: 5 },
-            { title: 'STATE', min: 6 },
-            { title: 'SERVING UNTIL', min: 10, optional: true },
+            { title: 'INSTANCE' },
+            { title: 'HOST' },
+            { title: 'PID' },
+            { title: 'ADDRESS' },
+            { title: 'APPLIED' },
+            { title: 'LAST SEEN' },
+            { title: 'CLOCK' },
+            { title: 'STATE' },
+            { title: 'SERVING UNTIL', optional: true },
           ],
           instances.map((i) => [
             i.instanceId,
@@ -108,7 +109,7 @@ async function runInstances(session: Session, out: Output, options: OptionsOf<ty
   const behind = instances.filter((i) => i.behind);
   if (options.failIfBehind && behind.length > 0) {
     out.note(
-      `partnerctl: ${behind.length} serve instance(s) behind revision ${revision}: ${behind.map((i) => `${i.instanceId} (${i.host}, pid ${i.pid}, at ${i.appliedRevision ?? 'none'})`).join(', ')}`,
+      say`partnerctl: ${behind.length} serve instance(s) behind revision ${revision}: ${behind.map((i) => `${i.instanceId} (${i.host}, pid ${i.pid}, at ${i.appliedRevision ?? 'none'})`).join(', ')}`,
     );
     return EXIT.error;
   }
@@ -116,10 +117,10 @@ async function runInstances(session: Session, out: Output, options: OptionsOf<ty
 }
 
 /** PostgreSQL: which instance holds the webhook-delivery lease, if any. */
-function deliveryText(delivery: WebhookDelivererStatus): string {
-  if (delivery.holder === null) return 'Webhook delivery: no instance holds the lease; none delivers now.';
-  const who = delivery.instanceId ?? `${delivery.holder} (not a registered serve instance: a 'webhooks deliver' run)`;
-  return `Webhook delivery: ${who}, lease held until ${iso(delivery.heldUntil!)}.`;
+function deliveryText(delivery: WebhookDelivererStatus): Said {
+  if (delivery.holder === null) return say`Webhook delivery: no instance holds the lease; none delivers now.`;
+  const who = delivery.instanceId ?? say`${delivery.holder} (not a registered serve instance: a 'webhooks deliver' run)`;
+  return say`Webhook delivery: ${who}, lease held until ${iso(delivery.heldUntil!)}.`;
 }
 
 /** `+12 ms`, `-0.3 s`, `+60.0 s SKEWED`; `-` where nothing is measured (SQLite: one clock). */

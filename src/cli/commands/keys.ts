@@ -9,9 +9,10 @@ import { parseWaitOption, receiptJson, reportReceipt, WAIT_OPTIONS, withReceipt 
 import { SecretFile, withSecretFile } from '../secret-file.js';
 import type { Session } from '../session.js';
 import { checkKeyPairOption, DURATION_HELP, PARTNER_ARGUMENT, resolvePartnerArgument } from './common.js';
+import { say, type Said } from '../say.js';
 
-async function showNewSecret(out: Output, title: string, issued: IssuedKeyPair, secretTo: SecretFile | null, extra: [string, string][] = []) {
-  const chalk = await out.chalk();
+async function showNewSecret(out: Output, title: Said, issued: IssuedKeyPair, secretTo: SecretFile | null, extra: [string, string][] = []) {
+  const style = out.style;
   out.line(title);
   out.line(
     await out.fields([
@@ -19,15 +20,15 @@ async function showNewSecret(out: Output, title: string, issued: IssuedKeyPair, 
       ['key pair id', issued.keyPairId],
       ...extra,
       ['access key', issued.accessKey],
-      ['secret key', secretTo ? `in ${secretTo.path} (mode 0600), with the access key; shown nowhere else` : chalk.bold(issued.secretKey)],
+      ['secret key', secretTo ? `in ${secretTo.path} (mode 0600), with the access key; shown nowhere else` : style.bold(issued.secretKey)],
     ]),
   );
   out.line();
   out.line(
-    chalk.yellow(
+    style.yellow(
       secretTo
-        ? `Hand ${secretTo.path} to the partner by a channel you trust, then delete it (only the secret's hash is kept here).`
-        : 'The secret key is shown once, now, and never again: store it now (only its hash is kept).',
+        ? say`Hand ${secretTo.path} to the partner by a channel you trust, then delete it (only the secret's hash is kept here).`
+        : say`The secret key is shown once, now, and never again: store it now (only its hash is kept).`,
     ),
   );
 }
@@ -103,7 +104,7 @@ async function runIssueKeys(
   if (!outcome.changed) {
     const { partner, activeKeyPairId } = outcome;
     if (out.json) out.emitJson({ partner_id: partner.id, key_pair_id: activeKeyPairId, changed: false });
-    else out.line(`${partner.name} (${partner.id}) already has an active key pair (${activeKeyPairId}); nothing changed.`);
+    else out.line(say`${partner.name} (${partner.id}) already has an active key pair (${activeKeyPairId}); nothing changed.`);
     return;
   }
   const { issued } = outcome;
@@ -111,7 +112,7 @@ async function runIssueKeys(
     out.emitJson({ ...newPairJson(issued, file), changed: true });
     return;
   }
-  await showNewSecret(out, 'Issued a new key pair.', issued, file, issued.expiresAt ? [['expires', iso(issued.expiresAt)!]] : []);
+  await showNewSecret(out, say`Issued a new key pair.`, issued, file, issued.expiresAt ? [['expires', iso(issued.expiresAt)!]] : []);
 }
 
 const ROTATE_KEYS_OPTIONS = defineOptions([
@@ -211,7 +212,7 @@ async function runRotateKeys(session: Session, out: Output, partnerArgument: str
   if (!rotated.changed) {
     const { partner, keyPairId, state } = rotated;
     if (out.json) out.emitJson({ partner_id: partner.id, key_pair_id: keyPairId, key_pair_status: state, changed: false, ...receiptJson(receipt) });
-    else out.line(`Key pair ${keyPairId} of ${partner.name} (${partner.id}) is ${state}: rotated already; nothing changed, no secret issued.`);
+    else out.line(say`Key pair ${keyPairId} of ${partner.name} (${partner.id}) is ${state}: rotated already; nothing changed, no secret issued.`);
     return reportReceipt(out, receipt, options.wait || '3s');
   }
   if (out.json) {
@@ -237,7 +238,7 @@ async function runRotateKeys(session: Session, out: Output, partnerArgument: str
           ? `revoked with ${rotated.revokedKeyPairIds.length - 1} retiring or superseded pair(s): they mint nothing and every token issued before now is refused (test tokens too)`
           : 'superseded: it mints nothing; tokens it already minted live out their 15 minutes'
       })`;
-  await showNewSecret(out, 'Rotated the key pair.', rotated, file, [
+  await showNewSecret(out, say`Rotated the key pair.`, rotated, file, [
     ['old key pair', old],
     ...(rotated.endedRetiringKeyPairId
       ? ([['ended overlap', `${rotated.endedRetiringKeyPairId} (was retiring from an earlier rotation: superseded now)`]] as [string, string][])
@@ -263,10 +264,10 @@ async function runFinishOverlap(session: Session, out: Output, partnerArgument: 
     return;
   }
   if (!finished.changed) {
-    out.line(`No key pair of ${partner.name} (${partner.id}) is retiring; nothing changed.`);
+    out.line(say`No key pair of ${partner.name} (${partner.id}) is retiring; nothing changed.`);
     return;
   }
-  out.line(`Ended the overlap of ${partner.name} (${partner.id}): ${finished.retiredKeyPairId} is superseded now and mints nothing; its tokens live out their 15 minutes.`);
+  out.line(say`Ended the overlap of ${partner.name} (${partner.id}): ${finished.retiredKeyPairId} is superseded now and mints nothing; its tokens live out their 15 minutes.`);
 }
 
 const REVOKE_KEYS_OPTIONS = defineOptions([
@@ -317,12 +318,12 @@ async function runRevokeKeys(
     return reportReceipt(out, receipt, waitText);
   }
   if (!changed) {
-    out.line(`Nothing left to revoke for ${partner.name} (${partner.id}); nothing changed.`);
+    out.line(say`Nothing left to revoke for ${partner.name} (${partner.id}); nothing changed.`);
     return reportReceipt(out, receipt, waitText);
   }
-  out.line(`Revoked ${revokedKeyPairIds.length} key pair(s) of ${partner.name} (${partner.id}); their tokens are refused now.`);
-  if (result.tokensRevokedBefore !== null) out.line('Its outstanding test tokens are refused too.');
-  if (!options.keyPair) out.line(`Partner ${partner.name} has no active key pair: 'partnerctl issue-keys ${partner.id}' issues a new one.`);
+  out.line(say`Revoked ${revokedKeyPairIds.length} key pair(s) of ${partner.name} (${partner.id}); their tokens are refused now.`);
+  if (result.tokensRevokedBefore !== null) out.line(say`Its outstanding test tokens are refused too.`);
+  if (!options.keyPair) out.line(say`Partner ${partner.name} has no active key pair: 'partnerctl issue-keys ${partner.id}' issues a new one.`);
   return reportReceipt(out, receipt, waitText);
 }
 
@@ -366,6 +367,6 @@ async function runMintTestToken(
     });
     return;
   }
-  out.line(minted.accessToken);
-  out.note(`Test token for ${minted.claims.partnerId}, valid ${minted.expiresIn} s. Use: Authorization: Bearer <token>`);
+  out.line(say`${minted.accessToken}`);
+  out.note(say`Test token for ${minted.claims.partnerId}, valid ${minted.expiresIn} s. Use: Authorization: Bearer <token>`);
 }

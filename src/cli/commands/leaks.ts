@@ -5,11 +5,12 @@ import { parseDuration, parseTimeOrDuration } from '../../domain/rules/validatio
 import { AppError, EXIT, isAppError } from '../../errors.js';
 import { defineCommand } from '../definition.js';
 import { defineOptions, type OptionsOf } from '../options.js';
-import { iso, type Output } from '../output.js';
+import { iso, lastUsed, type Field, type Output } from '../output.js';
 import { askSecret, confirmDestructive } from '../prompts.js';
 import { parseWaitOption, receiptJson, reportReceipt, WAIT_OPTIONS, withReceipt } from '../receipt.js';
 import type { Session } from '../session.js';
 import { DURATION_HELP, parseLimit, PARTNER_ARGUMENT, resolvePartnerArgument } from './common.js';
+import { say, writeLine } from '../say.js';
 
 /**
  * The command line that contains a leak, for runbooks and the operator: it names what leaked (the pair, or
@@ -118,16 +119,16 @@ async function runLookup(session: Session, out: Output, value: string | undefine
     out.emitJson(lookupJson(result));
     return;
   }
-  const chalk = await out.chalk();
+  const style = out.style;
   const { partner, pair, token } = result;
   const what = { access_key: 'an access key', secret_key: 'a secret key', key_pair_id: 'a key-pair id', token: 'a token', token_id: 'a token id' }[
     result.kind
   ];
-  out.line(`${chalk.bold(what)} of ${partner ? `${chalk.bold(partner.name)} (${partner.id})` : 'no known partner'}`);
+  out.line(say`${style.bold(what)} of ${partner ? say`${style.bold(partner.name)} (${partner.id})` : 'no known partner'}`);
   // Whose status is whose, said plainly: the partner's, then the key pair's or the token's.
   const own = result.kind === 'token' || result.kind === 'token_id' ? 'token status' : 'key pair status';
-  const rows: [string, string | Date | null][] = [
-    ...(partner ? ([['partner status', partner.status]] as [string, string][]) : []),
+  const rows: Field[] = [
+    ...(partner ? ([['partner status', partner.status]] as Field[]) : []),
     [own, result.status],
     ['genuine', result.genuine === null ? 'cannot tell from this value' : result.genuine ? 'yes' : 'NO'],
     [
@@ -149,11 +150,11 @@ async function runLookup(session: Session, out: Output, value: string | undefine
         ? ([
             ['retires', pair.retiresAt],
             ['switched', pair.switchedAt ? pair.switchedAt : 'not yet (the new pair has not exchanged)'],
-          ] as [string, string | Date | null][])
+          ] as Field[])
         : []),
-      ['last used', pair.lastUsedAt],
+      ['last used', lastUsed(pair.lastUsedAt, db.clock.now())],
       ['last refused', pair.lastRefusedAt],
-      ...(pair.leakReportedAt ? ([['leak reported', `${out.tableTime(pair.leakReportedAt)} at ${pair.leakUrl ?? '(no URL)'}`]] as [string, string | Date | null][]) : []),
+      ...(pair.leakReportedAt ? ([['leak reported', `${out.tableTime(pair.leakReportedAt)} at ${pair.leakUrl ?? '(no URL)'}`]] as Field[]) : []),
     );
     if (pair.unlistedRefusedAt !== null) {
       rows.push([
@@ -172,8 +173,8 @@ async function runLookup(session: Session, out: Output, value: string | undefine
   }
   out.line(await out.fields(rows));
   out.line();
-  out.line(result.note);
-  out.line(result.contain ? `Contain: ${chalk.bold(containCommand(result.contain))}` : 'Nothing to contain.');
+  out.line(say`${result.note}`);
+  out.line(result.contain ? say`Contain: ${style.bold(containCommand(result.contain))}` : say`Nothing to contain.`);
 }
 
 const REVOKE_TOKENS_OPTIONS = defineOptions([
@@ -220,8 +221,8 @@ async function runRevokeTokens(
   }
   out.line(
     changed
-      ? `Every token of ${partner.name} (${partner.id}) issued before ${new Date(tokensRevokedBefore).toISOString()} is refused now; its keys still work.`
-      : `No token of ${partner.name} (${partner.id}) issued since ${new Date(tokensRevokedBefore).toISOString()} can still be live; nothing changed.`,
+      ? say`Every token of ${partner.name} (${partner.id}) issued before ${new Date(tokensRevokedBefore).toISOString()} is refused now; its keys still work.`
+      : say`No token of ${partner.name} (${partner.id}) issued since ${new Date(tokensRevokedBefore).toISOString()} can still be live; nothing changed.`,
   );
   return reportReceipt(out, receipt, options.wait || '3s');
 }
@@ -290,29 +291,29 @@ async function runListKeys(session: Session, out: Output, options: OptionsOf<typ
     });
     return code;
   }
-  if (page.keys.length === 0) out.line(options.cursor ? 'No more key pairs.' : 'No key pairs match.');
+  if (page.keys.length === 0) out.line(options.cursor ? say`No more key pairs.` : say`No key pairs match.`);
   else {
     out.line(
       await out.table(
         // At 80 columns: whole key-pair ids (revoke-keys --key-pair needs them) and short times; the
         // rest as the width allows (--wide and --json carry everything).
         [
-          { title: 'KEY PAIR', whole: true },
-          { title: 'PARTNER', min: 10, truncate: 'name' },
-          { title: 'STATUS', whole: true },
-          { title: 'CREATED', whole: true },
-          { title: 'LAST USED', whole: true, optional: true },
-          { title: 'EXPIRES', whole: true, optional: true },
-          { title: 'ACCESS KEY', min: 14, truncate: 'middle', optional: true },
-          { title: 'LAST REFUSED', whole: true, optional: true },
-          { title: 'LEAK REPORTED', min: 16, optional: true },
+          { title: 'KEY PAIR' },
+          { title: 'PARTNER', cut: 'name', min: 10 },
+          { title: 'STATUS' },
+          { title: 'CREATED' },
+          { title: 'LAST USED', optional: true },
+          { title: 'EXPIRES', optional: true },
+          { title: 'ACCESS KEY', optional: true },
+          { title: 'LAST REFUSED', optional: true },
+          { title: 'LEAK REPORTED', optional: true },
         ],
         page.keys.map((pair) => [
           pair.id,
           `${pair.partnerName} (${pair.partnerId})`,
           pair.state,
           pair.createdAt,
-          pair.lastUsedAt,
+          lastUsed(pair.lastUsedAt, db.clock.now()),
           pair.expiresAt,
           pair.accessKey,
           pair.lastRefusedAt,
@@ -325,10 +326,10 @@ async function runListKeys(session: Session, out: Output, options: OptionsOf<typ
   // The strongest sign of a leak: a genuine secret used from outside the partner's network rules.
   for (const pair of page.keys) {
     if (pair.unlistedRefusedAt !== null) {
-      out.line(`${pair.id}: genuine secret refused from unlisted address ${pair.unlistedRefusedAddress ?? 'unknown'} at ${iso(pair.unlistedRefusedAt)}`);
+      out.line(say`${pair.id}: genuine secret refused from unlisted address ${pair.unlistedRefusedAddress ?? 'unknown'} at ${iso(pair.unlistedRefusedAt)}`);
     }
   }
-  if (page.nextCursor) out.note(`More: partnerctl list-keys --cursor ${page.nextCursor} (with the same filters)`);
+  if (page.nextCursor) out.note(say`More: partnerctl list-keys --cursor ${page.nextCursor} (with the same filters)`);
   return code;
 }
 
@@ -351,8 +352,9 @@ export async function leakedValue(session: Session, value: string | undefined, c
   // A secret (a secret key, or a token: a JWT) typed as an argument works, but it is not where it was.
   const secret = value.includes(SECRET_KEY_PREFIX) ? 'a secret key' : /eyJ[\w-]+\.[\w-]+\.[\w-]+/.test(value) ? 'a token' : null;
   if (secret !== null) {
-    session.terminal.err.write(
-      `partnerctl: warning: ${secret} given as an argument is now in this shell's history (and was visible in the process list); next time pipe it in ('... | partnerctl ${command} -') or run 'partnerctl ${command}' on a terminal: it asks, masked\n`,
+    writeLine(
+      session.terminal.err,
+      say`partnerctl: warning: ${secret} given as an argument is now in this shell's history (and was visible in the process list); next time pipe it in ('... | partnerctl ${command} -') or run 'partnerctl ${command}' on a terminal: it asks, masked`,
     );
   }
   return value;
@@ -368,7 +370,7 @@ export async function signingKeysIfAny(session: Session, db: Database, out: Outp
     return await openSigningKeys(db, session.signingKeyFile);
   } catch (error) {
     if (isAppError(error) && error.code === 'signing_key_unavailable') {
-      out.note(`partnerctl: note: ${error.message}; a token's signature is not checked (genuine: null)`);
+      out.note(say`partnerctl: note: ${error.message}; a token's signature is not checked (genuine: null)`);
       return null;
     }
     throw error;

@@ -4,6 +4,7 @@ import { defineOptions, type OptionsOf } from '../options.js';
 import type { Output } from '../output.js';
 import type { Session } from '../session.js';
 import { PARTNER_ARGUMENT, resolvePartnerArgument } from './common.js';
+import { say } from '../say.js';
 
 const SET_LIMITS_OPTIONS = defineOptions([
   { flags: '--rate <n>/<s|m|h>', description: 'requests per second, minute or hour, e.g. 50/s' },
@@ -44,9 +45,9 @@ async function runSetLimits(session: Session, out: Output, partnerArgument: stri
   }
   out.line(
     changed
-      ? `Limits of partner ${partner.name} (${partner.id}): ${describeLimits(limits)}`
-      : `Limits of partner ${partner.name} (${partner.id}) were already ${describeLimits(limits)}; nothing changed`,
+      ? say`Limits of partner ${partner.name} (${partner.id}): ${describeLimits(limits)}`
+      : say`Limits of partner ${partner.name} (${partner.id}) were already ${describeLimits(limits)}; nothing changed`,
   );
-  if (changed) out.line('Running servers apply them within a second.');
+  if (changed) out.line(say`Running servers apply them within a second.`);
 }
 

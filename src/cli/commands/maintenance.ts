@@ -6,6 +6,7 @@ import { EXIT } from '../../errors.js';
 import { defineCommand } from '../definition.js';
 import type { Output } from '../output.js';
 import type { Session } from '../session.js';
+import { say } from '../say.js';
 
 export const dbCommand = defineCommand({
   name: 'db',
@@ -78,11 +79,11 @@ async function runDbMigrate(session: Session, out: Output, create: boolean): Pro
     out.emitJson({ provider: config.provider, database: session.databaseName, created: creating, applied, changed: creating || applied.length > 0 });
     return;
   }
-  if (creating) out.line(`Created the database ${session.databaseName}.`);
+  if (creating) out.line(say`Created the database ${session.databaseName}.`);
   out.line(
     applied.length === 0
-      ? `Database ${session.databaseName} is up to date; nothing to apply.`
-      : `Applied ${applied.length} migration(s) to ${session.databaseName}: ${applied.join(', ')}`,
+      ? say`Database ${session.databaseName} is up to date; nothing to apply.`
+      : say`Applied ${applied.length} migration(s) to ${session.databaseName}: ${applied.join(', ')}`,
   );
 }
 
@@ -118,12 +119,12 @@ async function runDbStatus(session: Session, out: Output): Promise<number> {
     if (out.json) {
       out.emitJson({ provider: config.provider, database: session.databaseName, up_to_date: upToDate, ...status });
     } else {
-      out.line(`Database: ${config.provider} ${session.databaseName}`);
-      out.line(`Applied:  ${status.applied.length ? status.applied.join(', ') : 'none'}`);
-      out.line(`Pending:  ${status.pending.length ? status.pending.join(', ') : 'none'}`);
-      if (status.failed.length) out.line(`Failed:   ${status.failed.join(', ')}`);
-      if (status.unknown.length) out.line(`Unknown to this partnerctl (database is newer): ${status.unknown.join(', ')}`);
-      out.line(upToDate ? 'Up to date.' : "Not up to date: run 'partnerctl db migrate'.");
+      out.line(say`Database: ${config.provider} ${session.databaseName}`);
+      out.line(say`Applied:  ${status.applied.length ? status.applied.join(', ') : 'none'}`);
+      out.line(say`Pending:  ${status.pending.length ? status.pending.join(', ') : 'none'}`);
+      if (status.failed.length) out.line(say`Failed:   ${status.failed.join(', ')}`);
+      if (status.unknown.length) out.line(say`Unknown to this partnerctl (database is newer): ${status.unknown.join(', ')}`);
+      out.line(upToDate ? say`Up to date.` : say`Not up to date: run 'partnerctl db migrate'.`);
     }
     return upToDate ? EXIT.ok : EXIT.error;
   } finally {
@@ -144,9 +145,9 @@ async function runSigningKeyRotate(session: Session, out: Output, newFile: boole
     out.emitJson({ file, kid: result.kid, retired_kid: result.retiredKid, pruned: result.pruned, changed: true });
     return;
   }
-  out.line(`New signing key ${result.kid} is current in ${file}.`);
+  out.line(say`New signing key ${result.kid} is current in ${file}.`);
   out.line(
-    `The previous key ${result.retiredKid} still verifies the tokens it signed for ${RETIRED_KEY_OVERLAP_SECONDS} s; running servers pick the change up within a second.`,
+    say`The previous key ${result.retiredKid} still verifies the tokens it signed for ${RETIRED_KEY_OVERLAP_SECONDS} s; running servers pick the change up within a second.`,
   );
 }
 
@@ -161,7 +162,8 @@ async function runDbRoles(session: Session, out: Output, apply: boolean): Promis
   const sql = rolesSql(database);
   if (!apply) {
     if (out.json) out.emitJson({ database, roles: ROLES, sql });
-    else out.line(sql.trimEnd());
+    // The script as written, a line at a time (the database's name in it escaped like any value).
+    else for (const line of sql.trimEnd().split('\n')) out.line(say`${line}`);
     return;
   }
   const { default: pg } = await import('pg');
@@ -187,5 +189,5 @@ async function runDbRoles(session: Session, out: Output, apply: boolean): Promis
     await client.end().catch(() => {});
   }
   if (out.json) out.emitJson({ database, roles: ROLES, applied: true, changed: created });
-  else out.line(`Roles ${ROLES.join(', ')} are set up in ${database}.`);
+  else out.line(say`Roles ${ROLES.join(', ')} are set up in ${database}.`);
 }

@@ -4,6 +4,7 @@ import { defineOptions, type OptionsOf } from '../options.js';
 import type { Output } from '../output.js';
 import type { Session } from '../session.js';
 import { PARTNER_ARGUMENT, resolvePartnerArgument } from './common.js';
+import { say } from '../say.js';
 
 const SET_NETWORK_OPTIONS = defineOptions([
   { flags: '--allow <cidr>', description: 'an address or CIDR, IPv4 or IPv6 (repeat for more); replaces the rules', repeatable: true },
@@ -45,6 +46,6 @@ async function runSetNetwork(session: Session, out: Output, partnerArgument: str
   }
   const rules = result.allow.length === 0 ? 'any client address' : result.allow.join(', ');
   const who = `partner ${result.partner.name} (${result.partner.id})`;
-  out.line(result.changed ? `Network of ${who}: ${rules}` : `Network of ${who} was already: ${rules}; nothing changed`);
-  if (result.changed) out.line('Running servers apply it within a second.');
+  out.line(result.changed ? say`Network of ${who}: ${rules}` : say`Network of ${who} was already: ${rules}; nothing changed`);
+  if (result.changed) out.line(say`Running servers apply it within a second.`);
 }

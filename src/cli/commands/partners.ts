@@ -1,13 +1,14 @@
 import type { PartnerRecord, PartnerStatus } from '../../domain/operations/partners.js';
 import { validateCompanyId, validatePartnerName } from '../../domain/rules/validation.js';
-import { nameKey, terminalSafe } from '../../text.js';
+import { nameKey } from '../../text.js';
 import { defineCommand } from '../definition.js';
 import { defineOptions, type OptionsOf } from '../options.js';
-import { iso, type Output } from '../output.js';
+import { iso, lastUsed, type Output } from '../output.js';
 import { askText, confirmDestructive, requireValue } from '../prompts.js';
 import { parseWaitOption, receiptJson, reportReceipt, WAIT_OPTIONS, withReceipt, type WaitOptions } from '../receipt.js';
 import type { Session } from '../session.js';
 import { parseLimit, PARTNER_ARGUMENT, resolvePartnerArgument } from './common.js';
+import { say, type Said, type Style } from '../say.js';
 
 const CREATE_PARTNER_OPTIONS = defineOptions([
   { flags: '--name <name>', description: 'unique partner name (1-100 characters)' },
@@ -32,13 +33,13 @@ async function runCreatePartner(session: Session, out: Output, options: OptionsO
       try {
         name = validatePartnerName(value);
       } catch (error) {
-        return (error as Error).message;
+        return say`${(error as Error).message}`.text;
       }
       if (options.ifNotExists) return true;
       // A taken name is asked again here rather than refused after the prompt.
       const [{ searchPartners }, db] = await Promise.all([import('../../domain/operations/partners.js'), session.db()]);
       const taken = (await searchPartners(db, name, 50)).find((partner) => nameKey(partner.name) === nameKey(name));
-      return taken ? `'${terminalSafe(taken.name)}' is taken (${taken.id}); type another name` : true;
+      return taken ? say`'${taken.name}' is taken (${taken.id}); type another name`.text : true;
     }),
   );
   const [{ createPartner }, db] = await Promise.all([import('../../domain/operations/partners.js'), session.db()]);
@@ -47,13 +48,13 @@ async function runCreatePartner(session: Session, out: Output, options: OptionsO
     out.emitJson({ partner_id: partner.id, name: partner.name, status: partner.status, created, created_at: iso(partner.createdAt), changed: created });
     return;
   }
-  const chalk = await out.chalk();
+  const style = out.style;
   out.line(
     created
-      ? `${chalk.green('Created')} partner ${chalk.bold(partner.name)} (${partner.id})`
-      : `Partner ${chalk.bold(partner.name)} already exists (${partner.id}); nothing changed`,
+      ? say`${style.green('Created')} partner ${style.bold(partner.name)} (${partner.id})`
+      : say`Partner ${style.bold(partner.name)} already exists (${partner.id}); nothing changed`,
   );
-  if (created) out.note(`Next: partnerctl issue-keys ${partner.id}`);
+  if (created) out.note(say`Next: partnerctl issue-keys ${partner.id}`);
 }
 
 const LIST_PARTNERS_OPTIONS = defineOptions([
@@ -98,31 +99,31 @@ async function runListPartners(session: Session, out: Output, options: OptionsOf
   }
   if (page.partners.length === 0) {
     if (options.company !== undefined) {
-      out.line(options.cursor ? 'No more partners.' : `No partner is mapped to company ${options.company}.`);
+      out.line(options.cursor ? say`No more partners.` : say`No partner is mapped to company ${options.company}.`);
       return;
     }
     if (options.status !== undefined) {
-      out.line(options.cursor ? `No more ${options.status} partners.` : `No ${options.status} partners.`);
+      out.line(options.cursor ? say`No more ${options.status} partners.` : say`No ${options.status} partners.`);
       return;
     }
-    out.line(options.cursor ? 'No more partners.' : "No partners yet. Create one with 'partnerctl create-partner --name <name>'.");
+    out.line(options.cursor ? say`No more partners.` : say`No partners yet. Create one with 'partnerctl create-partner --name <name>'.`);
     return;
   }
-  const chalk = await out.chalk();
+  const style = out.style;
   out.line(
     await out.table(
       [
-        { title: 'ID', min: 30 },
-        { title: 'NAME', min: 10 },
-        { title: 'STATUS', min: 8 },
+        { title: 'ID' },
+        { title: 'NAME', cut: 'end', min: 10 },
+        { title: 'STATUS' },
         { title: 'COMPANIES', align: 'right' },
-        { title: 'ACTIVE ACCESS KEY', min: 14, truncate: 'middle', optional: true },
-        { title: 'CREATED', min: 10 },
+        { title: 'ACTIVE ACCESS KEY', optional: true },
+        { title: 'CREATED' },
       ],
       page.partners.map((partner) => [
         partner.id,
         partner.name,
-        statusText(chalk, partner.status),
+        statusText(style, partner.status),
         partner.companyCount,
         partner.activeAccessKey,
         partner.createdAt,
@@ -130,13 +131,13 @@ async function runListPartners(session: Session, out: Output, options: OptionsOf
     ),
   );
   const company = options.company === undefined ? '' : ` --company '${options.company.replace(/'/g, `'\\''`)}'`;
-  if (page.nextCursor) out.note(`More: partnerctl list-partners${company} --limit ${limit} --cursor ${page.nextCursor}`);
+  if (page.nextCursor) out.note(say`More: partnerctl list-partners${company} --limit ${limit} --cursor ${page.nextCursor}`);
 }
 
-function statusText(chalk: Awaited<ReturnType<Output['chalk']>>, status: string): string {
-  if (status === 'active') return chalk.green(status);
-  if (status === 'disabled' || status === 'revoked') return chalk.red(status);
-  return chalk.yellow(status);
+function statusText(style: Style, status: string): Said {
+  if (status === 'active') return style.green(status);
+  if (status === 'disabled' || status === 'revoked') return style.red(status);
+  return style.yellow(status);
 }
 
 export const showPartnerCommand = defineCommand({
@@ -183,12 +184,12 @@ async function runShowPartner(session: Session, out: Output, partnerArgument: st
     });
     return;
   }
-  const chalk = await out.chalk();
-  out.line(chalk.bold(partner.name));
+  const style = out.style;
+  out.line(style.bold(partner.name));
   out.line(
     await out.fields([
       ['id', partner.id],
-      ['status', statusText(chalk, partner.status)],
+      ['status', statusText(style, partner.status)],
       ['created', partner.createdAt],
       ['updated', partner.updatedAt],
       ['limits', describeLimits(limits)],
@@ -196,30 +197,30 @@ async function runShowPartner(session: Session, out: Output, partnerArgument: st
     ]),
   );
   out.line();
-  out.line(chalk.bold(`Key pairs (${keyPairs.length})`) + chalk.dim('  secrets are never shown again'));
+  out.line(say`${style.bold(say`Key pairs (${keyPairs.length})`)}${style.dim('  secrets are never shown again')}`);
   if (keyPairs.length > 0) {
     out.line(
       await out.table(
         [
-          { title: 'KEY PAIR', min: 29 },
-          { title: 'ACCESS KEY', min: 14, truncate: 'middle' },
-          { title: 'STATUS', min: 10 },
-          { title: 'CREATED', min: 10 },
-          { title: 'LAST USED', min: 10, optional: true },
+          { title: 'KEY PAIR' },
+          { title: 'ACCESS KEY', optional: true },
+          { title: 'STATUS' },
+          { title: 'CREATED' },
+          { title: 'LAST USED', optional: true },
         ],
-        keyPairs.map((pair) => [pair.id, pair.accessKey, statusText(chalk, pair.state), pair.createdAt, pair.lastUsedAt]),
+        keyPairs.map((pair) => [pair.id, pair.accessKey, statusText(style, pair.state), pair.createdAt, lastUsed(pair.lastUsedAt, db.clock.now())]),
       ),
     );
     for (const pair of keyPairs.filter((each) => each.state === 'retiring')) {
       const switched = pair.switchedAt ? `the partner switched at ${out.tableTime(pair.switchedAt)}` : 'the partner has not switched yet (the new pair has not exchanged)';
-      out.line(`${pair.id} is retiring: it still exchanges until ${out.tableTime(pair.retiresAt)}; ${switched}.`);
+      out.line(say`${pair.id} is retiring: it still exchanges until ${out.tableTime(pair.retiresAt)}; ${switched}.`);
     }
   }
   out.line();
-  out.line(chalk.bold(`Companies (${companyCount})`));
-  for (const company of companies) out.line(`  ${company.companyId}`);
+  out.line(style.bold(say`Companies (${companyCount})`));
+  for (const company of companies) out.line(say`  ${company.companyId}`);
   if (companyCount > companies.length) {
-    out.line(`  … and ${companyCount - companies.length} more: partnerctl list-companies ${partner.id} --limit 1000`);
+    out.line(say`  … and ${companyCount - companies.length} more: partnerctl list-companies ${partner.id} --limit 1000`);
   }
 }
 
@@ -268,8 +269,8 @@ async function runSetPartnerStatus(
     out.emitJson({ ...partnerJson(partner), changed, ...receiptJson(receipt) });
     return reportReceipt(out, receipt, options.wait || '3s');
   }
-  if (!changed) out.line(`Partner ${partner.name} was already ${status}; nothing changed`);
-  else if (status === 'disabled') out.line(`Disabled partner ${partner.name} (${partner.id})`);
-  else out.line(`Enabled partner ${partner.name} (${partner.id}): its keys work again; tokens issued before now stay refused (its client exchanges its keys once more)`);
+  if (!changed) out.line(say`Partner ${partner.name} was already ${status}; nothing changed`);
+  else if (status === 'disabled') out.line(say`Disabled partner ${partner.name} (${partner.id})`);
+  else out.line(say`Enabled partner ${partner.name} (${partner.id}): its keys work again; tokens issued before now stay refused (its client exchanges its keys once more)`);
   return reportReceipt(out, receipt, options.wait || '3s');
 }

@@ -4,6 +4,7 @@ import { defineCommand } from '../definition.js';
 import { defineOptions, type OptionsOf } from '../options.js';
 import { iso, type Output } from '../output.js';
 import type { Session } from '../session.js';
+import { say } from '../say.js';
 
 const GROUPINGS = ['company', 'address'] as const;
 const EXAMPLES = 10;
@@ -72,11 +73,11 @@ async function runRefusals(session: Session, out: Output, partner: string | unde
     return;
   }
   const unrecorded = report.unrecorded.address + report.unrecorded.partner + report.unrecorded.overflow;
-  if (report.counts.length === 0) out.line('No refusals on record in that period.');
+  if (report.counts.length === 0) out.line(say`No refusals on record in that period.`);
   else {
     out.line(
       await out.table(
-        [{ title: 'REASON', min: 12 }, ...(by ? [{ title: by === 'company' ? 'COMPANY' : 'ADDRESS', min: 8 }] : []), { title: 'REFUSALS', align: 'right', whole: true }, { title: 'LATEST', whole: true }],
+        [{ title: 'REASON' }, ...(by ? [{ title: by === 'company' ? 'COMPANY' : 'ADDRESS' }] : []), { title: 'REFUSALS', align: 'right' }, { title: 'LATEST' }],
         report.counts.map((count) => [
           count.reason,
           ...(by ? [by === 'company' && count.key === '' ? '(none)' : (count.key ?? null)] : []),
@@ -86,17 +87,17 @@ async function runRefusals(session: Session, out: Output, partner: string | unde
       ),
     );
     out.line();
-    out.line('Latest (partnerctl explain <request id>):');
+    out.line(say`Latest (partnerctl explain <request id>):`);
     out.line(
       await out.table(
-        [{ title: 'AT', whole: true }, { title: 'REQUEST ID', whole: true }, { title: 'STATUS', align: 'right', whole: true }, { title: 'REASON', min: 8 }, { title: 'ADDRESS', min: 8 }],
+        [{ title: 'AT' }, { title: 'REQUEST ID' }, { title: 'STATUS', align: 'right' }, { title: 'REASON' }, { title: 'ADDRESS' }],
         report.latest.map((d) => [out.tableTime(d.at), d.requestId, d.status, d.reason, d.clientAddress]),
       ),
     );
   }
   out.line(
     unrecorded === 0
-      ? 'Every refusal of the period is on record (none over the cap).'
-      : `Unrecorded under the cap: ${unrecorded} (${report.unrecorded.address} over an address's cap, ${report.unrecorded.partner} over a partner's, ${report.unrecorded.overflow} beyond a server's buffer).`,
+      ? say`Every refusal of the period is on record (none over the cap).`
+      : say`Unrecorded under the cap: ${unrecorded} (${report.unrecorded.address} over an address's cap, ${report.unrecorded.partner} over a partner's, ${report.unrecorded.overflow} beyond a server's buffer).`,
   );
 }

@@ -10,6 +10,7 @@ import { noteCommit, parseWaitOption, receiptJson, reportReceipt, startWaiting, 
 import { confirmDestructive } from '../prompts.js';
 import { SecretFile, withSecretFile } from '../secret-file.js';
 import type { Session } from '../session.js';
+import { joined, say, type Said } from '../say.js';
 
 /** A document as text: JSON when it looks like JSON (fast for big files), YAML otherwise. */
 export async function parseDocument(text: string, source: string): Promise<unknown> {
@@ -173,7 +174,7 @@ async function runApply(session: Session, out: Output, options: OptionsOf<typeof
     plan = await planDesiredState(db, state, planOptions);
   } else {
     const size = state.partners.reduce((sum, partner) => sum + 1 + (partner.companies?.length ?? 0), 0);
-    const bar = progressBar(session.terminal, 'applying', size);
+    const bar = progressBar(session.terminal, say`applying`, size);
     let result;
     try {
       result = await withSecretFile(keysFile, () =>
@@ -211,11 +212,11 @@ async function runApply(session: Session, out: Output, options: OptionsOf<typeof
   }
   // The plan shown before the question is not shown again.
   if (!shown) await printPlan(out, plan);
-  if (plan.changes === 0) out.line('Nothing to change: the database already matches the document.');
-  else if (options.dryRun) out.line('Dry run: nothing was changed.');
+  if (plan.changes === 0) out.line(say`Nothing to change: the database already matches the document.`);
+  else if (options.dryRun) out.line(say`Dry run: nothing was changed.`);
   else {
-    out.line(`Applied ${plan.changes} change${plan.changes === 1 ? '' : 's'} in one transaction.`);
-    if (keysFile?.written) out.line(`The secrets of ${plural(plan.keysIssued, 'new key pair')} are in ${keysFile.path} (mode 0600); they are shown nowhere else.`);
+    out.line(say`Applied ${plan.changes} change${plan.changes === 1 ? '' : 's'} in one transaction.`);
+    if (keysFile?.written) out.line(say`The secrets of ${plural(plan.keysIssued, 'new key pair')} are in ${keysFile.path} (mode 0600); they are shown nowhere else.`);
   }
   return reportReceipt(out, receipt, waitText);
 }
@@ -267,35 +268,34 @@ function planCounts(plan: Plan): string {
     .join(', ');
 }
 
-function limitsText(limits: DesiredLimits): string {
+function limitsText(limits: DesiredLimits): Said {
   const set = Object.entries(limits);
-  return set.length === 0 ? "clear the limits (the server's defaults)" : `limits ${set.map(([key, value]) => `${key}=${value}`).join(' ')}`;
+  return set.length === 0 ? say`clear the limits (the server's defaults)` : say`limits ${joined(set.map(([key, value]) => say`${key}=${value}`), ' ')}`;
 }
 
 /** The plan, one line a partner; on a terminal additions green, removals red, other changes yellow. */
 async function printPlan(out: Output, plan: Plan): Promise<void> {
-  const chalk = await out.chalk();
+  const style = out.style;
   for (const step of plan.partners) {
-    const parts: string[] = [];
-    const added = (text: string) => parts.push(chalk.green(text));
-    const removed = (text: string) => parts.push(chalk.red(text));
-    const changed = (text: string) => parts.push(chalk.yellow(text));
-    if (step.create) added(`create (${step.createStatus})`);
-    if (step.statusChange) (step.statusChange === 'enabled' ? added : removed)(step.statusChange === 'enabled' ? 'enable' : 'disable');
-    if (step.map.length) added(`map ${plural(step.map.length, 'company', 'companies')}`);
-    if (step.unmap.length) removed(`unmap ${plural(step.unmap.length, 'company', 'companies')}`);
-    if (step.issueKeys) added('issue a key pair');
-    if (step.network) changed(step.network.length === 0 ? 'clear the network rules' : `allow only ${step.network.join(', ')}`);
+    const parts: Said[] = [];
+    const added = (text: Said) => parts.push(style.green(text));
+    const removed = (text: Said) => parts.push(style.red(text));
+    const changed = (text: Said) => parts.push(style.yellow(text));
+    if (step.create) added(say`create (${step.createStatus})`);
+    if (step.statusChange) (step.statusChange === 'enabled' ? added : removed)(step.statusChange === 'enabled' ? say`enable` : say`disable`);
+    if (step.map.length) added(say`map ${plural(step.map.length, 'company', 'companies')}`);
+    if (step.unmap.length) removed(say`unmap ${plural(step.unmap.length, 'company', 'companies')}`);
+    if (step.issueKeys) added(say`issue a key pair`);
+    if (step.network) changed(step.network.length === 0 ? say`clear the network rules` : say`allow only ${joined(step.network)}`);
     if (step.limits) changed(limitsText(step.limits));
-    const mark = step.create ? chalk.green('+') : chalk.yellow('~');
-    out.line(`${mark} ${step.name}${step.partnerId ? ` (${step.partnerId})` : ''}: ${parts.join(', ')}`);
+    const mark = step.create ? style.green('+') : style.yellow('~');
+    out.line(say`${mark} ${step.name}${step.partnerId ? say` (${step.partnerId})` : ''}: ${joined(parts)}`);
   }
+  const keys = plan.keysIssued ? say`; ${plural(plan.keysIssued, 'key pair')} issued` : '';
+  const networks = plan.networksSet ? say`; ${plural(plan.networksSet, 'network rule set')} changed` : '';
+  const limits = plan.limitsSet ? say`; ${plural(plan.limitsSet, "partner's limits", "partners' limits")} changed` : '';
   out.line(
-    `Plan: ${plural(plan.partnersCreated, 'partner')} created, ${plan.partnersEnabled} enabled, ${plan.partnersDisabled} disabled; ` +
-      `${plural(plan.companiesMapped, 'company', 'companies')} mapped, ${plan.companiesUnmapped} unmapped` +
-      `${plan.keysIssued ? `; ${plural(plan.keysIssued, 'key pair')} issued` : ''}` +
-      `${plan.networksSet ? `; ${plural(plan.networksSet, 'network rule set')} changed` : ''}` +
-      `${plan.limitsSet ? `; ${plural(plan.limitsSet, "partner's limits", "partners' limits")} changed` : ''} (${plural(plan.changes, 'change')})`,
+    say`Plan: ${plural(plan.partnersCreated, 'partner')} created, ${plan.partnersEnabled} enabled, ${plan.partnersDisabled} disabled; ${plural(plan.companiesMapped, 'company', 'companies')} mapped, ${plan.companiesUnmapped} unmapped${keys}${networks}${limits} (${plural(plan.changes, 'change')})`,
   );
 }
 

@@ -5,6 +5,7 @@ import { defineOptions, type OptionsOf } from '../options.js';
 import { iso, type Output } from '../output.js';
 import type { Session } from '../session.js';
 import { parseLimit } from './common.js';
+import { say } from '../say.js';
 
 const GROUPINGS = ['company', 'hour', 'day'] as const;
 export const USAGE_DEFAULT_SINCE = '24h';
@@ -66,7 +67,7 @@ async function runUsage(session: Session, out: Output, partner: string | undefin
     return;
   }
   if (rows.length === 0) {
-    out.line('No data requests counted in that period.');
+    out.line(say`No data requests counted in that period.`);
     return;
   }
   const period = by === 'hour' ? 'HOUR' : by === 'day' ? 'DAY' : 'FROM';
@@ -75,15 +76,15 @@ async function runUsage(session: Session, out: Output, partner: string | undefin
       // At 80 columns: whole times (to the minute) and counts; names cut, ACCEPTED and ENGINE S dropped
       // first (--wide and --json carry them).
       [
-        { title: 'PARTNER', min: 12 },
-        ...(by === 'company' ? [{ title: 'COMPANY', min: 8 }] : []),
-        { title: period, whole: true },
-        { title: 'REQUESTS', align: 'right', whole: true },
-        { title: 'ACCEPTED', align: 'right', whole: true, optional: true },
-        { title: '4XX', align: 'right', whole: true },
-        { title: '5XX', align: 'right', whole: true },
-        { title: '429', align: 'right', whole: true },
-        { title: 'ENGINE S', align: 'right', whole: true, optional: true },
+        { title: 'PARTNER', cut: 'name', min: 12 },
+        ...(by === 'company' ? [{ title: 'COMPANY' }] : []),
+        { title: period },
+        { title: 'REQUESTS', align: 'right' },
+        { title: 'ACCEPTED', align: 'right', optional: true },
+        { title: '4XX', align: 'right' },
+        { title: '5XX', align: 'right' },
+        { title: '429', align: 'right' },
+        { title: 'ENGINE S', align: 'right', optional: true },
       ],
       rows.map((row) => [
         `${row.partnerName ?? '?'} (${row.partnerId})`,

@@ -4,6 +4,7 @@ import { defineOptions, type OptionsOf } from '../options.js';
 import { iso, type Output } from '../output.js';
 import type { Session } from '../session.js';
 import { parseLimit } from './common.js';
+import { say } from '../say.js';
 
 const EVENTS_HELP =
   'keys.issued, keys.rotated, keys.retired, keys.revoked, tokens.revoked, partner.disabled, partner.enabled, leak.reported, keys.expiring, quota.threshold';
@@ -86,7 +87,7 @@ async function runAdd(session: Session, out: Output, options: OptionsOf<typeof A
   });
   if (!added.changed) {
     if (out.json) out.emitJson({ ...endpointJson(added.endpoint), changed: false });
-    else out.line(`Webhook ${added.endpoint.id} already receives events at this URL; nothing changed (its secret was shown when it was added).`);
+    else out.line(say`Webhook ${added.endpoint.id} already receives events at this URL; nothing changed (its secret was shown when it was added).`);
     return;
   }
   const { endpoint } = added;
@@ -94,9 +95,9 @@ async function runAdd(session: Session, out: Output, options: OptionsOf<typeof A
     out.emitJson({ ...endpointJson(endpoint), secret: endpoint.secret, changed: true });
     return;
   }
-  out.line(`Added webhook ${endpoint.id} -> ${endpoint.url}`);
-  out.line(`Events: ${endpoint.events?.join(', ') ?? 'every event'}${endpoint.partnerId ? ` of ${endpoint.partnerId}` : ''}`);
-  out.line(`Signing secret (shown once; verify every delivery with it): ${endpoint.secret}`);
+  out.line(say`Added webhook ${endpoint.id} -> ${endpoint.url}`);
+  out.line(say`Events: ${endpoint.events?.join(', ') ?? 'every event'}${endpoint.partnerId ? ` of ${endpoint.partnerId}` : ''}`);
+  out.line(say`Signing secret (shown once; verify every delivery with it): ${endpoint.secret}`);
 }
 
 function endpointJson(endpoint: import('../../db/repositories/webhooks.js').WebhookEndpoint) {
@@ -118,12 +119,12 @@ async function runList(session: Session, out: Output): Promise<void> {
     return;
   }
   if (endpoints.length === 0) {
-    out.line('No webhooks.');
+    out.line(say`No webhooks.`);
     return;
   }
   out.line(
     await out.table(
-      ['ID', 'URL', 'EVENTS', 'PARTNER', 'DESCRIPTION', 'CREATED'],
+      ['ID', 'URL', 'EVENTS', 'PARTNER', { title: 'DESCRIPTION', cut: 'end' }, 'CREATED'],
       endpoints.map((endpoint) => [
         endpoint.id,
         endpoint.url,
@@ -153,8 +154,8 @@ async function runRemove(session: Session, out: Output, id: string): Promise<voi
   }
   out.line(
     removed.changed
-      ? `Removed webhook ${id} (${removed.endpoint.url}); ${removed.dropped} pending deliver${removed.dropped === 1 ? 'y' : 'ies'} dropped.`
-      : `Webhook ${id} was already removed; nothing changed.`,
+      ? say`Removed webhook ${id} (${removed.endpoint.url}); ${removed.dropped} pending deliver${removed.dropped === 1 ? 'y' : 'ies'} dropped.`
+      : say`Webhook ${id} was already removed; nothing changed.`,
   );
 }
 
@@ -179,8 +180,8 @@ async function runTest(session: Session, out: Output, id: string): Promise<numbe
   } else {
     out.line(
       result.status === null
-        ? `No answer from ${endpoint.url}: ${result.error}`
-        : `${endpoint.url} answered ${result.status} in ${Math.round(result.ms)} ms${result.body ? `: ${result.body.split('\n')[0]!.slice(0, 200)}` : ''}`,
+        ? say`No answer from ${endpoint.url}: ${result.error}`
+        : say`${endpoint.url} answered ${result.status} in ${Math.round(result.ms)} ms${result.body ? `: ${result.body.split('\n')[0]!.slice(0, 200)}` : ''}`,
     );
   }
   return ok ? EXIT.ok : EXIT.error;
@@ -209,12 +210,13 @@ async function runDeliveries(session: Session, out: Output, id: string | undefin
     return;
   }
   if (rows.length === 0) {
-    out.line('No deliveries.');
+    out.line(say`No deliveries.`);
     return;
   }
   out.line(
     await out.table(
-      ['EVENT', 'WEBHOOK', 'TYPE', 'STATUS', 'ATTEMPTS', 'LAST', 'NEXT RETRY', 'CREATED'],
+      // LAST: a status code, or the error a receiver caused (free text, cut on a terminal).
+      ['EVENT', 'WEBHOOK', 'TYPE', 'STATUS', 'ATTEMPTS', { title: 'LAST', cut: 'end' }, 'NEXT RETRY', 'CREATED'],
       rows.map((row) => [
         row.eventId,
         row.endpointId,
@@ -233,14 +235,14 @@ async function runDeliver(session: Session, out: Output): Promise<number> {
   const [{ WebhookDeliverer }, db] = await Promise.all([import('../../domain/runtime/webhook-delivery.js'), session.db()]);
   const deliverer = new WebhookDeliverer(db, {
     retryDelaysMs: session.config.webhookRetryDelaysMs,
-    log: { info: () => {}, warn: () => {}, error: (_details, message) => out.note(`partnerctl: ${message}`) },
+    log: { info: () => {}, warn: () => {}, error: (_details, message) => out.note(say`partnerctl: ${message}`) },
   });
   const summary = await deliverer.runOnce();
   // Every attempt is recorded (delivered, retrying or given up): a run that attempted nothing changed nothing.
   if (out.json) out.emitJson({ ...summary, changed: summary.delivered + summary.retrying + summary.failed > 0 });
   else {
     out.line(
-      `Delivered ${summary.delivered}; ${summary.retrying} failed and will be retried; ${summary.failed} given up; ${summary.reminders} reminder(s) found.`,
+      say`Delivered ${summary.delivered}; ${summary.retrying} failed and will be retried; ${summary.failed} given up; ${summary.reminders} reminder(s) found.`,
     );
   }
   return summary.retrying + summary.failed > 0 ? EXIT.error : EXIT.ok;

@@ -16,7 +16,7 @@ import { testTokenLifetime } from '../../db/repositories/audit.js';
 import { activeKeyPair, keyPairById } from '../../db/repositories/key-pairs.js';
 import { partnerById, partnerGateRow } from '../../db/repositories/partners.js';
 import { AppError } from '../../errors.js';
-import { validateRequestId } from '../rules/validation.js';
+import { isValidCompanyId, validateRequestId } from '../rules/validation.js';
 import { rulesFromColumn } from './networks.js';
 import { findPartner } from './partners.js';
 import { TOKEN_TTL_SECONDS } from '../rules/key-pair-state.js';
@@ -80,7 +80,8 @@ async function explain(db: Database, d: DecisionRow): Promise<{ explanation: str
     case 'company_not_mapped':
       return {
         explanation: `company ${d.companyId ?? '(none)'} is not mapped to ${partner?.name ?? 'the partner'}: the partner may only ask for companies mapped to it`,
-        remedy: partner && d.companyId !== null ? { action: 'map_company', partnerName: partner.name, companyId: d.companyId } : null,
+        // No mapping can change the answer for an id no mapping accepts (control characters, too long).
+        remedy: partner && d.companyId !== null && isValidCompanyId(d.companyId) ? { action: 'map_company', partnerName: partner.name, companyId: d.companyId } : null,
       };
     case 'tokens_revoked': {
       const issued = d.tokenId === null ? null : parseTokenId(d.tokenId)?.issuedAtMs;

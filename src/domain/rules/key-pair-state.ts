@@ -72,6 +72,15 @@ function earliest(...dates: (Date | null)[]): Date | null {
 export const LAST_USED_MARGIN_MS = 60_000;
 
 /**
+ * When a pair last minted a token, as far as last_used_at can tell: at or after it, and at most
+ * LAST_USED_MARGIN_MS later (a later exchange within the margin is not noted), never after `now`. A person
+ * reads the interval, never the stored instant alone: an exchange 45 s after it is not "no use since".
+ */
+export function lastUseWindow(lastUsedAt: Date, now: number): { from: Date; to: Date } {
+  return { from: lastUsedAt, to: new Date(Math.max(lastUsedAt.getTime(), Math.min(lastUsedAt.getTime() + LAST_USED_MARGIN_MS, now))) };
+}
+
+/**
  * Until when (ms) a token the pair minted may still be accepted, or null when none can be: it never minted,
  * it is revoked, or every token it minted predates the partner's brake (`tokensRevokedBefore`: the first
  * token after a brake is on record in last_used_at before it is handed out, so a last_used_at before the

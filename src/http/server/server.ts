@@ -6,6 +6,7 @@ import { resolveSigningKeyFile } from '../../db/dialect.js';
 import type { Database } from '../../db/client.js';
 import { STOP_WRITE_LIMIT_MS } from '../../domain/runtime/deferred-writes.js';
 import { AppError } from '../../errors.js';
+import { terminalSafe } from '../../text.js';
 import { startMetricsListener } from '../counters/metrics.js';
 import { buildApp } from './app.js';
 import { BatchedLines } from './log-destination.js';
@@ -176,7 +177,25 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
 async function readableLog(config: Config, terminal: ServerTerminal): Promise<Logger> {
   const { default: pretty } = await import('pino-pretty');
   const stream = pretty({ destination: terminal.outFd ?? 1, sync: true, colorize: config.colourAllowed, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' });
-  return pino({ level: config.server?.logLevel ?? 'info', base: null, timestamp: pino.stdTimeFunctions.isoTime }, stream);
+  // pino-pretty prints a message raw and other strings with only C0 escaped: every string of a line (a path,
+  // a user agent, an error's message) is escaped first, as everything a person reads is.
+  const escaped = { write: (lines: string) => stream.write(readableLines(lines)) };
+  return pino({ level: config.server?.logLevel ?? 'info', base: null, timestamp: pino.stdTimeFunctions.isoTime }, escaped);
+}
+
+/** JSON log lines with every string value escaped for a terminal (a line that is not JSON: escaped whole). */
+export function readableLines(lines: string): string {
+  return lines
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => {
+      try {
+        return `${JSON.stringify(JSON.parse(line), (_key, value: unknown) => (typeof value === 'string' ? terminalSafe(value) : value))}\n`;
+      } catch {
+        return `${JSON.stringify({ msg: terminalSafe(line) })}\n`;
+      }
+    })
+    .join('');
 }
 
 export async function runServer(options: StartOptions, terminal: ServerTerminal): Promise<void> {
@@ -207,7 +226,8 @@ export async function runServer(options: StartOptions, terminal: ServerTerminal)
   if (server.config.upstream === null) {
     say('no upstream engine (--upstream / PUBLIC_API_UPSTREAM_URL): data requests will get 503 upstream_unavailable; tokens are still exchanged');
   }
-  say(`listening on ${server.url} (${provider} ${where}), instance ${server.instanceId}`);
+  // The database's path or URL is the operator's value: escaped like every value a person reads.
+  say(`listening on ${server.url} (${provider} ${terminalSafe(where)}), instance ${server.instanceId}`);
   if (server.metricsUrl) say(`metrics on ${server.metricsUrl}/metrics`);
 
   await stopped;
