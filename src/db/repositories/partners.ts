@@ -93,9 +93,9 @@ export async function partnerPage(
 export async function partnerGateRow(
   q: Queryable,
   id: string,
-): Promise<{ status: string; tokensRevokedBefore: number | null; allowFrom: string | null } | null> {
-  const [row] = await q.query<{ status: string; tokens_revoked_before: unknown; allow_from: string | null }>(
-    'SELECT p.status, p.tokens_revoked_before, n.allow_from FROM partners p LEFT JOIN partner_networks n ON n.partner_id = p.id WHERE p.id = $1',
+): Promise<{ status: string; tokensRevokedBefore: number | null; allowFrom: string | null; credentialsPolicy: string } | null> {
+  const [row] = await q.query<{ status: string; tokens_revoked_before: unknown; allow_from: string | null; credentials_policy: string }>(
+    'SELECT p.status, p.tokens_revoked_before, n.allow_from, p.credentials_policy FROM partners p LEFT JOIN partner_networks n ON n.partner_id = p.id WHERE p.id = $1',
     [id],
   );
   if (!row) return null;
@@ -103,6 +103,7 @@ export async function partnerGateRow(
     status: row.status,
     tokensRevokedBefore: row.tokens_revoked_before == null ? null : Number(row.tokens_revoked_before),
     allowFrom: row.allow_from ?? null,
+    credentialsPolicy: row.credentials_policy,
   };
 }
 

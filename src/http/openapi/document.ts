@@ -28,6 +28,7 @@ const CODE_USE: Record<ErrorCode, 'api' | 'cli'> = {
   active_key_pair_exists: 'cli',
   no_active_key_pair: 'cli',
   partner_exists: 'cli',
+  public_key_exists: 'cli',
   partner_disabled: 'cli',
   concurrent_update: 'cli',
   payload_too_large: 'api',
