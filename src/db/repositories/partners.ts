@@ -2,14 +2,21 @@ import type { Columns } from '../models.js';
 import { toDate } from '../sql.js';
 import type { Queryable, SqlTx } from '../unit.js';
 
-export type PartnerRow = Columns<'Partner', 'id' | 'name' | 'status' | 'createdAt' | 'updatedAt'>;
+export type PartnerRow = Columns<'Partner', 'id' | 'name' | 'status' | 'createdAt' | 'updatedAt' | 'credentialsPolicy'>;
 
-const COLUMNS = 'id, name, status, created_at, updated_at';
+const COLUMNS = 'id, name, status, created_at, updated_at, credentials_policy';
 
-type Raw = { id: string; name: string; status: string; created_at: unknown; updated_at: unknown };
+type Raw = { id: string; name: string; status: string; created_at: unknown; updated_at: unknown; credentials_policy: string };
 
 function fromRaw(row: Raw): PartnerRow {
-  return { id: row.id, name: row.name, status: row.status, createdAt: toDate(row.created_at)!, updatedAt: toDate(row.updated_at)! };
+  return {
+    id: row.id,
+    name: row.name,
+    status: row.status,
+    createdAt: toDate(row.created_at)!,
+    updatedAt: toDate(row.updated_at)!,
+    credentialsPolicy: row.credentials_policy,
+  };
 }
 
 export async function partnerById(q: Queryable, id: string): Promise<PartnerRow | null> {
@@ -42,7 +49,7 @@ export async function insertPartner(
     now,
     now,
   ]);
-  return { id: partner.id, name: partner.name, status, createdAt: now, updatedAt: now };
+  return { id: partner.id, name: partner.name, status, createdAt: now, updatedAt: now, credentialsPolicy: 'both' };
 }
 
 export async function updatePartnerStatus(tx: SqlTx, id: string, status: string, now: Date): Promise<void> {
