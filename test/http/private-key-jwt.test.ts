@@ -21,7 +21,7 @@ import {
 } from '../support/assertions.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
-import { bearer, buildTestApp, startUpstream, UUID, who, type TestApp, type TestUpstream } from './support.js';
+import { bearer, buildTestApp, seedPartner, startUpstream, UUID, who, type TestApp, type TestUpstream } from './support.js';
 
 const TOKEN_URL = 'https://api.example.test/public/v1/auth/token';
 const ISSUER_URL = 'https://api.example.test';
@@ -167,6 +167,37 @@ describe.each(BACKENDS)('39: private_key_jwt at the token endpoint (%s)', (provi
       await vi.waitFor(async () => expect((await keyPairById(db.sql, p.keyPairId))?.switchedAt).toBeInstanceOf(Date));
       await refusedWith(await viaJson(signAssertion(p.key, options(p))), 'pair_superseded');
       tokenOf(await viaJson(signAssertion(next, options(fresh))));
+    });
+
+    it('39: set-credentials --allow public-key refuses a secret exchange; list-partners shows who still holds an active shared secret', async () => {
+      const p = await keyedPartner(db);
+      const legacy = await seedPartner(db, [], `pkjwt-secret-${process.pid}-${++counter}`);
+      const cli = async (...args: string[]) => {
+        const result = await runCli(['--json', '--yes', ...args], backend.env);
+        expect(result.code, result.stderr).toBe(0);
+        return result.json();
+      };
+      const holding = async () => {
+        const { partners } = (await cli('list-partners', '--limit', '1000')) as { partners: { name: string; active_shared_secret: boolean; credentials: string }[] };
+        return Object.fromEntries(partners.filter((each) => [p.name, legacy.name].includes(each.name)).map((each) => [each.name, [each.active_shared_secret, each.credentials]]));
+      };
+      expect(await holding()).toEqual({ [p.name]: [false, 'both'], [legacy.name]: [true, 'both'] });
+      const secret = () => t.inject({ method: 'POST', url: TOKEN, payload: { access_key: legacy.accessKey, secret_key: legacy.secretKey } });
+      tokenOf(await secret());
+      expect(await cli('set-credentials', legacy.name, '--allow', 'public-key')).toMatchObject({ credentials: 'public-key', changed: true });
+      expect(await cli('set-credentials', legacy.name, '--allow', 'public-key')).toMatchObject({ changed: false });
+      await refusedWith(await secret(), 'credential_kind_not_allowed');
+      expect(await holding()).toEqual({ [p.name]: [false, 'both'], [legacy.name]: [true, 'public-key'] });
+      // A secret-only partner's public key is refused the same way.
+      await cli('set-credentials', p.name, '--allow', 'secret');
+      await refusedWith(await viaJson(signAssertion(p.key, options(p))), 'credential_kind_not_allowed');
+      await cli('set-credentials', p.name, '--allow', 'both');
+      tokenOf(await viaJson(signAssertion(p.key, options(p))));
+      const bad = await runCli(['set-credentials', legacy.name, '--allow', 'certificates'], backend.env);
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toContain('--allow');
+      const shown = await cli('show-partner', p.name);
+      expect(shown).toMatchObject({ credentials: 'both', key_pairs: [{ key_pair_id: p.keyPairId, kind: 'public_key', kid: p.kid, alg: 'EdDSA' }] });
     });
 
     it('39: explain names the assertion check for the operator (CLI)', async () => {

@@ -89,6 +89,8 @@ async function runListPartners(session: Session, out: Output, options: OptionsOf
         status: partner.status,
         company_count: partner.companyCount,
         active_access_key: partner.activeAccessKey,
+        credentials: partner.credentialsPolicy,
+        active_shared_secret: partner.activeSharedSecret,
         created_at: iso(partner.createdAt),
       })),
       next_cursor: page.nextCursor,
@@ -116,6 +118,7 @@ async function runListPartners(session: Session, out: Output, options: OptionsOf
         { title: 'STATUS', min: 8 },
         { title: 'COMPANIES', align: 'right' },
         { title: 'ACTIVE ACCESS KEY', min: 14, truncate: 'middle', optional: true },
+        { title: 'SHARED SECRET', min: 6 },
         { title: 'CREATED', min: 10 },
       ],
       page.partners.map((partner) => [
@@ -124,6 +127,7 @@ async function runListPartners(session: Session, out: Output, options: OptionsOf
         statusText(chalk, partner.status),
         partner.companyCount,
         partner.activeAccessKey,
+        partner.activeSharedSecret ? 'active' : '-',
         partner.createdAt,
       ]),
     ),
@@ -160,9 +164,13 @@ async function runShowPartner(session: Session, out: Output, partnerArgument: st
     out.emitJson({
       ...partnerJson(partner),
       updated_at: iso(partner.updatedAt),
+      credentials: partner.credentialsPolicy,
       key_pairs: keyPairs.map((pair) => ({
         key_pair_id: pair.id,
         access_key: pair.accessKey,
+        kind: pair.kind,
+        kid: pair.kid,
+        alg: pair.publicKeyAlg,
         status: pair.state,
         created_at: iso(pair.createdAt),
         superseded_at: iso(pair.supersededAt),
@@ -192,6 +200,7 @@ async function runShowPartner(session: Session, out: Output, partnerArgument: st
       ['updated', partner.updatedAt],
       ['limits', describeLimits(limits)],
       ['network', network.length === 0 ? 'any client address' : network.join(', ')],
+      ['credentials', CREDENTIALS_WORDS[partner.credentialsPolicy] ?? partner.credentialsPolicy],
     ]),
   );
   out.line();
@@ -202,13 +211,15 @@ async function runShowPartner(session: Session, out: Output, partnerArgument: st
         [
           { title: 'KEY PAIR', min: 29 },
           { title: 'ACCESS KEY', min: 14, truncate: 'middle' },
+          { title: 'KIND', min: 6 },
           { title: 'STATUS', min: 10 },
           { title: 'CREATED', min: 10 },
           { title: 'LAST USED', min: 10, optional: true },
         ],
-        keyPairs.map((pair) => [pair.id, pair.accessKey, statusText(chalk, pair.state), pair.createdAt, pair.lastUsedAt]),
+        keyPairs.map((pair) => [pair.id, pair.accessKey, pair.kind === 'public_key' ? 'public key' : 'secret', statusText(chalk, pair.state), pair.createdAt, pair.lastUsedAt]),
       ),
     );
+    for (const pair of keyPairs.filter((each) => each.kind === 'public_key')) out.line(`${pair.id} is a public-key pair: ${pair.publicKeyAlg}, kid ${pair.kid}.`);
     for (const pair of keyPairs.filter((each) => each.state === 'retiring')) {
       const switched = pair.switchedAt ? `the partner switched at ${out.tableTime(pair.switchedAt)}` : 'the partner has not switched yet (the new pair has not exchanged)';
       out.line(`${pair.id} is retiring: it still exchanges until ${out.tableTime(pair.retiresAt)}; ${switched}.`);
@@ -221,6 +232,13 @@ async function runShowPartner(session: Session, out: Output, partnerArgument: st
     out.line(`  … and ${companyCount - companies.length} more: partnerctl list-companies ${partner.id} --limit 1000`);
   }
 }
+
+/** set-credentials' policies, as show-partner says them. */
+export const CREDENTIALS_WORDS: Record<string, string> = {
+  secret: 'shared secrets only',
+  'public-key': 'public keys only (private_key_jwt)',
+  both: 'shared secrets and public keys',
+};
 
 function partnerJson(partner: PartnerRecord) {
   return { partner_id: partner.id, name: partner.name, status: partner.status, created_at: iso(partner.createdAt) };

@@ -205,6 +205,16 @@ export async function keyPairForExchange(q: Queryable, accessKey: string): Promi
     : null;
 }
 
+/** The shared-secret pairs of these partners stored with a status that may still exchange (active, retiring). */
+export async function secretPairsMintingOf(q: Queryable, partnerIds: readonly string[]): Promise<KeyPairRow[]> {
+  if (partnerIds.length === 0) return [];
+  const rows = await q.query<Raw>(
+    `SELECT ${COLUMNS} FROM key_pairs WHERE kind = 'secret' AND status IN ('active', 'retiring') AND partner_id IN (${partnerIds.map((_id, i) => `$${i + 1}`).join(', ')})`,
+    partnerIds,
+  );
+  return rows.map(fromRaw);
+}
+
 /** Newest first. */
 export async function keyPairsOf(q: Queryable, partnerId: string): Promise<KeyPairRow[]> {
   const rows = await q.query<Raw>(`SELECT ${COLUMNS} FROM key_pairs WHERE partner_id = $1 ORDER BY created_at DESC, id DESC`, [partnerId]);

@@ -52,6 +52,11 @@ export async function insertPartner(
   return { id: partner.id, name: partner.name, status, createdAt: now, updatedAt: now, credentialsPolicy: 'both' };
 }
 
+/** set-credentials: which kinds of key pair the partner's keys may exchange with. */
+export async function updateCredentialsPolicy(tx: SqlTx, id: string, policy: string, now: Date): Promise<void> {
+  await tx.run('UPDATE partners SET credentials_policy = $1, updated_at = $2 WHERE id = $3', [policy, now, id]);
+}
+
 export async function updatePartnerStatus(tx: SqlTx, id: string, status: string, now: Date): Promise<void> {
   await tx.run('UPDATE partners SET status = $1, updated_at = $2 WHERE id = $3', [status, now, id]);
 }
@@ -81,7 +86,7 @@ export async function partnerPage(
   }
   if (options.cursor) conditions.push(`p.id > $${params.push(options.cursor)}`);
   const rows = await q.query<Raw & { company_count: number | string; active_access_key: string | null }>(
-    `SELECT p.id, p.name, p.status, p.created_at, p.updated_at,
+    `SELECT p.id, p.name, p.status, p.created_at, p.updated_at, p.credentials_policy,
        (SELECT COUNT(*) FROM company_mappings m WHERE m.partner_id = p.id) AS company_count,
        (SELECT k.access_key FROM key_pairs k WHERE k.partner_id = p.id AND k.status = 'active') AS active_access_key
      FROM partners p
