@@ -123,7 +123,8 @@ export async function runCli(argv: readonly string[], terminal: Terminal): Promi
     getOutHelpWidth: () => terminal.columns ?? 80,
     getErrHelpWidth: () => terminal.columns ?? 80,
     outputError: (text: string, write: (text: string) => void) => {
-      const { message, suggestion } = didYouMean(oneLine(text.replace(/^error: /, '').trim()));
+      // A value pasted in the wrong place (a private key's PEM read as an option) is never echoed.
+      const { message, suggestion } = didYouMean(oneLine(withoutSecrets(text.replace(/^error: /, '').trim())));
       const hint = `${suggestion ? `did you mean ${suggestion}? ` : ''}see '${helpCommand(program, argv)}'`;
       write(terminalSafe(`partnerctl: invalid_argument: ${message}; hint: ${hint}\n`));
       if (argv.includes('--json')) {

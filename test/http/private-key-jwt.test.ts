@@ -200,6 +200,29 @@ describe.each(BACKENDS)('39: private_key_jwt at the token endpoint (%s)', (provi
       expect(shown).toMatchObject({ credentials: 'both', key_pairs: [{ key_pair_id: p.keyPairId, kind: 'public_key', kid: p.kid, alg: 'EdDSA' }] });
     });
 
+    it('39: lookup - of the private key PEM finds the pair, never shows the key, and its containment (revoke-keys, with a receipt) refuses it', async () => {
+      const p = await keyedPartner(db, 'p256');
+      tokenOf(await viaJson(signAssertion(p.key, options(p))));
+      const looked = await runCli(['--json', 'lookup', '-'], backend.env, { input: p.key.privatePem });
+      expect(looked.code, looked.stderr).toBe(0);
+      const body = p.key.privatePem.split('\n')[1]!;
+      expect(looked.stdout + looked.stderr).not.toContain(body);
+      const result = looked.json();
+      expect(result).toMatchObject({ kind: 'private_key', key_pair_id: p.keyPairId, key_kind: 'public_key', kid: p.kid, genuine: true, accepted: true });
+      expect(result.contain).toBe(`partnerctl revoke-keys ${p.partnerId} --key-pair ${p.keyPairId} --yes`);
+      // Never from the command line, where the shell's history would keep it.
+      const onLine = await runCli(['lookup', p.key.privatePem], backend.env);
+      expect(onLine.code).toBe(2);
+      expect(onLine.stdout + onLine.stderr).not.toContain(body);
+      // The kid and the public key name the same pair, and contain nothing (they are public).
+      expect((await runCli(['--json', 'lookup', p.kid], backend.env)).json()).toMatchObject({ kind: 'kid', key_pair_id: p.keyPairId, contain: null });
+      expect((await runCli(['--json', 'lookup', '-'], backend.env, { input: p.key.publicPem })).json()).toMatchObject({ kind: 'public_key', key_pair_id: p.keyPairId, contain: null });
+      const contained = await runCli(['--json', ...result.contain.split(' ').slice(1)], backend.env);
+      expect(contained.code, contained.stderr).toBe(0);
+      expect(contained.json()).toMatchObject({ revoked_key_pair_ids: [p.keyPairId], changed: true, receipt: expect.any(Object) });
+      await vi.waitFor(async () => refusedWith(await viaJson(signAssertion(p.key, options(p))), 'pair_revoked'));
+    });
+
     it('39: explain names the assertion check for the operator (CLI)', async () => {
       const p = await keyedPartner(db);
       const id = await refusedWith(await viaJson(signAssertion(p.key, options(p, { aud: 'https://elsewhere.example/token' }))), 'assertion_audience');
