@@ -223,6 +223,33 @@ describe.each(BACKENDS)('39: private_key_jwt at the token endpoint (%s)', (provi
       await vi.waitFor(async () => refusedWith(await viaJson(signAssertion(p.key, options(p))), 'pair_revoked'));
     });
 
+    it('39: apply declares a partner\'s public key and credentials policy; export writes them back; a re-apply changes nothing; another key is refused', async () => {
+      const key = generatePartnerKey('ed25519');
+      const jwk = (await parsePublicKey(key.publicPem)).jwk;
+      const name = `pkjwt-apply-${process.pid}-${++counter}`;
+      const document = JSON.stringify({ partners: [{ name, companies: ['acme'], credentials: 'public-key', public_key: jwk }] });
+      const applied = await runCli(['--json', 'apply', '-f', '-'], backend.env, { input: document });
+      expect(applied.code, applied.stderr).toBe(0);
+      expect(applied.json().plan).toMatchObject({ keys_issued: 1, credentials_set: 1 });
+      const exported = await runCli(['--json', 'export', '--partner', name], backend.env);
+      expect(exported.code, exported.stderr).toBe(0);
+      const [partner] = exported.json().partners;
+      expect(partner).toMatchObject({ name, credentials: 'public-key', public_key: { ...jwk, alg: 'EdDSA' } });
+      const again = await runCli(['--json', 'apply', '-f', '-'], backend.env, { input: JSON.stringify(exported.json()) });
+      expect(again.code, again.stderr).toBe(0);
+      expect(again.json().plan).toMatchObject({ changes: 0 });
+      // The registered pair exchanges like any other.
+      const shown = (await runCli(['--json', 'show-partner', name], backend.env)).json();
+      const p = { partnerId: shown.partner_id, name, keyPairId: shown.key_pairs[0].key_pair_id, accessKey: shown.key_pairs[0].access_key, kid: shown.key_pairs[0].kid, key };
+      tokenOf(await viaJson(signAssertion(key, options(p))));
+      const other = (await parsePublicKey(generatePartnerKey('p256').publicPem)).jwk;
+      const refused = await runCli(['apply', '-f', '-'], backend.env, { input: JSON.stringify({ partners: [{ name, public_key: other }] }) });
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toContain('rotate-keys --public-key');
+      const privateJwk = await runCli(['apply', '-f', '-'], backend.env, { input: JSON.stringify({ partners: [{ name: `${name}-x`, public_key: { ...jwk, d: 'AAAA' } }] }) });
+      expect(privateJwk.code).toBe(2);
+    });
+
     it('39: explain names the assertion check for the operator (CLI)', async () => {
       const p = await keyedPartner(db);
       const id = await refusedWith(await viaJson(signAssertion(p.key, options(p, { aud: 'https://elsewhere.example/token' }))), 'assertion_audience');

@@ -118,7 +118,7 @@ async function runListPartners(session: Session, out: Output, options: OptionsOf
         { title: 'STATUS', min: 8 },
         { title: 'COMPANIES', align: 'right' },
         { title: 'ACTIVE ACCESS KEY', min: 14, truncate: 'middle', optional: true },
-        { title: 'SHARED SECRET', min: 6 },
+        { title: 'SHARED SECRET', min: 6, optional: true },
         { title: 'CREATED', min: 10 },
       ],
       page.partners.map((partner) => [

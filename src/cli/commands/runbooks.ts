@@ -229,6 +229,7 @@ function planJson(plan: Plan) {
     keys_issued: plan.keysIssued,
     networks_set: plan.networksSet,
     limits_set: plan.limitsSet,
+    credentials_set: plan.credentialsSet,
     partners: plan.partners.map((step) => ({
       name: step.name,
       partner_id: step.partnerId,
@@ -239,6 +240,8 @@ function planJson(plan: Plan) {
       key_issued: step.issueKeys,
       ...(step.network === null ? {} : { allow_from: step.network }),
       ...(step.limits === null ? {} : { limits: step.limits }),
+      ...(step.credentials === null ? {} : { credentials: step.credentials }),
+      ...(step.publicKey === null ? {} : { public_key_kid: step.publicKey.kid }),
     })),
   };
 }
@@ -258,6 +261,7 @@ function planCounts(plan: Plan): string {
     [plan.keysIssued, 'key pair issued', 'key pairs issued'],
     [plan.networksSet, 'network rule set changed', 'network rule sets changed'],
     [plan.limitsSet, 'partner limits changed', 'partner limits changed'],
+    [plan.credentialsSet, 'credentials policy set', 'credentials policies set'],
   ];
   return kinds
     .filter(([n]) => n > 0)
@@ -283,6 +287,8 @@ async function printPlan(out: Output, plan: Plan): Promise<void> {
     if (step.map.length) added(`map ${plural(step.map.length, 'company', 'companies')}`);
     if (step.unmap.length) removed(`unmap ${plural(step.unmap.length, 'company', 'companies')}`);
     if (step.issueKeys) added('issue a key pair');
+    if (step.publicKey) added(`register public key ${step.publicKey.kid}`);
+    if (step.credentials) changed(`allow ${step.credentials} credentials`);
     if (step.network) changed(step.network.length === 0 ? 'clear the network rules' : `allow only ${step.network.join(', ')}`);
     if (step.limits) changed(limitsText(step.limits));
     const mark = step.create ? chalk.green('+') : chalk.yellow('~');
@@ -293,7 +299,8 @@ async function printPlan(out: Output, plan: Plan): Promise<void> {
       `${plural(plan.companiesMapped, 'company', 'companies')} mapped, ${plan.companiesUnmapped} unmapped` +
       `${plan.keysIssued ? `; ${plural(plan.keysIssued, 'key pair')} issued` : ''}` +
       `${plan.networksSet ? `; ${plural(plan.networksSet, 'network rule set')} changed` : ''}` +
-      `${plan.limitsSet ? `; ${plural(plan.limitsSet, "partner's limits", "partners' limits")} changed` : ''} (${plural(plan.changes, 'change')})`,
+      `${plan.limitsSet ? `; ${plural(plan.limitsSet, "partner's limits", "partners' limits")} changed` : ''}` +
+      `${plan.credentialsSet ? `; ${plural(plan.credentialsSet, 'credentials policy', 'credentials policies')} set` : ''} (${plural(plan.changes, 'change')})`,
   );
 }
 
