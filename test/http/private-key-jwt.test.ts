@@ -1,7 +1,10 @@
 // Issue 39: key pairs whose private half never leaves the partner (private_key_jwt at the token endpoint).
 // Assertions are signed by hand with node:crypto (test/support/assertions.ts), not with jose, the library the
 // server verifies with.
+import { sign } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+// The worktree's client, not the installed package (which may be another checkout's build).
+import { PartnerClient } from '../../packages/client/src/index.js';
 import type { Database } from '../../src/db/client.js';
 import { keyPairById } from '../../src/db/repositories/key-pairs.js';
 import { mapCompany } from '../support/domain.js';
@@ -248,6 +251,40 @@ describe.each(BACKENDS)('39: private_key_jwt at the token endpoint (%s)', (provi
       expect(refused.stderr).toContain('rotate-keys --public-key');
       const privateJwk = await runCli(['apply', '-f', '-'], backend.env, { input: JSON.stringify({ partners: [{ name: `${name}-x`, public_key: { ...jwk, d: 'AAAA' } }] }) });
       expect(privateJwk.code).toBe(2);
+    });
+
+    it('39: @partnerctl/client signs assertions from a PEM and through a signing function (a KMS), and its token works', async () => {
+      // The server in-process: the client's fetch goes through the same listener as a socket would.
+      const viaApp: typeof fetch = async (input, init) => {
+        const url = new URL(String(input));
+        const answer = await t.inject({
+          method: (init?.method ?? 'GET') as 'GET',
+          url: `${url.pathname}${url.search}`,
+          headers: Object.fromEntries(new Headers(init?.headers).entries()),
+          ...(init?.body ? { payload: String(init.body) } : {}),
+        });
+        return new Response(answer.body, { status: answer.statusCode, headers: answer.headers as Record<string, string> });
+      };
+      const baseUrl = 'https://api.example.test/public/v1';
+      const ed = await keyedPartner(db, 'ed25519');
+      const fromPem = new PartnerClient({ baseUrl, accessKey: ed.accessKey, privateKey: ed.key.privatePem, kid: ed.kid, fetch: viaApp, now: () => db.clock.now() });
+      const answer = await fromPem.get('/prices', 'acme');
+      expect(answer.status).toBe(200);
+      expect(fromPem.exchanges).toBe(1);
+      fromPem.close();
+      const ec = await keyedPartner(db, 'p256');
+      let signed = 0;
+      const kms = new PartnerClient({
+        baseUrl,
+        accessKey: ec.accessKey,
+        signer: { alg: 'ES256', sign: (input) => (signed++, sign('sha256', input, { key: ec.key.privateKey, dsaEncoding: 'ieee-p1363' })) },
+        fetch: viaApp,
+        now: () => db.clock.now(),
+      });
+      expect((await kms.get('/prices', 'acme')).status).toBe(200);
+      expect(signed).toBe(1);
+      kms.close();
+      expect(() => new PartnerClient({ baseUrl, accessKey: ec.accessKey, secretKey: 'x', privateKey: ec.key.privatePem })).toThrow(TypeError);
     });
 
     it('39: explain names the assertion check for the operator (CLI)', async () => {
