@@ -277,7 +277,13 @@ describe.each(BACKENDS)('39: private_key_jwt at the token endpoint (%s)', (provi
       const kms = new PartnerClient({
         baseUrl,
         accessKey: ec.accessKey,
-        signer: { alg: 'ES256', sign: (input) => (signed++, sign('sha256', input, { key: ec.key.privateKey, dsaEncoding: 'ieee-p1363' })) },
+        signer: {
+          alg: 'ES256',
+          sign: (input) => {
+            signed++;
+            return sign('sha256', input, { key: ec.key.privateKey, dsaEncoding: 'ieee-p1363' });
+          },
+        },
         fetch: viaApp,
         now: () => db.clock.now(),
       });
