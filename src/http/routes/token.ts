@@ -61,7 +61,7 @@ function parseTokenRequest(fields: Record<string, unknown>, form: boolean): Toke
 }
 
 /** The body's fields: a JSON object (a key given twice refused), or a form (a field given twice refused). */
-async function readTokenFields(request: FastifyRequest): Promise<{ fields: Record<string, unknown>; form: boolean } | null> {
+async function readTokenFields(request: FastifyRequest): Promise<{ fields: Record<string, unknown>; form: boolean }> {
   const type = request.headers['content-type'];
   if (type !== undefined && isFormMediaType(type)) {
     const form = await readFormBody(request.raw, TOKEN_BODY_LIMIT_BYTES);
@@ -119,16 +119,15 @@ export function registerTokenRoutes(app: FastifyInstance, deps: AppDeps): void {
     request.facts.exchange = exchanged;
     if (perAddress !== null) await enforce(perAddress, request, reply, 'from this address');
     const read = await readTokenFields(request);
-    request.body = read?.fields;
-    const fields = read?.fields;
-    if (perKey !== null && fields !== undefined && typeof fields.access_key === 'string') {
+    request.body = read.fields;
+    const { fields } = read;
+    if (perKey !== null && typeof fields.access_key === 'string') {
       // Access keys are public: the secret already verified for the key (an HMAC, no argon2, no database) is
       // neither counted nor refused, so nobody locks a partner out by failing at its key.
       if (!(typeof fields.secret_key === 'string' && exchange.isKnownGood(fields.access_key, fields.secret_key))) {
         await enforce(perKey, request, reply, 'for this access key');
       }
     }
-    if (read === null) throw new AppError('invalid_request', 'the body must be a JSON object with access_key and secret_key, or with a client assertion', MALFORMED);
     const presented = parseTokenRequest(read.fields, read.form);
     // Never a token from state the database cannot confirm; and no wait on a database known not to answer.
     if (access.held !== null) throw new AppError('database_unavailable', 'the service cannot issue a token right now');
@@ -140,7 +139,7 @@ export function registerTokenRoutes(app: FastifyInstance, deps: AppDeps): void {
     const minted =
       presented.kind === 'secret'
         ? await exchange.exchange(presented.accessKey, presented.secretKey, request.client.address, onPair)
-        : await exchange.exchangeAssertion(presented.assertion, request.client.address, onPair, typeof fields?.client_id === 'string' ? fields.client_id : undefined);
+        : await exchange.exchangeAssertion(presented.assertion, request.client.address, onPair, typeof fields.client_id === 'string' ? fields.client_id : undefined);
     exchanged.partnerId = minted.claims.partnerId;
     reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
     return { access_token: minted.accessToken, token_type: 'Bearer', expires_in: minted.expiresIn };
