@@ -130,8 +130,9 @@ describe.each(BACKENDS)('39: private_key_jwt at the token endpoint (%s)', (provi
       tokenOf(await viaJson(signAssertion(p.key, options(p, { iatOffset: 20 }))));
       await refusedWith(await viaJson(signAssertion(p.key, options(p, { iatOffset: 60 }))), 'assertion_invalid');
       await refusedWith(await viaJson(signAssertion(p.key, options(p, { lifetime: 301 }))), 'assertion_invalid');
-      // Signed by an Ed25519 key, for a pair registered as ES256.
+      // Signed by an Ed25519 key, for a pair registered as ES256; and by another P-256 key (the signature fails).
       await refusedWith(await viaJson(signAssertion(other, options(p))), 'assertion_invalid');
+      await refusedWith(await viaJson(signAssertion(generatePartnerKey('p256'), options(p))), 'assertion_invalid');
       await refusedWith(await viaJson(unsignedAssertion(options(p))), 'assertion_invalid');
       await refusedWith(await viaJson(hmacWithPublicKey(p.key, options(p))), 'assertion_invalid');
       await refusedWith(await viaJson(signAssertion(p.key, { ...options(p), header: { kid: 'not-the-thumbprint' } })), 'assertion_invalid');
