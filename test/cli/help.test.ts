@@ -247,6 +247,7 @@ describe('help --json', () => {
       '--finish',
       '--expires-in <duration>',
       '--secret-to <file>',
+      '--public-key <file>',
       '--wait <duration>',
       '--no-wait',
       '-h, --help',
