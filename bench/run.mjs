@@ -20,6 +20,7 @@ import { seedDatabase } from './seed.mjs';
 import { wrk, wrkAvailable } from './wrk.mjs';
 import { runbookCommands, runbookRows, runbookScale } from './runbooks.mjs';
 import { propagation } from './propagation.mjs';
+import { assertionCost } from './assertion-cost.mjs';
 
 const env = process.env;
 const config = {
@@ -47,7 +48,7 @@ const config = {
 };
 config.bigPartners = Math.round(100_000 * config.scale);
 
-const PHASES = ['cost', 'limits', 'gate', 'in-process', 'exchange', 'cold', 'cli', 'propagation'];
+const PHASES = ['cost', 'limits', 'gate', 'in-process', 'exchange', 'assertion', 'cold', 'cli', 'propagation'];
 const only = env.BENCH_ONLY ? new Set(env.BENCH_ONLY.split(',')) : new Set(PHASES);
 const TOKEN_PATH = '/public/v1/auth/token';
 const DATA_PATH = '/public/v1/recommendations';
@@ -589,6 +590,11 @@ try {
     results.refusal_timing = timing;
   }
   for (const target of Object.values(targets)) await target.serve.stop();
+
+  if (only.has('assertion')) {
+    log('token exchange, warm: a client assertion (private_key_jwt) beside a shared secret, CPU per exchange');
+    results.assertion_exchange = await assertionCost({ rounds: 4, requests: 2000, log });
+  }
 
   if (only.has('propagation')) {
     log('revocation propagation: CLI command exit -> first refused request (SQLite one instance, PostgreSQL two)');

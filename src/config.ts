@@ -51,6 +51,8 @@ export interface ServerConfig {
   readonly maxConnectionsPerAddress: number;
   /** Exact origins allowed for browser (CORS) access; empty means CORS is off. */
   readonly corsOrigins: readonly string[];
+  /** The token endpoint's public URL (PUBLIC_API_TOKEN_URL): what a client assertion's aud names; null: none accepted. */
+  readonly tokenUrl: URL | null;
   /** Token exchanges allowed per access key per window; 0 turns the limit off. */
   readonly tokenRateLimitPerKey: number;
   /** Token exchanges allowed per client address per window; 0 turns the limit off. */
@@ -179,6 +181,7 @@ function serverConfig(values: Values): ServerConfig {
     maxConnections: values.PUBLIC_API_MAX_CONNECTIONS,
     maxConnectionsPerAddress: values.PUBLIC_API_MAX_CONNECTIONS_PER_ADDRESS,
     corsOrigins: values.PUBLIC_API_CORS_ORIGINS ?? Object.freeze([]),
+    tokenUrl: values.PUBLIC_API_TOKEN_URL ?? null,
     tokenRateLimitPerKey: values.PUBLIC_API_TOKEN_RATE_LIMIT_PER_KEY,
     tokenRateLimitPerIp: values.PUBLIC_API_TOKEN_RATE_LIMIT_PER_IP,
     rateLimitWindowMs: values.PUBLIC_API_RATE_LIMIT_WINDOW_MS,

@@ -33,6 +33,8 @@ const CODES = {
   active_key_pair_exists: { status: 409, exit: EXIT.conflict },
   no_active_key_pair: { status: 409, exit: EXIT.conflict },
   partner_exists: { status: 409, exit: EXIT.conflict },
+  // A public key is registered to one key pair, once (a revoked pair's key never comes back).
+  public_key_exists: { status: 409, exit: EXIT.conflict },
   webhook_exists: { status: 409, exit: EXIT.conflict },
   partner_disabled: { status: 409, exit: EXIT.conflict },
   concurrent_update: { status: 409, exit: EXIT.conflict },

@@ -9,6 +9,11 @@ export const REFUSAL_REASONS = [
   'pair_superseded',
   'pair_expired',
   'secret_mismatch',
+  'assertion_invalid',
+  'assertion_expired',
+  'assertion_audience',
+  'assertion_replayed',
+  'credential_kind_not_allowed',
   'token_invalid',
   'token_expired',
   'tokens_revoked',
@@ -17,6 +22,9 @@ export const REFUSAL_REASONS = [
 ] as const;
 
 export type RefusalReason = (typeof REFUSAL_REASONS)[number];
+
+/** Why a client assertion (private_key_jwt) does not prove its pair: the assertion's part of the verdict. */
+export type AssertionFault = Extract<RefusalReason, `assertion_${string}`>;
 
 /**
  * Every reason the gate refuses with and records (docs/reasons.md): the verdict's, and the refusals around

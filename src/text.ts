@@ -62,11 +62,12 @@ export function maskedUrl(raw: string): string {
 }
 
 /**
- * Secret keys and JWTs inside a message, each cut to its prefix, and the passwords of URLs masked: the last
- * guard before a terminal.
+ * Secret keys, JWTs and private keys (PEM) inside a message, each cut to its prefix, and the passwords of URLs
+ * masked: the last guard before a terminal.
  */
 export function withoutSecrets(text: string): string {
   return text
+    .replace(/-----BEGIN ([A-Z ]*)PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)/g, '-----BEGIN $1PRIVATE KEY-----…')
     .replace(/pctl_sk_[A-Za-z0-9]+/g, 'pctl_sk_…')
     .replace(/eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*/g, 'eyJ…')
     .replace(/\b([a-z][a-z0-9+.-]*:\/\/)([^\s/?#'"]*)@/gi, (_match, scheme: string, info: string) => `${scheme}${maskedUserInfo(info)}@`);

@@ -12,6 +12,7 @@ import { listKeysCommand, lookupCommand, revokeTokensCommand } from './commands/
 import { setLimitsCommand } from './commands/limits.js';
 import { dbCommand, signingKeyCommand } from './commands/maintenance.js';
 import { setNetworkCommand } from './commands/networks.js';
+import { setCredentialsCommand } from './commands/credentials.js';
 import {
   createPartnerCommand,
   disablePartnerCommand,
@@ -86,6 +87,7 @@ Exit codes: 0 ok, 1 error, 2 bad usage, 3 not found (a partner, or the SQLite
     completePartnersCommand,
     setLimitsCommand,
     setNetworkCommand,
+    setCredentialsCommand,
     usageCommand,
     explainCommand,
     refusalsCommand,

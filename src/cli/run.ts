@@ -135,7 +135,8 @@ export async function runCli(argv: readonly string[], terminal: Terminal): Promi
     getOutHelpWidth: () => terminal.columns ?? 80,
     getErrHelpWidth: () => terminal.columns ?? 80,
     outputError: (text: string, write: (text: string) => void) => {
-      const { message, suggestion } = didYouMean(joinSuggestion(text.replace(/^error: /, '').trim()));
+      // A value pasted in the wrong place (a private key's PEM read as an option) is never echoed.
+      const { message, suggestion } = didYouMean(joinSuggestion(withoutSecrets(text.replace(/^error: /, '').trim())));
       const hint = `${suggestion ? `did you mean ${suggestion}? ` : ''}see '${helpCommand(program, argv)}'`;
       write(`${errorLine('invalid_argument', message, hint).text}\n`);
       if (argv.includes('--json')) {

@@ -169,6 +169,13 @@ export const VARIABLES = {
     description:
       'Base URL of the recommendation engine (http or https; a path prefix is kept, no credentials, query or fragment). Unset: data requests get 503 `upstream_unavailable`.',
   },
+  PUBLIC_API_TOKEN_URL: {
+    readBy: 'serve',
+    parse: parse.httpUrl,
+    unset: 'none: client assertions are refused (`assertion_audience`)',
+    description:
+      "The token endpoint's public URL as partners reach it (`https://api.example.com/auth/token`): a client assertion's `aud` must be it or its issuer URL (the same URL's origin, `https://api.example.com`). See [private_key_jwt](api.md#a-key-pair-whose-private-half-never-leaves-you-private_key_jwt).",
+  },
   PUBLIC_API_UPSTREAM_TIMEOUT_MS: {
     readBy: 'serve',
     parse: parse.whole(1, 600_000),

@@ -72,6 +72,8 @@ GRANT UPDATE (value) ON revision TO ${SERVER};
 GRANT INSERT, UPDATE ON usage_hours TO ${SERVER};
 -- The gate's refusals on record and the exposure counts: written in batches, pruned after their retention.
 GRANT SELECT, INSERT, UPDATE, DELETE ON gate_decisions, gate_decisions_unrecorded, exposure_hours TO ${SERVER};
+-- Client assertions' jti already accepted (replay protection), pruned once expired.
+GRANT SELECT, INSERT, UPDATE, DELETE ON assertion_jtis TO ${SERVER};
 -- Its own row in the instance registry (heartbeat, applied revision; removed at shutdown).
 GRANT SELECT, INSERT, UPDATE, DELETE ON serve_instances TO ${SERVER};
 GRANT INSERT ON signing_keys TO ${SERVER};

@@ -179,6 +179,7 @@ describe('37.14: every command that can change something has changed (true or fa
       for (const [path, args] of [
         ['set-limits', ['set-limits', partner, '--rate', '10/s']],
         ['set-network', ['set-network', partner, '--allow', '10.0.0.0/8']],
+        ['set-credentials', ['set-credentials', partner, '--allow', 'secret']],
         ['map-company', ['map-company', partner, '--company', 'walk-1']],
         ['unmap-company', ['unmap-company', partner, '--company', 'walk-1', '--yes']],
         ['issue-keys', ['issue-keys', partner, '--if-none-active']],

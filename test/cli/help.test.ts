@@ -248,6 +248,7 @@ describe('help --json', () => {
       '--key-pair <kp_id>',
       '--expires-in <duration>',
       '--secret-to <file>',
+      '--public-key <file>',
       '--wait <duration>',
       '--no-wait',
       '-h, --help',

@@ -116,8 +116,9 @@ export function committedNames(provider: Provider): string[] {
 /**
  * A history's statements with each change of a table folded into the `CREATE TABLE "t"` it changes, which is
  * what the engine writes for the same table from scratch: `ADD COLUMN …` (columns appended after the
- * existing ones, before the table's constraints), PostgreSQL's `ALTER COLUMN "c" SET DATA TYPE …`, and
- * SQLite's redefinition (`CREATE TABLE "new_t"`, copy, drop, rename, between PRAGMAs) replacing the table.
+ * existing ones, before the table's constraints), PostgreSQL's `ALTER COLUMN "c" SET DATA TYPE …` and
+ * `… DROP NOT NULL`, and SQLite's redefinition (`CREATE TABLE "new_t"`, copy, drop, rename, between PRAGMAs)
+ * replacing the table, with its indexes created again as they were (kept once).
  */
 export function foldTableChanges(list: string[]): string[] {
   const result: string[] = [];
@@ -126,6 +127,7 @@ export function foldTableChanges(list: string[]): string[] {
     const added = /^ALTER TABLE "([^"]+)" (ADD COLUMN .*)$/.exec(statement);
     const retyped = /^ALTER TABLE "([^"]+)" ALTER COLUMN "([^"]+)" SET DATA TYPE (.*)$/.exec(statement);
     const redefined = /^CREATE TABLE "new_([^"]+)" \((.*)$/.exec(statement);
+    const nullable = /^ALTER TABLE "([^"]+)" ALTER COLUMN "([^"]+)" DROP NOT NULL$/.exec(statement);
     if (added && createOf(added[1]!) >= 0) {
       const index = createOf(added[1]!);
       const columns = added[2]!.split(/, ADD COLUMN /).map((part) => part.replace(/^ADD COLUMN /, ''));
@@ -136,6 +138,11 @@ export function foldTableChanges(list: string[]): string[] {
     } else if (retyped && createOf(retyped[1]!) >= 0) {
       const index = createOf(retyped[1]!);
       result[index] = result[index]!.replace(new RegExp(`"${retyped[2]}" [A-Z0-9()]+`), `"${retyped[2]}" ${retyped[3]}`);
+    } else if (nullable && createOf(nullable[1]!) >= 0) {
+      const index = createOf(nullable[1]!);
+      result[index] = result[index]!.replace(new RegExp(`("${nullable[2]}" [A-Z0-9()]+) NOT NULL`), '$1');
+    } else if (/^CREATE (UNIQUE )?INDEX /.test(statement) && result.includes(statement)) {
+      // An index created again after its table's redefinition.
     } else if (redefined && createOf(redefined[1]!) >= 0) {
       result[createOf(redefined[1]!)] = `CREATE TABLE "${redefined[1]}" (${redefined[2]}`;
     } else if (!/^(PRAGMA |INSERT INTO "new_|DROP TABLE "|ALTER TABLE "new_[^"]+" RENAME TO )/.test(statement)) {

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Bookkeeping } from '../../src/domain/runtime/bookkeeping.js';
 import { CredentialExchange } from '../../src/domain/runtime/credentials.js';
-import { issueKeyPair, revokeKeyPair, revokeTokens, rotateKeyPair, type IssuedKeyPair } from '../../src/domain/operations/key-pairs.js';
+import { issueKeyPair, revokeKeyPair, revokeTokens, rotateKeyPair, type IssuedSecretKeyPair } from '../../src/domain/operations/key-pairs.js';
 import { createPartner, setPartnerStatus } from '../../src/domain/operations/partners.js';
 import { SigningKeys } from '../../src/domain/operations/signing-keys.js';
 import { TokenVerifier } from '../../src/domain/operations/tokens.js';
@@ -21,7 +21,7 @@ describe.each(BACKENDS)('CredentialExchange on %s', (provider) => {
     const ctx = useMigratedDatabase(provider);
     const keys = SigningKeys.open(join(folder, `${provider}.json`), systemClock);
 
-    async function partnerWithKeys(): Promise<IssuedKeyPair> {
+    async function partnerWithKeys(): Promise<IssuedSecretKeyPair> {
       const { partner } = await createPartner(ctx.db, ALICE, { name: uniqueName() });
       return issueKeyPair(ctx.db, ALICE, partner.id);
     }

@@ -80,7 +80,7 @@ describe.each(BACKENDS)('planning and applying a desired state on %s', (provider
       const name = uniqueName('new');
       const planned = await plan({ partners: [{ name, status: 'disabled', companies: ['c1', 'c2'], allow_from: ['198.51.100.0/24'] }] }, { issueKeys: true });
       expect(planned.partners).toEqual([
-        { name, partnerId: null, create: true, statusChange: null, createStatus: 'disabled', map: ['c1', 'c2'], unmap: [], issueKeys: true, network: ['198.51.100.0/24'], limits: null },
+        { name, partnerId: null, create: true, statusChange: null, createStatus: 'disabled', map: ['c1', 'c2'], unmap: [], issueKeys: true, network: ['198.51.100.0/24'], limits: null, credentials: null, publicKey: null },
       ]);
       expect(planned).toMatchObject({ partnersCreated: 1, partnersDisabled: 0, companiesMapped: 2, keysIssued: 1, networksSet: 1, changes: 5 });
     });
@@ -95,7 +95,7 @@ describe.each(BACKENDS)('planning and applying a desired state on %s', (provider
 
       const changed = await plan({ partners: [{ name: partner.name, status: 'disabled', companies: ['keep', 'add'], allow_from: [] }] }, { prune: true });
       expect(changed.partners).toEqual([
-        { name: partner.name, partnerId: partner.id, create: false, statusChange: 'disabled', createStatus: null, map: ['add'], unmap: ['drop'], issueKeys: false, network: [], limits: null },
+        { name: partner.name, partnerId: partner.id, create: false, statusChange: 'disabled', createStatus: null, map: ['add'], unmap: ['drop'], issueKeys: false, network: [], limits: null, credentials: null, publicKey: null },
       ]);
       expect(changed.changes).toBe(4);
       // Without prune a company the document does not list stays mapped.

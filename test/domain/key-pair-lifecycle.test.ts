@@ -11,6 +11,10 @@ function row(overrides: Partial<KeyPairRow> = {}): KeyPairRow {
     id: 'kp_old',
     partnerId: 'ptn_a',
     accessKey: 'pctl_ak_old',
+    kind: 'secret',
+    publicKey: null,
+    publicKeyAlg: null,
+    kid: null,
     status: 'active',
     createdAt: at(-86_400_000),
     supersededAt: null,
@@ -29,7 +33,7 @@ function row(overrides: Partial<KeyPairRow> = {}): KeyPairRow {
   };
 }
 
-const fresh = { id: 'kp_new', accessKey: 'pctl_ak_new', secretHash: '$argon2id$hash' };
+const fresh = { id: 'kp_new', accessKey: 'pctl_ak_new', credential: { kind: 'secret' as const, secretHash: '$argon2id$hash' } };
 
 describe('exchanged: what an accepted exchange records, from the row', () => {
   const retiring = { id: 'kp_old', retiresAt: at(3_600_000), switchedAt: null, afterSwitchSeconds: 60 };
@@ -62,7 +66,19 @@ describe('exchanged: what an accepted exchange records, from the row', () => {
 describe('the stored transitions', () => {
   it('issued: active from now, expiring after --expires-in, with keys.issued; the secret is never part of the row', () => {
     const { row: inserted, event } = issued({ ...fresh, secretKey: 'pctl_sk_secret' } as typeof fresh, 'ptn_a', at(0), { expiresInMs: 3_600_000 });
-    expect(inserted).toEqual({ ...fresh, partnerId: 'ptn_a', status: 'active', createdAt: at(0), expiresAt: at(3_600_000) });
+    expect(inserted).toEqual({
+      id: 'kp_new',
+      accessKey: 'pctl_ak_new',
+      kind: 'secret',
+      secretHash: '$argon2id$hash',
+      publicKey: null,
+      publicKeyAlg: null,
+      kid: null,
+      partnerId: 'ptn_a',
+      status: 'active',
+      createdAt: at(0),
+      expiresAt: at(3_600_000),
+    });
     expect(event).toEqual({
       action: 'keys.issued',
       partnerId: 'ptn_a',

@@ -68,13 +68,13 @@ class Model {
     this.insert(issued(this.fresh(), this.partnerId, new Date(now), {}).row);
   }
 
-  partner(): PartnerSnapshot {
-    return { status: 'active', tokensRevokedBefore: this.brake, allows: null };
+  partner(): PartnerSnapshot & { credentialsPolicy: string } {
+    return { status: 'active', tokensRevokedBefore: this.brake, allows: null, credentialsPolicy: 'both' };
   }
 
   private fresh() {
     const n = ++this.next;
-    return { id: `kp_${n}`, accessKey: `ak_${n}`, secretHash: 'hash' };
+    return { id: `kp_${n}`, accessKey: `ak_${n}`, credential: { kind: 'secret' as const, secretHash: 'hash' } };
   }
 
   private insert(row: Omit<KeyPairRow, 'supersededAt' | 'revokedAt' | 'lastUsedAt' | 'lastRefusedAt' | 'retiresAt' | 'switchedAt' | 'afterSwitchSeconds' | 'unlistedRefusedAt' | 'unlistedRefusedAddress' | 'leakReportedAt' | 'leakUrl'> & Partial<KeyPairRow>) {

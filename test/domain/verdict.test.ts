@@ -20,7 +20,10 @@ const PARTNER_ID = 'ptn_01JD0000000000000000000001';
 const PAIR_ID = 'kp_01JD0000000000000000000001';
 
 const partner = (change: Partial<PartnerSnapshot> = {}): PartnerSnapshot => ({ status: 'active', tokensRevokedBefore: null, allows: null, ...change });
-const pair = (change: Partial<PairSnapshot> = {}): PairSnapshot => ({
+/** A partner as the exchange reads it: its credentials policy too (set-credentials). */
+const exchanging = (change: Partial<PartnerSnapshot & { credentialsPolicy: string }> = {}) => ({ ...partner(), credentialsPolicy: 'both', ...change });
+const pair = (change: Partial<PairSnapshot & { kind: string }> = {}): PairSnapshot & { kind: string } => ({
+  kind: 'secret',
   partnerId: PARTNER_ID,
   status: 'active',
   expiresAt: null,
@@ -99,20 +102,28 @@ describe('tokenRefusal', () => {
 
 describe('exchangeRefusal', () => {
   const cases: [string, RefusalReason | null, Parameters<typeof exchangeRefusal>][] = [
-    ['accepted', null, [pair(), partner(), true, '', NOW]],
-    ['a retiring pair within its overlap', null, [pair({ status: 'retiring', retiresAt: at(1) }), partner(), true, '', NOW]],
+    ['accepted', null, [pair(), exchanging(), true, '', NOW]],
+    ['a retiring pair within its overlap', null, [pair({ status: 'retiring', retiresAt: at(1) }), exchanging(), true, '', NOW]],
     ['pair_unknown', 'pair_unknown', [null, null, null, '', NOW]],
-    ['address_not_allowed, whatever the secret', 'address_not_allowed', [pair(), partner({ allows: onlyTen }), false, '203.0.113.5', NOW]],
-    ['secret_mismatch', 'secret_mismatch', [pair({ status: 'revoked' }), partner(), false, '', NOW]],
-    ['no secret presented (lookup of an access key)', null, [pair(), partner(), null, null, NOW]],
-    ['pair_revoked', 'pair_revoked', [pair({ status: 'revoked' }), partner(), true, '', NOW]],
-    ['pair_expired at its expiry', 'pair_expired', [pair({ expiresAt: at(0) }), partner(), true, '', NOW]],
-    ['a millisecond before its expiry', null, [pair({ expiresAt: at(1) }), partner(), true, '', NOW]],
-    ['pair_superseded', 'pair_superseded', [pair({ status: 'superseded', supersededAt: at(-1) }), partner(), true, '', NOW]],
-    ['pair_superseded: an overlap that ended at now', 'pair_superseded', [pair({ status: 'retiring', retiresAt: at(0) }), partner(), true, '', NOW]],
-    ['partner_disabled', 'partner_disabled', [pair(), partner({ status: 'disabled' }), true, '', NOW]],
+    ['address_not_allowed, whatever the secret', 'address_not_allowed', [pair(), exchanging({ allows: onlyTen }), false, '203.0.113.5', NOW]],
+    ['secret_mismatch', 'secret_mismatch', [pair({ status: 'revoked' }), exchanging(), false, '', NOW]],
+    ['no secret presented (lookup of an access key)', null, [pair(), exchanging(), null, null, NOW]],
+    ['pair_revoked', 'pair_revoked', [pair({ status: 'revoked' }), exchanging(), true, '', NOW]],
+    ['pair_expired at its expiry', 'pair_expired', [pair({ expiresAt: at(0) }), exchanging(), true, '', NOW]],
+    ['a millisecond before its expiry', null, [pair({ expiresAt: at(1) }), exchanging(), true, '', NOW]],
+    ['pair_superseded', 'pair_superseded', [pair({ status: 'superseded', supersededAt: at(-1) }), exchanging(), true, '', NOW]],
+    ['pair_superseded: an overlap that ended at now', 'pair_superseded', [pair({ status: 'retiring', retiresAt: at(0) }), exchanging(), true, '', NOW]],
+    ['partner_disabled', 'partner_disabled', [pair(), exchanging({ status: 'disabled' }), true, '', NOW]],
     ['partner_unknown', 'partner_unknown', [pair(), null, true, '', NOW]],
-    ['the brake does not stop an exchange', null, [pair(), partner({ tokensRevokedBefore: NOW }), true, '', NOW]],
+    ['the brake does not stop an exchange', null, [pair(), exchanging({ tokensRevokedBefore: NOW }), true, '', NOW]],
+    ['39: an assertion accepted like a secret', null, [pair({ kind: 'public_key' }), exchanging(), true, '', NOW]],
+    ['39: an assertion fault is its reason', 'assertion_audience', [pair({ kind: 'public_key' }), exchanging(), 'assertion_audience', '', NOW]],
+    ['39: the address before the assertion', 'address_not_allowed', [pair({ kind: 'public_key' }), exchanging({ allows: onlyTen }), 'assertion_invalid', '203.0.113.5', NOW]],
+    ['39: a genuine assertion of a superseded pair', 'pair_superseded', [pair({ kind: 'public_key', status: 'superseded', supersededAt: at(-1) }), exchanging(), true, '', NOW]],
+    ['39: a genuine assertion of a disabled partner', 'partner_disabled', [pair({ kind: 'public_key' }), exchanging({ status: 'disabled' }), true, '', NOW]],
+    ['39: a secret for a public-key partner', 'credential_kind_not_allowed', [pair(), exchanging({ credentialsPolicy: 'public-key' }), true, '', NOW]],
+    ['39: an assertion for a secret-only partner', 'credential_kind_not_allowed', [pair({ kind: 'public_key' }), exchanging({ credentialsPolicy: 'secret' }), true, '', NOW]],
+    ['39: a public key for a public-key partner', null, [pair({ kind: 'public_key' }), exchanging({ credentialsPolicy: 'public-key' }), true, '', NOW]],
   ];
   it.each(cases)('%s', (_name, expected, args) => {
     expect(exchangeRefusal(...args)).toBe(expected);

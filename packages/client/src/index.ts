@@ -1,7 +1,10 @@
 // The partner-side client of the public API: the package @partnerctl/client (packages/client). It follows
 // the spec's recommended behaviour: exchange the key pair for a token, keep it in memory with its expiry,
 // re-exchange in the background about 60 s before it expires, and on a 401 exchange once more and retry the
-// request once. It depends on nothing but Node's own fetch.
+// request once. It depends on nothing but Node's own fetch and crypto. With a public-key pair
+// (private_key_jwt) it signs a fresh client assertion for every exchange, from a PEM or through a signing
+// function (so the key can stay in a KMS).
+import { createPrivateKey, randomUUID, sign as cryptoSign, type KeyObject } from 'node:crypto';
 
 export type QueryValue = string | number | boolean;
 
@@ -9,7 +12,16 @@ export interface PartnerClientOptions {
   /** The API base address including the version segment, e.g. https://api.example.com/public/v1 */
   baseUrl: string;
   accessKey: string;
-  secretKey: string;
+  /** A shared-secret pair's secret (pctl_sk_…). Exactly one of secretKey, privateKey and signer. */
+  secretKey?: string;
+  /** A public-key pair's private key, PEM (Ed25519, EC P-256 or RSA): each exchange signs a client assertion with it. */
+  privateKey?: string;
+  /** A public-key pair whose private key stays elsewhere (a KMS): signs each assertion's signing input. */
+  signer?: AssertionSigner;
+  /** The key id (its RFC 7638 thumbprint, as issue-keys printed it) put in each assertion's header; optional. */
+  kid?: string;
+  /** The assertion's aud: the token endpoint's public URL; default `${baseUrl}/auth/token`. */
+  audience?: string;
   /** How long before expiry the token is re-exchanged in the background; default 60 s. */
   renewBeforeSeconds?: number;
   /** Per HTTP call; default 30 s. */
@@ -17,6 +29,50 @@ export interface PartnerClientOptions {
   fetch?: typeof fetch;
   /** Milliseconds since the epoch; for tests. */
   now?: () => number;
+}
+
+/** The JWS algorithms a public-key pair signs with (the operator's server accepts these only). */
+export type AssertionAlgorithm = 'EdDSA' | 'ES256' | 'RS256';
+
+export interface AssertionSigner {
+  alg: AssertionAlgorithm;
+  /**
+   * The JWS signature over `input` (the ASCII of `base64url(header).base64url(payload)`): Ed25519's 64 bytes,
+   * ES256's r||s (64 bytes, not DER), or RS256's PKCS#1 v1.5 signature over SHA-256.
+   */
+  sign(input: Uint8Array): Promise<Uint8Array> | Uint8Array;
+}
+
+/** How long each assertion lives (the server accepts at most 300 s). */
+const ASSERTION_LIFETIME_SECONDS = 60;
+
+const base64url = (data: Uint8Array | string) => Buffer.from(data).toString('base64url');
+
+/** A signer over a PEM private key, its algorithm read from the key. */
+export function pemSigner(pem: string): AssertionSigner {
+  const key: KeyObject = createPrivateKey({ key: pem, format: 'pem' });
+  const type = key.asymmetricKeyType;
+  if (type === 'ed25519') return { alg: 'EdDSA', sign: (input) => cryptoSign(null, input, key) };
+  if (type === 'ec' && key.asymmetricKeyDetails?.namedCurve === 'prime256v1') {
+    return { alg: 'ES256', sign: (input) => cryptoSign('sha256', input, { key, dsaEncoding: 'ieee-p1363' }) };
+  }
+  if (type === 'rsa') return { alg: 'RS256', sign: (input) => cryptoSign('sha256', input, key) };
+  throw new TypeError('the private key must be Ed25519, EC P-256 or RSA');
+}
+
+/**
+ * A client assertion (RFC 7523 §2.2): iss and sub the access key, aud the token endpoint, a minute's life
+ * from `nowMs`, a fresh jti; signed by `signer`.
+ */
+export async function signClientAssertion(
+  signer: AssertionSigner,
+  claims: { accessKey: string; audience: string; nowMs: number; kid?: string },
+): Promise<string> {
+  const iat = Math.floor(claims.nowMs / 1000);
+  const header = { alg: signer.alg, typ: 'JWT', ...(claims.kid ? { kid: claims.kid } : {}) };
+  const payload = { iss: claims.accessKey, sub: claims.accessKey, aud: claims.audience, iat, exp: iat + ASSERTION_LIFETIME_SECONDS, jti: randomUUID() };
+  const input = `${base64url(JSON.stringify(header))}.${base64url(JSON.stringify(payload))}`;
+  return `${input}.${base64url(await signer.sign(new TextEncoder().encode(input)))}`;
 }
 
 export interface RequestOptions {
@@ -100,8 +156,13 @@ export class PartnerClient {
   /** How many key exchanges this client has made (for monitoring and tests). */
   exchanges = 0;
 
+  private readonly signer: AssertionSigner | null;
+
   constructor(private readonly options: PartnerClientOptions) {
-    if (!options.accessKey || !options.secretKey) throw new TypeError('accessKey and secretKey are required');
+    const given = [options.secretKey, options.privateKey, options.signer].filter((each) => each !== undefined).length;
+    if (!options.accessKey || given !== 1) throw new TypeError('accessKey and exactly one of secretKey, privateKey and signer are required');
+    if (options.secretKey === '') throw new TypeError('secretKey must not be empty');
+    this.signer = options.privateKey !== undefined ? pemSigner(options.privateKey) : (options.signer ?? null);
     this.baseUrl = new URL(options.baseUrl).href.replace(/\/+$/, '');
     this.renewBeforeMs = (options.renewBeforeSeconds ?? 60) * 1000;
     this.timeoutMs = options.timeoutMs ?? 30_000;
@@ -216,7 +277,7 @@ export class PartnerClient {
         const response = await this.call(new URL(`${this.baseUrl}/auth/token`), {
           method: 'POST',
           headers: { 'content-type': 'application/json', accept: 'application/json' },
-          body: JSON.stringify({ access_key: this.options.accessKey, secret_key: this.options.secretKey }),
+          body: JSON.stringify(await this.credentials(startedAt)),
         });
         const body = await readBody(response);
         if (response.status !== 200) throw apiError(response, body);
@@ -234,6 +295,14 @@ export class PartnerClient {
       }
     })();
     return this.exchanging;
+  }
+
+  /** The token request's body: the secret pair, or a client assertion signed now (a fresh jti each time). */
+  private async credentials(nowMs: number): Promise<Record<string, string>> {
+    if (this.signer === null) return { access_key: this.options.accessKey, secret_key: this.options.secretKey as string };
+    const audience = this.options.audience ?? `${this.baseUrl}/auth/token`;
+    const assertion = await signClientAssertion(this.signer, { accessKey: this.options.accessKey, audience, nowMs, ...(this.options.kid ? { kid: this.options.kid } : {}) });
+    return { client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer', client_assertion: assertion };
   }
 
   private renewInBackground(): void {

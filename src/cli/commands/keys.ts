@@ -1,9 +1,10 @@
 import type { IssuedKeyPair } from '../../domain/operations/key-pairs.js';
 import { formatDuration, parseDuration } from '../../domain/rules/validation.js';
-import { AppError } from '../../errors.js';
+import { AppError, isAppError } from '../../errors.js';
+import { readInput } from '../inputs.js';
 import { defineCommand } from '../definition.js';
 import { defineOptions, type OptionsOf } from '../options.js';
-import { iso, type Output } from '../output.js';
+import { type Field, iso, type Output } from '../output.js';
 import { confirmDestructive } from '../prompts.js';
 import { parseWaitOption, receiptJson, reportReceipt, WAIT_OPTIONS, withReceipt } from '../receipt.js';
 import { SecretFile, withSecretFile } from '../secret-file.js';
@@ -14,16 +15,25 @@ import { say, type Said } from '../say.js';
 async function showNewSecret(out: Output, title: Said, issued: IssuedKeyPair, secretTo: SecretFile | null, extra: [string, string][] = []) {
   const style = out.style;
   out.line(title);
+  // A public_key pair has no secret: its access key (the assertions' iss and sub) and kid are all there is to show.
+  const credential: Field[] =
+    issued.secretKey === null
+      ? [['kid', issued.kid ?? '']]
+      : [['secret key', secretTo ? say`in ${secretTo.path} (mode 0600), with the access key; shown nowhere else` : style.bold(issued.secretKey)]];
   out.line(
     await out.fields([
       ['partner', `${issued.partner.name} (${issued.partner.id})`],
       ['key pair id', issued.keyPairId],
       ...extra,
       ['access key', issued.accessKey],
-      ['secret key', secretTo ? `in ${secretTo.path} (mode 0600), with the access key; shown nowhere else` : style.bold(issued.secretKey)],
+      ...credential,
     ]),
   );
   out.line();
+  if (issued.secretKey === null) {
+    out.line(say`The partner signs its client assertions with the private key (iss and sub: the access key); nothing secret is kept here.`);
+    return;
+  }
   out.line(
     style.yellow(
       secretTo
@@ -33,13 +43,17 @@ async function showNewSecret(out: Output, title: Said, issued: IssuedKeyPair, se
   );
 }
 
-/** The new pair in JSON: its secret, or where it went (`--secret-to`) and no secret. */
+/** The new pair in JSON: its secret, or where it went (`--secret-to`) and no secret; a public_key pair's kid. */
 function newPairJson(issued: IssuedKeyPair, secretTo: SecretFile | null) {
+  const credential =
+    issued.secretKey === null
+      ? { kind: 'public_key', kid: issued.kid }
+      : { kind: 'secret', ...(secretTo ? { secret_to: secretTo.path } : { secret_key: issued.secretKey }) };
   return {
     partner_id: issued.partner.id,
     key_pair_id: issued.keyPairId,
     access_key: issued.accessKey,
-    ...(secretTo ? { secret_to: secretTo.path } : { secret_key: issued.secretKey }),
+    ...credential,
     expires_at: iso(issued.expiresAt),
   };
 }
@@ -60,6 +74,25 @@ function expiryOption(value: string | undefined): { expiresInMs?: number } {
   return value === undefined ? {} : { expiresInMs: parseDuration(value, '--expires-in') };
 }
 
+const PUBLIC_KEY_OPTION = {
+  flags: '--public-key <file>',
+  description:
+    "register the partner's public key instead of issuing a secret (PEM SPKI or JWK; Ed25519, EC P-256 or RSA >= 2048 bits; '-' reads stdin): the partner signs client assertions with its private key",
+} as const;
+
+/** `--public-key FILE|-`: the key read and checked before anything is asked or written; with --secret-to refused (no secret). */
+async function publicKeyOption(session: Session, path: string | undefined, secretTo: string | undefined) {
+  if (path === undefined) return {};
+  if (secretTo !== undefined) throw new AppError('invalid_argument', '--public-key cannot be combined with --secret-to: a public_key pair has no secret');
+  const [{ parsePublicKey }, text] = await Promise.all([import('../../domain/rules/public-keys.js'), readInput(session, path, '--public-key')]);
+  try {
+    return { publicKey: await parsePublicKey(text) };
+  } catch (error) {
+    if (isAppError(error) && error.field === 'public_key') throw new AppError('invalid_argument', `--public-key ${path}: ${error.message}`);
+    throw error;
+  }
+}
+
 const ISSUE_KEYS_OPTIONS = defineOptions([
   { flags: '--expires-in <duration>', description: `the pair mints nothing after this long (${DURATION_HELP})` },
   {
@@ -67,6 +100,7 @@ const ISSUE_KEYS_OPTIONS = defineOptions([
     description: 'a partner with an active pair is left as it is: exit 0, changed: false, no secret (re-runnable provisioning)',
   },
   SECRET_TO_OPTION,
+  PUBLIC_KEY_OPTION,
 ]);
 
 export const issueKeysCommand = defineCommand({
@@ -92,7 +126,7 @@ async function runIssueKeys(
   partnerArgument: string | undefined,
   options: OptionsOf<typeof ISSUE_KEYS_OPTIONS>,
 ): Promise<void> {
-  const expiry = expiryOption(options.expiresIn);
+  const expiry = { ...expiryOption(options.expiresIn), ...(await publicKeyOption(session, options.publicKey, options.secretTo)) };
   const reference = await resolvePartnerArgument(session, partnerArgument);
   const [{ issueKeyPair, issueKeyPairIfNoneActive }, db] = await Promise.all([import('../../domain/operations/key-pairs.js'), session.db()]);
   const { file, handOver } = secretFileOf(options.secretTo);
@@ -138,6 +172,7 @@ const ROTATE_KEYS_OPTIONS = defineOptions([
   },
   { flags: '--expires-in <duration>', description: `the new pair mints nothing after this long (${DURATION_HELP})` },
   SECRET_TO_OPTION,
+  PUBLIC_KEY_OPTION,
   ...WAIT_OPTIONS.map((option) => ({ ...option, description: `with --revoke-issued-tokens: ${option.description}` })),
 ]);
 
@@ -167,19 +202,19 @@ export const rotateKeysCommand = defineCommand({
 
 async function runRotateKeys(session: Session, out: Output, partnerArgument: string | undefined, options: RotateKeysOptions): Promise<number | undefined> {
   if (options.finish) {
-    const other = options.overlap !== undefined ? '--overlap' : options.afterSwitch !== undefined ? '--after-switch' : options.revokeIssuedTokens ? '--revoke-issued-tokens' : options.expiresIn !== undefined ? '--expires-in' : options.keyPair !== undefined ? '--key-pair' : null;
+    const other = options.overlap !== undefined ? '--overlap' : options.afterSwitch !== undefined ? '--after-switch' : options.revokeIssuedTokens ? '--revoke-issued-tokens' : options.expiresIn !== undefined ? '--expires-in' : options.publicKey !== undefined ? '--public-key' : options.keyPair !== undefined ? '--key-pair' : null;
     if (other) throw new AppError('invalid_argument', `--finish cannot be combined with ${other}: it only ends the overlap`);
     await runFinishOverlap(session, out, partnerArgument);
     return undefined;
   }
-  const expiry = expiryOption(options.expiresIn);
+  const expiry = { ...expiryOption(options.expiresIn), ...(await publicKeyOption(session, options.publicKey, options.secretTo)) };
   const overlap = {
     ...(options.overlap !== undefined ? { overlapMs: parseDuration(options.overlap, '--overlap') } : {}),
     ...(options.afterSwitch !== undefined ? { afterSwitchMs: parseDuration(options.afterSwitch, '--after-switch', { allowZero: true }) } : {}),
   };
   // Only the emergency rotation refuses credentials: the routine one has nothing for the servers to confirm.
   const waitMs = options.revokeIssuedTokens ? await parseWaitOption(options) : null;
-  const { checkRotationOptions, rotateKeyPair } = await import('../../domain/operations/key-pairs.js');
+  const { checkRotationOptions, rotateKeyPairIfActive } = await import('../../domain/operations/key-pairs.js');
   checkRotationOptions({ ...overlap, revokeIssuedTokens: options.revokeIssuedTokens === true });
   await checkKeyPairOption(options.keyPair);
   const reference = await resolvePartnerArgument(session, partnerArgument);
@@ -200,7 +235,7 @@ async function runRotateKeys(session: Session, out: Output, partnerArgument: str
   const { file, handOver } = secretFileOf(options.secretTo);
   const change = () =>
     withSecretFile(file, () =>
-      rotateKeyPair(
+      rotateKeyPairIfActive(
         db,
         session.who,
         reference,

@@ -43,6 +43,8 @@ function lookupJson(result: LookupResult) {
     key_pair_id: pair?.id ?? null,
     status: result.status,
     access_key: pair?.accessKey ?? null,
+    key_kind: pair?.kind ?? null,
+    kid: pair?.kid ?? null,
     key_pair_status: result.pairState,
     created_at: iso(pair?.createdAt),
     superseded_at: iso(pair?.supersededAt),
@@ -84,7 +86,7 @@ export const lookupCommand = defineCommand({
   group: 'Keys and leaks',
   summary: 'what a leaked value is, whose, and what contains it',
   description:
-    'what a leaked value is and whose (access key, secret key, key-pair id, JWT or token id), whether it is genuine and accepted now, and the command that contains it',
+    'what a leaked value is and whose (access key, secret key, key-pair id, JWT, token id, kid, public key, or a private key PEM on stdin), whether it is genuine and accepted now, and the command that contains it',
   arguments: [
     {
       name: '[value]',
@@ -103,6 +105,9 @@ export const lookupCommand = defineCommand({
 });
 
 async function runLookup(session: Session, out: Output, value: string | undefined): Promise<void> {
+  if (value !== undefined && value !== '-' && value.includes('PRIVATE KEY-----')) {
+    throw new AppError('invalid_argument', "a private key is read from stdin only, never from the command line: 'partnerctl lookup - < key.pem'");
+  }
   const looked = await leakedValue(session, value, 'lookup');
   const [{ lookup }, db] = await Promise.all([import('../../domain/operations/lookup.js'), session.db()]);
   const openKeys = () => signingKeysIfAny(session, db, out);
@@ -121,9 +126,16 @@ async function runLookup(session: Session, out: Output, value: string | undefine
   }
   const style = out.style;
   const { partner, pair, token } = result;
-  const what = { access_key: 'an access key', secret_key: 'a secret key', key_pair_id: 'a key-pair id', token: 'a token', token_id: 'a token id' }[
-    result.kind
-  ];
+  const what = {
+    access_key: 'an access key',
+    secret_key: 'a secret key',
+    key_pair_id: 'a key-pair id',
+    token: 'a token',
+    token_id: 'a token id',
+    kid: 'a key id (kid)',
+    public_key: 'a public key',
+    private_key: 'a private key (read, never kept or shown)',
+  }[result.kind];
   out.line(say`${style.bold(what)} of ${partner ? say`${style.bold(partner.name)} (${partner.id})` : 'no known partner'}`);
   // Whose status is whose, said plainly: the partner's, then the key pair's or the token's.
   const own = result.kind === 'token' || result.kind === 'token_id' ? 'token status' : 'key pair status';
@@ -273,6 +285,8 @@ async function runListKeys(session: Session, out: Output, options: OptionsOf<typ
         partner_id: pair.partnerId,
         partner_name: pair.partnerName,
         access_key: pair.accessKey,
+        kind: pair.kind,
+        kid: pair.kid,
         status: pair.state,
         created_at: iso(pair.createdAt),
         superseded_at: iso(pair.supersededAt),
@@ -305,6 +319,7 @@ async function runListKeys(session: Session, out: Output, options: OptionsOf<typ
           { title: 'LAST USED', optional: true },
           { title: 'EXPIRES', optional: true },
           { title: 'ACCESS KEY', optional: true },
+          { title: 'KIND', optional: true },
           { title: 'LAST REFUSED', optional: true },
           { title: 'LEAK REPORTED', optional: true },
         ],
@@ -316,6 +331,7 @@ async function runListKeys(session: Session, out: Output, options: OptionsOf<typ
           lastUsed(pair.lastUsedAt, db.clock.now()),
           pair.expiresAt,
           pair.accessKey,
+          pair.kind === 'public_key' ? `public key ${pair.kid}` : 'secret',
           pair.lastRefusedAt,
           pair.leakReportedAt ? `${out.tableTime(pair.leakReportedAt, options.wide)} ${pair.leakUrl ?? ''}`.trim() : null,
         ]),

@@ -91,6 +91,8 @@ async function runListPartners(session: Session, out: Output, options: OptionsOf
         status: partner.status,
         company_count: partner.companyCount,
         active_access_key: partner.activeAccessKey,
+        credentials: partner.credentialsPolicy,
+        active_shared_secret: partner.activeSharedSecret,
         created_at: iso(partner.createdAt),
       })),
       next_cursor: page.nextCursor,
@@ -118,6 +120,7 @@ async function runListPartners(session: Session, out: Output, options: OptionsOf
         { title: 'STATUS' },
         { title: 'COMPANIES', align: 'right' },
         { title: 'ACTIVE ACCESS KEY', optional: true },
+        { title: 'SHARED SECRET', optional: true },
         { title: 'CREATED' },
       ],
       page.partners.map((partner) => [
@@ -126,6 +129,7 @@ async function runListPartners(session: Session, out: Output, options: OptionsOf
         statusText(style, partner.status),
         partner.companyCount,
         partner.activeAccessKey,
+        partner.activeSharedSecret ? 'active' : '-',
         partner.createdAt,
       ]),
     ),
@@ -162,9 +166,13 @@ async function runShowPartner(session: Session, out: Output, partnerArgument: st
     out.emitJson({
       ...partnerJson(partner),
       updated_at: iso(partner.updatedAt),
+      credentials: partner.credentialsPolicy,
       key_pairs: keyPairs.map((pair) => ({
         key_pair_id: pair.id,
         access_key: pair.accessKey,
+        kind: pair.kind,
+        kid: pair.kid,
+        alg: pair.publicKeyAlg,
         status: pair.state,
         created_at: iso(pair.createdAt),
         superseded_at: iso(pair.supersededAt),
@@ -194,6 +202,7 @@ async function runShowPartner(session: Session, out: Output, partnerArgument: st
       ['updated', partner.updatedAt],
       ['limits', describeLimits(limits)],
       ['network', network.length === 0 ? 'any client address' : network.join(', ')],
+      ['credentials', CREDENTIALS_WORDS[partner.credentialsPolicy] ?? partner.credentialsPolicy],
     ]),
   );
   out.line();
@@ -204,13 +213,22 @@ async function runShowPartner(session: Session, out: Output, partnerArgument: st
         [
           { title: 'KEY PAIR' },
           { title: 'ACCESS KEY', optional: true },
+          { title: 'KIND' },
           { title: 'STATUS' },
           { title: 'CREATED' },
           { title: 'LAST USED', optional: true },
         ],
-        keyPairs.map((pair) => [pair.id, pair.accessKey, statusText(style, pair.state), pair.createdAt, lastUsed(pair.lastUsedAt, db.clock.now())]),
+        keyPairs.map((pair) => [
+          pair.id,
+          pair.accessKey,
+          pair.kind === 'public_key' ? 'public key' : 'secret',
+          statusText(style, pair.state),
+          pair.createdAt,
+          lastUsed(pair.lastUsedAt, db.clock.now()),
+        ]),
       ),
     );
+    for (const pair of keyPairs.filter((each) => each.kind === 'public_key')) out.line(say`${pair.id} is a public-key pair: ${pair.publicKeyAlg}, kid ${pair.kid}.`);
     for (const pair of keyPairs.filter((each) => each.state === 'retiring')) {
       const switched = pair.switchedAt ? `the partner switched at ${out.tableTime(pair.switchedAt)}` : 'the partner has not switched yet (the new pair has not exchanged)';
       out.line(say`${pair.id} is retiring: it still exchanges until ${out.tableTime(pair.retiresAt)}; ${switched}.`);
@@ -223,6 +241,13 @@ async function runShowPartner(session: Session, out: Output, partnerArgument: st
     out.line(say`  … and ${companyCount - companies.length} more: partnerctl list-companies ${partner.id} --limit 1000`);
   }
 }
+
+/** set-credentials' policies, as show-partner says them. */
+export const CREDENTIALS_WORDS: Record<string, string> = {
+  secret: 'shared secrets only',
+  'public-key': 'public keys only (private_key_jwt)',
+  both: 'shared secrets and public keys',
+};
 
 function partnerJson(partner: PartnerRecord) {
   return { partner_id: partner.id, name: partner.name, status: partner.status, created_at: iso(partner.createdAt) };

@@ -232,6 +232,7 @@ function planJson(plan: Plan) {
     keys_issued: plan.keysIssued,
     networks_set: plan.networksSet,
     limits_set: plan.limitsSet,
+    credentials_set: plan.credentialsSet,
     partners: plan.partners.map((step) => ({
       name: step.name,
       partner_id: step.partnerId,
@@ -242,6 +243,8 @@ function planJson(plan: Plan) {
       key_issued: step.issueKeys,
       ...(step.network === null ? {} : { allow_from: step.network }),
       ...(step.limits === null ? {} : { limits: step.limits }),
+      ...(step.credentials === null ? {} : { credentials: step.credentials }),
+      ...(step.publicKey === null ? {} : { public_key_kid: step.publicKey.kid }),
     })),
   };
 }
@@ -261,6 +264,7 @@ function planCounts(plan: Plan): string {
     [plan.keysIssued, 'key pair issued', 'key pairs issued'],
     [plan.networksSet, 'network rule set changed', 'network rule sets changed'],
     [plan.limitsSet, 'partner limits changed', 'partner limits changed'],
+    [plan.credentialsSet, 'credentials policy set', 'credentials policies set'],
   ];
   return kinds
     .filter(([n]) => n > 0)
@@ -286,6 +290,8 @@ async function printPlan(out: Output, plan: Plan): Promise<void> {
     if (step.map.length) added(say`map ${plural(step.map.length, 'company', 'companies')}`);
     if (step.unmap.length) removed(say`unmap ${plural(step.unmap.length, 'company', 'companies')}`);
     if (step.issueKeys) added(say`issue a key pair`);
+    if (step.publicKey) added(say`register public key ${step.publicKey.kid}`);
+    if (step.credentials) changed(say`allow ${step.credentials} credentials`);
     if (step.network) changed(step.network.length === 0 ? say`clear the network rules` : say`allow only ${joined(step.network)}`);
     if (step.limits) changed(limitsText(step.limits));
     const mark = step.create ? style.green('+') : style.yellow('~');
@@ -294,8 +300,9 @@ async function printPlan(out: Output, plan: Plan): Promise<void> {
   const keys = plan.keysIssued ? say`; ${plural(plan.keysIssued, 'key pair')} issued` : '';
   const networks = plan.networksSet ? say`; ${plural(plan.networksSet, 'network rule set')} changed` : '';
   const limits = plan.limitsSet ? say`; ${plural(plan.limitsSet, "partner's limits", "partners' limits")} changed` : '';
+  const credentials = plan.credentialsSet ? say`; ${plural(plan.credentialsSet, 'credentials policy', 'credentials policies')} set` : '';
   out.line(
-    say`Plan: ${plural(plan.partnersCreated, 'partner')} created, ${plan.partnersEnabled} enabled, ${plan.partnersDisabled} disabled; ${plural(plan.companiesMapped, 'company', 'companies')} mapped, ${plan.companiesUnmapped} unmapped${keys}${networks}${limits} (${plural(plan.changes, 'change')})`,
+    say`Plan: ${plural(plan.partnersCreated, 'partner')} created, ${plan.partnersEnabled} enabled, ${plan.partnersDisabled} disabled; ${plural(plan.companiesMapped, 'company', 'companies')} mapped, ${plan.companiesUnmapped} unmapped${keys}${networks}${limits}${credentials} (${plural(plan.changes, 'change')})`,
   );
 }
 

@@ -12,6 +12,10 @@ type Raw = {
   id: string;
   partner_id: string;
   access_key: string;
+  kind: string;
+  public_key: string | null;
+  public_key_alg: string | null;
+  kid: string | null;
   status: string;
   created_at: unknown;
   superseded_at: unknown;
@@ -29,13 +33,17 @@ type Raw = {
 };
 
 const COLUMNS =
-  'id, partner_id, access_key, status, created_at, superseded_at, revoked_at, last_used_at, expires_at, last_refused_at, retires_at, switched_at, after_switch_seconds, unlisted_refused_at, unlisted_refused_address, leak_reported_at, leak_url';
+  'id, partner_id, access_key, kind, public_key, public_key_alg, kid, status, created_at, superseded_at, revoked_at, last_used_at, expires_at, last_refused_at, retires_at, switched_at, after_switch_seconds, unlisted_refused_at, unlisted_refused_address, leak_reported_at, leak_url';
 
 function fromRaw(row: Raw): KeyPairRow {
   return {
     id: row.id,
     partnerId: row.partner_id,
     accessKey: row.access_key,
+    kind: row.kind,
+    publicKey: row.public_key ?? null,
+    publicKeyAlg: row.public_key_alg ?? null,
+    kid: row.kid ?? null,
     status: row.status,
     createdAt: toDate(row.created_at)!,
     supersededAt: toDate(row.superseded_at),
@@ -54,20 +62,23 @@ function fromRaw(row: Raw): KeyPairRow {
 }
 
 /** A new pair's row as the domain made it (domain/key-pair-lifecycle.ts): its status included. */
-export interface NewKeyPairRow extends Pick<KeyPairRow, 'id' | 'partnerId' | 'accessKey' | 'status' | 'createdAt' | 'expiresAt'> {
-  secretHash: string;
+export interface NewKeyPairRow
+  extends Pick<KeyPairRow, 'id' | 'partnerId' | 'accessKey' | 'kind' | 'publicKey' | 'publicKeyAlg' | 'kid' | 'status' | 'createdAt' | 'expiresAt'> {
+  /** Null for a public_key pair: it has no secret. */
+  secretHash: string | null;
 }
 
 export async function insertKeyPair(tx: SqlTx, pair: NewKeyPairRow): Promise<void> {
-  await tx.run('INSERT INTO key_pairs (id, partner_id, access_key, secret_hash, status, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)', [
-    pair.id,
-    pair.partnerId,
-    pair.accessKey,
-    pair.secretHash,
-    pair.status,
-    pair.createdAt,
-    pair.expiresAt,
-  ]);
+  await tx.run(
+    'INSERT INTO key_pairs (id, partner_id, access_key, kind, secret_hash, public_key, public_key_alg, kid, status, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)',
+    [pair.id, pair.partnerId, pair.accessKey, pair.kind, pair.secretHash, pair.publicKey, pair.publicKeyAlg, pair.kid, pair.status, pair.createdAt, pair.expiresAt],
+  );
+}
+
+/** The pair registered with this public key's RFC 7638 thumbprint, if any. */
+export async function keyPairByKid(q: Queryable, kid: string): Promise<KeyPairRow | null> {
+  const [row] = await q.query<Raw>(`SELECT ${COLUMNS} FROM key_pairs WHERE kid = $1`, [kid]);
+  return row ? fromRaw(row) : null;
 }
 
 export async function activeKeyPair(q: Queryable, partnerId: string): Promise<KeyPairRow | null> {
@@ -82,7 +93,7 @@ export async function keyPairByAccessKey(q: Queryable, accessKey: string): Promi
 
 /** The stored hash, for `lookup` to confirm a secret (never leaves the domain). */
 export async function secretHashOf(q: Queryable, id: string): Promise<string | null> {
-  const [row] = await q.query<{ secret_hash: string }>('SELECT secret_hash FROM key_pairs WHERE id = $1', [id]);
+  const [row] = await q.query<{ secret_hash: string | null }>('SELECT secret_hash FROM key_pairs WHERE id = $1', [id]);
   return row?.secret_hash ?? null;
 }
 
@@ -96,7 +107,11 @@ export interface ExchangeRow
   extends Columns<
       'KeyPair',
       | 'id'
+      | 'kind'
       | 'secretHash'
+      | 'publicKey'
+      | 'publicKeyAlg'
+      | 'kid'
       | 'status'
       | 'supersededAt'
       | 'revokedAt'
@@ -111,6 +126,8 @@ export interface ExchangeRow
     Columns<'Partner', 'tokensRevokedBefore'> {
   /** `status` is as stored (the domain derives the state); the partner's brake (ms) refuses tokens issued before it. */
   partnerStatus: string;
+  /** The partner's set-credentials policy: `secret`, `public-key` or `both`. */
+  credentialsPolicy: string;
   /** Another pair of the partner stored 'retiring', if any (what the switch changes). */
   retiring: Pick<KeyPairRow, 'id' | 'retiresAt' | 'switchedAt' | 'afterSwitchSeconds'> | null;
   /** The partner's network rules (partner_networks.allow_from); null: none. */
@@ -120,7 +137,11 @@ export interface ExchangeRow
 export async function keyPairForExchange(q: Queryable, accessKey: string): Promise<ExchangeRow | null> {
   const [row] = await q.query<{
     id: string;
-    secret_hash: string;
+    kind: string;
+    secret_hash: string | null;
+    public_key: string | null;
+    public_key_alg: string | null;
+    kid: string | null;
     status: string;
     superseded_at: unknown;
     revoked_at: unknown;
@@ -131,6 +152,7 @@ export async function keyPairForExchange(q: Queryable, accessKey: string): Promi
     expires_at: unknown;
     partner_id: string;
     partner_status: string;
+    credentials_policy: string;
     tokens_revoked_before: unknown;
     retires_at: unknown;
     r_id: string | null;
@@ -139,8 +161,8 @@ export async function keyPairForExchange(q: Queryable, accessKey: string): Promi
     r_after_switch_seconds: unknown;
     allow_from: string | null;
   }>(
-    `SELECT k.id, k.secret_hash, k.status, k.superseded_at, k.revoked_at, k.last_used_at, k.last_refused_at, k.unlisted_refused_at,
-       k.unlisted_refused_address, k.expires_at, p.id AS partner_id, p.status AS partner_status, p.tokens_revoked_before, k.retires_at,
+    `SELECT k.id, k.kind, k.secret_hash, k.public_key, k.public_key_alg, k.kid, k.status, k.superseded_at, k.revoked_at, k.last_used_at, k.last_refused_at, k.unlisted_refused_at,
+       k.unlisted_refused_address, k.expires_at, p.id AS partner_id, p.status AS partner_status, p.credentials_policy, p.tokens_revoked_before, k.retires_at,
        r.id AS r_id, r.retires_at AS r_retires_at, r.switched_at AS r_switched_at, r.after_switch_seconds AS r_after_switch_seconds,
        n.allow_from
      FROM key_pairs k JOIN partners p ON p.id = k.partner_id
@@ -152,7 +174,11 @@ export async function keyPairForExchange(q: Queryable, accessKey: string): Promi
   return row
     ? {
         id: row.id,
-        secretHash: row.secret_hash,
+        kind: row.kind,
+        secretHash: row.secret_hash ?? null,
+        publicKey: row.public_key ?? null,
+        publicKeyAlg: row.public_key_alg ?? null,
+        kid: row.kid ?? null,
         status: row.status,
         supersededAt: toDate(row.superseded_at),
         revokedAt: toDate(row.revoked_at),
@@ -172,10 +198,21 @@ export async function keyPairForExchange(q: Queryable, accessKey: string): Promi
         expiresAt: toDate(row.expires_at),
         partnerId: row.partner_id,
         partnerStatus: row.partner_status,
+        credentialsPolicy: row.credentials_policy,
         tokensRevokedBefore: row.tokens_revoked_before == null ? null : Number(row.tokens_revoked_before),
         allowFrom: row.allow_from ?? null,
       }
     : null;
+}
+
+/** The shared-secret pairs of these partners stored with a status that may still exchange (active, retiring). */
+export async function secretPairsMintingOf(q: Queryable, partnerIds: readonly string[]): Promise<KeyPairRow[]> {
+  if (partnerIds.length === 0) return [];
+  const rows = await q.query<Raw>(
+    `SELECT ${COLUMNS} FROM key_pairs WHERE kind = 'secret' AND status IN ('active', 'retiring') AND partner_id IN (${partnerIds.map((_id, i) => `$${i + 1}`).join(', ')})`,
+    partnerIds,
+  );
+  return rows.map(fromRaw);
 }
 
 /** Newest first. */
@@ -289,4 +326,24 @@ export async function keyPairPage(
     params,
   );
   return rows.map((row) => ({ ...fromRaw(row), partnerName: row.partner_name }));
+}
+
+/**
+ * Notes a client assertion's jti as used until `expiresAt`, unless a live note of the same jti for the same
+ * pair exists: resolves whether it was fresh (false: a replay, on whichever instance it was first seen). An
+ * expired note is taken over, so a jti is refused exactly for its assertion's lifetime.
+ */
+export async function noteAssertionJti(q: Queryable, keyPairId: string, jti: string, expiresAt: Date, now: Date): Promise<boolean> {
+  const rows = await q.query<{ jti: string }>(
+    `INSERT INTO assertion_jtis (key_pair_id, jti, expires_at) VALUES ($1, $2, $3)
+     ON CONFLICT (key_pair_id, jti) DO UPDATE SET expires_at = excluded.expires_at WHERE assertion_jtis.expires_at <= $4
+     RETURNING jti`,
+    [keyPairId, jti, expiresAt, now],
+  );
+  return rows.length === 1;
+}
+
+/** Drops the jti notes whose assertions have expired. */
+export async function pruneAssertionJtis(q: Queryable, before: Date): Promise<void> {
+  await q.query('DELETE FROM assertion_jtis WHERE expires_at <= $1', [before]);
 }

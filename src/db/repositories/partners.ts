@@ -2,14 +2,21 @@ import type { Columns } from '../models.js';
 import { toDate } from '../sql.js';
 import type { Queryable, SqlTx } from '../unit.js';
 
-export type PartnerRow = Columns<'Partner', 'id' | 'name' | 'status' | 'createdAt' | 'updatedAt'>;
+export type PartnerRow = Columns<'Partner', 'id' | 'name' | 'status' | 'createdAt' | 'updatedAt' | 'credentialsPolicy'>;
 
-const COLUMNS = 'id, name, status, created_at, updated_at';
+const COLUMNS = 'id, name, status, created_at, updated_at, credentials_policy';
 
-type Raw = { id: string; name: string; status: string; created_at: unknown; updated_at: unknown };
+type Raw = { id: string; name: string; status: string; created_at: unknown; updated_at: unknown; credentials_policy: string };
 
 function fromRaw(row: Raw): PartnerRow {
-  return { id: row.id, name: row.name, status: row.status, createdAt: toDate(row.created_at)!, updatedAt: toDate(row.updated_at)! };
+  return {
+    id: row.id,
+    name: row.name,
+    status: row.status,
+    createdAt: toDate(row.created_at)!,
+    updatedAt: toDate(row.updated_at)!,
+    credentialsPolicy: row.credentials_policy,
+  };
 }
 
 export async function partnerById(q: Queryable, id: string): Promise<PartnerRow | null> {
@@ -42,7 +49,12 @@ export async function insertPartner(
     now,
     now,
   ]);
-  return { id: partner.id, name: partner.name, status, createdAt: now, updatedAt: now };
+  return { id: partner.id, name: partner.name, status, createdAt: now, updatedAt: now, credentialsPolicy: 'both' };
+}
+
+/** set-credentials: which kinds of key pair the partner's keys may exchange with. */
+export async function updateCredentialsPolicy(tx: SqlTx, id: string, policy: string, now: Date): Promise<void> {
+  await tx.run('UPDATE partners SET credentials_policy = $1, updated_at = $2 WHERE id = $3', [policy, now, id]);
 }
 
 export async function updatePartnerStatus(tx: SqlTx, id: string, status: string, now: Date): Promise<void> {
@@ -74,7 +86,7 @@ export async function partnerPage(
   }
   if (options.cursor) conditions.push(`p.id > $${params.push(options.cursor)}`);
   const rows = await q.query<Raw & { company_count: number | string; active_access_key: string | null }>(
-    `SELECT p.id, p.name, p.status, p.created_at, p.updated_at,
+    `SELECT p.id, p.name, p.status, p.created_at, p.updated_at, p.credentials_policy,
        (SELECT COUNT(*) FROM company_mappings m WHERE m.partner_id = p.id) AS company_count,
        (SELECT k.access_key FROM key_pairs k WHERE k.partner_id = p.id AND k.status = 'active') AS active_access_key
      FROM partners p
@@ -93,9 +105,9 @@ export async function partnerPage(
 export async function partnerGateRow(
   q: Queryable,
   id: string,
-): Promise<{ status: string; tokensRevokedBefore: number | null; allowFrom: string | null } | null> {
-  const [row] = await q.query<{ status: string; tokens_revoked_before: unknown; allow_from: string | null }>(
-    'SELECT p.status, p.tokens_revoked_before, n.allow_from FROM partners p LEFT JOIN partner_networks n ON n.partner_id = p.id WHERE p.id = $1',
+): Promise<{ status: string; tokensRevokedBefore: number | null; allowFrom: string | null; credentialsPolicy: string } | null> {
+  const [row] = await q.query<{ status: string; tokens_revoked_before: unknown; allow_from: string | null; credentials_policy: string }>(
+    'SELECT p.status, p.tokens_revoked_before, n.allow_from, p.credentials_policy FROM partners p LEFT JOIN partner_networks n ON n.partner_id = p.id WHERE p.id = $1',
     [id],
   );
   if (!row) return null;
@@ -103,6 +115,7 @@ export async function partnerGateRow(
     status: row.status,
     tokensRevokedBefore: row.tokens_revoked_before == null ? null : Number(row.tokens_revoked_before),
     allowFrom: row.allow_from ?? null,
+    credentialsPolicy: row.credentials_policy,
   };
 }
 

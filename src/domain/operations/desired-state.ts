@@ -15,6 +15,9 @@ import { canonicalCidr, canonicalRules, partnerNetwork, partnerNetworkOn, setNet
 import { issueKeyPairIn, newKeyPair, type IssuedKeyPair, type NewKeyPair } from './key-pairs.js';
 import { createPartnerIn, findPartner, printable, refuseSimilarName, setPartnerStatusIn, type PartnerRecord, type PartnerStatus } from './partners.js';
 import { runUnit, type Actor } from './transactions.js';
+import { setCredentialsPolicyIn } from './credentials-policy.js';
+import { parsePublicKey, type RegisteredPublicKey } from '../rules/public-keys.js';
+import { CREDENTIALS_POLICIES, type CredentialsPolicy } from '../rules/verdict.js';
 import { nameKey } from '../../text.js';
 import { isValidCompanyId, validatePartnerName } from '../rules/validation.js';
 
@@ -31,6 +34,13 @@ export interface DesiredPartner {
    * clears them all. Absent: not managed by the document.
    */
   limits?: DesiredLimits;
+  /** set-credentials: `secret`, `public-key` or `both`. Absent: not managed by the document. */
+  credentials?: CredentialsPolicy;
+  /**
+   * The public key (a JWK, public members; `alg` and `kid` may be given) of the partner's active pair: registered
+   * for a partner without an active pair; another active pair is refused (a rotation is rotate-keys). Absent: not managed.
+   */
+  public_key?: Record<string, unknown>;
 }
 
 /** Limits as set-limits takes them: `50/s`, a burst, a daily quota. */
@@ -67,6 +77,8 @@ function makeDocumentSchema() {
               })
               .strict()
               .optional(),
+            credentials: z.enum(CREDENTIALS_POLICIES).optional(),
+            public_key: z.record(z.string(), z.unknown()).optional(),
           })
           .strict(),
       ),
@@ -97,7 +109,7 @@ export function parseDesiredState(value: unknown, source: string): DesiredState 
             ? ['partners']
             : issue.path.at(-1) === 'limits'
               ? ['rate', 'burst', 'daily_quota']
-              : ['name', 'status', 'companies', 'allow_from', 'limits'];
+              : ['name', 'status', 'companies', 'allow_from', 'limits', 'credentials', 'public_key'];
         for (const key of issue.keys) {
           const near = closest(key, known, 1)[0];
           problems.push(`${pathText(issue.path)}: unknown key '${printable(key)}'${near ? `: did you mean '${near}'?` : ''}`);
@@ -156,7 +168,7 @@ export function parseDesiredState(value: unknown, source: string): DesiredState 
     const shown = problems.slice(0, MAX_PROBLEMS_SHOWN).join('; ');
     const more = problems.length > MAX_PROBLEMS_SHOWN ? `; and ${problems.length - MAX_PROBLEMS_SHOWN} more` : '';
     throw new AppError('invalid_argument', `${source}: ${problems.length} problem${problems.length > 1 ? 's' : ''}: ${shown}${more}; nothing was changed`, {
-      hint: 'the document is {partners: [{name, status?, companies?, allow_from?, limits?: {rate?, burst?, daily_quota?}}]}',
+      hint: 'the document is {partners: [{name, status?, companies?, allow_from?, limits?: {rate?, burst?, daily_quota?}, credentials?, public_key?}]}',
     });
   }
   const data = parsed.data as DesiredState;
@@ -167,6 +179,8 @@ export function parseDesiredState(value: unknown, source: string): DesiredState 
       ...(partner.companies ? { companies: [...new Set(partner.companies)] } : {}),
       ...(partner.allow_from ? { allow_from: canonicalRules(partner.allow_from) } : {}),
       ...(partner.limits ? { limits: documentLimits(limitsOf(partner.limits)) } : {}),
+      ...(partner.credentials ? { credentials: partner.credentials } : {}),
+      ...(partner.public_key ? { public_key: partner.public_key } : {}),
     })),
   };
 }
@@ -200,6 +214,10 @@ export interface PartnerPlan {
   network: string[] | null;
   /** The partner's own limits to set, as the document writes them (`{}` clears them); null: unchanged. */
   limits: DesiredLimits | null;
+  /** The credentials policy to set; null: unchanged. */
+  credentials: CredentialsPolicy | null;
+  /** The public key to register (a public_key pair, issued instead of a secret pair); null: none. */
+  publicKey: RegisteredPublicKey | null;
 }
 
 export interface Plan {
@@ -213,6 +231,7 @@ export interface Plan {
   keysIssued: number;
   networksSet: number;
   limitsSet: number;
+  credentialsSet: number;
   /** Every partner, mapping and key change the plan makes: 0 when the database is already as described. */
   changes: number;
 }
@@ -256,6 +275,29 @@ async function planOn(q: Queryable, state: DesiredState, options: PlanOptions): 
       const current = existing ? await partnerNetworkOn(q, existing.id) : [];
       if (current.join(',') !== desired.allow_from.join(',')) network = desired.allow_from;
     }
+    const credentials = desired.credentials !== undefined && desired.credentials !== (existing?.credentialsPolicy ?? 'both') ? desired.credentials : null;
+    let publicKey: RegisteredPublicKey | null = null;
+    if (desired.public_key !== undefined) {
+      const path = `partners[${state.partners.indexOf(desired)}].public_key`;
+      let key: RegisteredPublicKey;
+      try {
+        key = await parsePublicKey(JSON.stringify(desired.public_key));
+      } catch (error) {
+        throw new AppError('invalid_argument', `${path}: ${(error as Error).message}; nothing was changed`);
+      }
+      const active = existing ? await activeKeyPair(q, existing.id) : null;
+      if (active && active.kid !== key.kid) {
+        throw new AppError(
+          'invalid_argument',
+          `${path}: ${desired.name}'s active pair ${active.id} has ${active.kid ? `another public key (kid ${active.kid})` : 'a shared secret'}: rotate with 'rotate-keys --public-key' (apply never rotates); nothing was changed`,
+        );
+      }
+      if (!active) {
+        publicKey = key;
+        // The declared key is the pair to issue: no secret pair besides it.
+        issueKeys = false;
+      }
+    }
     let limits: DesiredLimits | null = null;
     if (desired.limits !== undefined) {
       const current = existing ? await partnerLimitsOn(q, existing.id) : NO_LIMITS;
@@ -272,8 +314,10 @@ async function planOn(q: Queryable, state: DesiredState, options: PlanOptions): 
       issueKeys,
       network,
       limits,
+      credentials,
+      publicKey,
     };
-    if (plan.create || statusChange || map.length || unmap.length || issueKeys || network || limits) partners.push(plan);
+    if (plan.create || statusChange || map.length || unmap.length || issueKeys || network || limits || credentials || publicKey) partners.push(plan);
   }
   const count = (test: (plan: PartnerPlan) => boolean) => partners.filter(test).length;
   const totals = {
@@ -282,9 +326,10 @@ async function planOn(q: Queryable, state: DesiredState, options: PlanOptions): 
     partnersDisabled: count((plan) => plan.statusChange === 'disabled'),
     companiesMapped: partners.reduce((sum, plan) => sum + plan.map.length, 0),
     companiesUnmapped: partners.reduce((sum, plan) => sum + plan.unmap.length, 0),
-    keysIssued: count((plan) => plan.issueKeys),
+    keysIssued: count((plan) => plan.issueKeys || plan.publicKey !== null),
     networksSet: count((plan) => plan.network !== null),
     limitsSet: count((plan) => plan.limits !== null),
+    credentialsSet: count((plan) => plan.credentials !== null),
   };
   return {
     partners,
@@ -297,7 +342,8 @@ async function planOn(q: Queryable, state: DesiredState, options: PlanOptions): 
       totals.companiesUnmapped +
       totals.keysIssued +
       totals.networksSet +
-      totals.limitsSet,
+      totals.limitsSet +
+      totals.credentialsSet,
   };
 }
 
@@ -352,7 +398,9 @@ export async function applyDesiredState(
         if (step.unmap.length) await unmapCompaniesIn(unit, partner, step.unmap);
         if (step.network) await setNetworkIn(unit, partner.id, step.network);
         if (step.limits) await replaceLimitsIn(unit, partner.id, limitsOf(step.limits));
+        if (step.credentials) await setCredentialsPolicyIn(unit, partner.id, step.credentials);
         if (step.issueKeys) issued.push(await issueKeyPairIn(unit, partner.id, pairs.get(step.name) ?? (await newKeyPair(unit.clock))));
+        if (step.publicKey) issued.push(await issueKeyPairIn(unit, partner.id, await newKeyPair(unit.clock, step.publicKey)));
         done += 1 + step.map.length + step.unmap.length;
         progress?.(done, size);
       }
@@ -386,6 +434,7 @@ export async function exportDesiredState(db: Database, references: readonly stri
   for (const partner of records) {
     const allow = await partnerNetwork(db, partner.id);
     const limits = await partnerLimitsOn(db.sql, partner.id);
+    const active = await activeKeyPair(db.sql, partner.id);
     partners.push({
       name: partner.name,
       status: partner.status,
@@ -393,6 +442,9 @@ export async function exportDesiredState(db: Database, references: readonly stri
       // Only partners with rules or limits carry them: a document without leaves them alone.
       ...(allow.length > 0 ? { allow_from: allow } : {}),
       ...(sameLimits(limits, NO_LIMITS) ? {} : { limits: documentLimits(limits) }),
+      // Only a partner's own choices: the default policy and a secret pair are left out.
+      ...(partner.credentialsPolicy === 'both' ? {} : { credentials: partner.credentialsPolicy as CredentialsPolicy }),
+      ...(active?.publicKey ? { public_key: { ...(JSON.parse(active.publicKey) as Record<string, unknown>), alg: active.publicKeyAlg, kid: active.kid } } : {}),
     });
   }
   return { partners };

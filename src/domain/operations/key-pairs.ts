@@ -5,6 +5,7 @@ import {
   activeKeyPair,
   insertKeyPair,
   keyPairById,
+  keyPairByKid,
   keyPairPage,
   keyPairsOf,
   retiringKeyPair,
@@ -25,10 +26,12 @@ import {
   revokedEvent,
   rotation,
   settled,
+  type FreshKeyPair,
   type KeyPairOptions,
   type RotationOptions,
   type Transition,
 } from '../rules/key-pair-lifecycle.js';
+import type { RegisteredPublicKey } from '../rules/public-keys.js';
 import { keyPairStanding, keyPairState, overlapEnded, STORED_STATUSES_OF, tokensLiveUntil, type KeyPairState } from '../rules/key-pair-state.js';
 import { findPartner, type PartnerRecord } from './partners.js';
 import { hashSecret } from '../rules/secrets.js';
@@ -42,22 +45,34 @@ export interface IssuedKeyPair {
   keyPairId: string;
   accessKey: string;
   expiresAt: Date | null;
-  /** Shown once to the operator; only its argon2id hash is stored. */
-  secretKey: string;
+  /** Shown once to the operator; only its argon2id hash is stored. Null for a public_key pair (no secret). */
+  secretKey: string | null;
+  /** A public_key pair's key id (RFC 7638 thumbprint); null for a secret pair. */
+  kid: string | null;
 }
 
-/** A new pair, hashed before any transaction opens: argon2 takes tens of milliseconds. */
-export interface NewKeyPair {
-  id: string;
-  accessKey: string;
-  secretKey: string;
-  secretHash: string;
+/** A pair issued with a secret: its secret is there to show. */
+export type IssuedSecretKeyPair = IssuedKeyPair & { secretKey: string };
+
+/** A pair issued with a secret (no `publicKey` option): its secret is there to show. */
+type Issued<O extends KeyPairOptions, T extends IssuedKeyPair> = O extends { publicKey: RegisteredPublicKey } ? T : T & { secretKey: string };
+
+/** A new pair, hashed before any transaction opens (argon2 takes tens of milliseconds), or with its public key. */
+export interface NewKeyPair extends FreshKeyPair {
+  /** Null for a public_key pair. */
+  secretKey: string | null;
 }
 
-export async function newKeyPair(clock: Clock): Promise<NewKeyPair> {
+/** A new pair: with a fresh secret, or (`publicKey`, from parsePublicKey) with the partner's public key and no secret. */
+export async function newKeyPair(clock: Clock, publicKey?: RegisteredPublicKey): Promise<NewKeyPair> {
   const id = newId('kp', clock.now());
   const material = newKeyMaterial(id);
-  return { ...material, id, secretHash: await hashSecret(material.secretKey) };
+  if (publicKey) return { id, accessKey: material.accessKey, secretKey: null, credential: { kind: 'public_key', publicKey } };
+  return { id, accessKey: material.accessKey, secretKey: material.secretKey, credential: { kind: 'secret', secretHash: await hashSecret(material.secretKey) } };
+}
+
+function kidOf(pair: NewKeyPair): string | null {
+  return pair.credential.kind === 'public_key' ? pair.credential.publicKey.kid : null;
 }
 
 export type { KeyPairOptions, RotationOptions } from '../rules/key-pair-lifecycle.js';
@@ -73,11 +88,19 @@ async function issuingTo(unit: Unit, reference: string): Promise<{ partner: Part
   return { partner, active: await activeKeyPair(unit.tx, partner.id) };
 }
 
+/** A public key is registered once: a key registered before (to any pair, revoked or not) is refused. */
+async function checkPublicKeyUnused(q: Queryable, pair: NewKeyPair): Promise<void> {
+  const kid = kidOf(pair);
+  const holder = kid === null ? null : await keyPairByKid(q, kid);
+  if (holder) throw new AppError('public_key_exists', `this public key (kid ${kid}) is already registered, to key pair ${holder.id}: each key pair needs its own key`, { field: 'public_key' });
+}
+
 async function insertIssued(unit: Unit, partner: PartnerRecord, pair: NewKeyPair, options: KeyPairOptions): Promise<IssuedKeyPair> {
+  await checkPublicKeyUnused(unit.tx, pair);
   const { row, event } = issued(pair, partner.id, new Date(unit.clock.now()), options);
   await insertKeyPair(unit.tx, row);
   unit.audit(event);
-  return { partner, keyPairId: pair.id, accessKey: pair.accessKey, secretKey: pair.secretKey, expiresAt: row.expiresAt };
+  return { partner, keyPairId: pair.id, accessKey: pair.accessKey, secretKey: pair.secretKey, kid: kidOf(pair), expiresAt: row.expiresAt };
 }
 
 /** A new pair for a partner with none active; one active is refused (active_key_pair_exists). */
@@ -101,9 +124,10 @@ async function issuing<T extends IssueOutcome>(
   db: Database,
   who: Actor,
   handOver: ((issued: IssuedKeyPair) => Promise<void>) | undefined,
+  publicKey: RegisteredPublicKey | undefined,
   issue: (unit: Unit, pair: NewKeyPair) => Promise<T>,
 ): Promise<T> {
-  const pair = await newKeyPair(db.clock);
+  const pair = await newKeyPair(db.clock, publicKey);
   return runUnit(db, who, async (unit) => {
     const outcome = await issue(unit, pair);
     if (outcome.changed && handOver) await handOver(outcome.issued);
@@ -111,15 +135,15 @@ async function issuing<T extends IssueOutcome>(
   });
 }
 
-export async function issueKeyPair(
+export async function issueKeyPair<O extends KeyPairOptions = Record<never, never>>(
   db: Database,
   who: Actor,
   reference: string,
-  options: KeyPairOptions = {},
+  options: O = {} as O,
   handOver?: (issued: IssuedKeyPair) => Promise<void>,
-): Promise<IssuedKeyPair> {
-  const outcome = await issuing(db, who, handOver, async (unit, pair) => ({ changed: true as const, issued: await issueKeyPairIn(unit, reference, pair, options) }));
-  return outcome.issued;
+): Promise<Issued<O, IssuedKeyPair>> {
+  const outcome = await issuing(db, who, handOver, options.publicKey, async (unit, pair) => ({ changed: true as const, issued: await issueKeyPairIn(unit, reference, pair, options) }));
+  return outcome.issued as Issued<O, IssuedKeyPair>;
 }
 
 /** `issue-keys --if-none-active`: a re-run finds the pair active and changes nothing (no secret to show). */
@@ -130,7 +154,7 @@ export function issueKeyPairIfNoneActive(
   options: KeyPairOptions = {},
   handOver?: (issued: IssuedKeyPair) => Promise<void>,
 ): Promise<IssueOutcome> {
-  return issuing<IssueOutcome>(db, who, handOver, async (unit, pair) => {
+  return issuing<IssueOutcome>(db, who, handOver, options.publicKey, async (unit, pair) => {
     const { partner, active } = await issuingTo(unit, reference);
     if (active) return { changed: false, partner, activeKeyPairId: active.id };
     return { changed: true, issued: await insertIssued(unit, partner, pair, options) };
@@ -216,6 +240,7 @@ async function rotateKeyPairIn(unit: Unit, reference: string, pair: NewKeyPair, 
   const now = new Date(unit.clock.now());
   const retiring = await liveRetiringIn(unit, partner.id);
   const pairs = options.revokeIssuedTokens ? await keyPairsOf(unit.tx, partner.id) : [];
+  await checkPublicKeyUnused(unit.tx, pair);
   const rotated = rotation({ partnerId: partner.id, active, retiring, pairs, fresh: pair }, now, options);
   for (const transition of rotated.transitions) await apply(unit.tx, transition);
   if (rotated.tokensRevokedBefore !== null) await setTokensRevokedBefore(unit.tx, partner.id, rotated.tokensRevokedBefore);
@@ -226,6 +251,7 @@ async function rotateKeyPairIn(unit: Unit, reference: string, pair: NewKeyPair, 
     keyPairId: pair.id,
     accessKey: pair.accessKey,
     secretKey: pair.secretKey,
+    kid: kidOf(pair),
     expiresAt: rotated.inserted.expiresAt,
     supersededKeyPairId: rotated.supersededKeyPairId,
     revokedIssuedTokens: rotated.tokensRevokedBefore !== null,
@@ -278,33 +304,36 @@ async function rotationOf(unit: Unit, reference: string, pair: NewKeyPair, optio
   return { changed: true, ...(await rotateKeyPairIn(unit, reference, pair, options)) };
 }
 
-export function rotateKeyPair(
+export async function rotateKeyPair<O extends RotationOptions = Record<never, never>>(
   db: Database,
   who: Actor,
   reference: string,
-  options?: RotationOptions,
+  options: O = {} as O,
   handOver?: (issued: IssuedKeyPair) => Promise<void>,
-): Promise<RotatedKeyPair & { changed: true }>;
-export function rotateKeyPair(
-  db: Database,
-  who: Actor,
-  reference: string,
-  options: RotationOptions & { keyPairId: string | undefined },
-  handOver?: (issued: IssuedKeyPair) => Promise<void>,
-): Promise<RotationOutcome>;
-export async function rotateKeyPair(
-  db: Database,
-  who: Actor,
-  reference: string,
-  options: RotationOptions & { keyPairId?: string | undefined } = {},
-  handOver?: (issued: IssuedKeyPair) => Promise<void>,
-): Promise<RotationOutcome> {
+): Promise<Issued<O, RotatedKeyPair>> {
   checkRotationOptions(options);
-  const pair = await newKeyPair(db.clock);
+  const pair = await newKeyPair(db.clock, options.publicKey);
+  return runUnit(db, who, async (unit) => {
+    const rotated = await rotateKeyPairIn(unit, reference, pair, options);
+    if (handOver) await handOver(rotated);
+    return rotated as Issued<O, RotatedKeyPair>;
+  });
+}
+
+/** `rotateKeyPair` naming the pair it replaces (`keyPairId`, see rotationOf): a re-run changes nothing. */
+export async function rotateKeyPairIfActive<O extends RotationOptions = Record<never, never>>(
+  db: Database,
+  who: Actor,
+  reference: string,
+  options: O & { keyPairId?: string | undefined },
+  handOver?: (issued: IssuedKeyPair) => Promise<void>,
+): Promise<(Issued<O, RotatedKeyPair> & { changed: true }) | AlreadyRotated> {
+  checkRotationOptions(options);
+  const pair = await newKeyPair(db.clock, options.publicKey);
   return runUnit(db, who, async (unit) => {
     const rotated = await rotationOf(unit, reference, pair, options);
     if (rotated.changed && handOver) await handOver(rotated);
-    return rotated;
+    return rotated as (Issued<O, RotatedKeyPair> & { changed: true }) | AlreadyRotated;
   });
 }
 

@@ -1,7 +1,8 @@
 import { compactVerify, decodeJwt, decodeProtectedHeader } from 'jose';
 import type { Database } from '../../db/client.js';
 import { testTokenEventByJti } from '../../db/repositories/audit.js';
-import { keyPairByAccessKey, keyPairById, secretHashOf, type KeyPairRow } from '../../db/repositories/key-pairs.js';
+import { keyPairByAccessKey, keyPairById, keyPairByKid, secretHashOf, type KeyPairRow } from '../../db/repositories/key-pairs.js';
+import { isPrivateKeyPem, parsePublicKey, publicKeyOfPrivatePem } from '../rules/public-keys.js';
 import { partnerById, partnerGateRow, type PartnerRow } from '../../db/repositories/partners.js';
 import { AppError } from '../../errors.js';
 import { masked } from '../../text.js';
@@ -16,7 +17,7 @@ import { issuedAtMsOf, parseTokenId, TOKEN_AUDIENCE, TOKEN_ISSUER } from './toke
 import type { RefusalReason } from '../../reasons.js';
 import { exchangeRefusal, tokenRefusal } from '../rules/verdict.js';
 
-export type LookupKind = 'access_key' | 'secret_key' | 'key_pair_id' | 'token' | 'token_id';
+export type LookupKind = 'access_key' | 'secret_key' | 'key_pair_id' | 'token' | 'token_id' | 'kid' | 'public_key' | 'private_key';
 
 export interface TokenFacts {
   jti: string | null;
@@ -94,6 +95,8 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  * `not_found`. Reads only; `keys` is opened by the caller when the value is a token.
  */
 export async function lookup(db: Database, value: string, openKeys: () => Promise<SigningKeys | null>): Promise<LookupResult> {
+  // A key (PEM or JWK) is read as it is: its public half names the pair (issue 39).
+  if (value.includes('-----BEGIN') || value.trim().startsWith('{')) return lookupKeyMaterial(db, value);
   // A value pasted with its quotes, `SECRET=`, `Bearer ` or a trailing comma is the value itself.
   const text = unwrapPasted(value);
   if (text.startsWith(ACCESS_KEY_PREFIX) || text.startsWith(SECRET_KEY_PREFIX)) return lookupKey(db, text);
@@ -106,14 +109,40 @@ export async function lookup(db: Database, value: string, openKeys: () => Promis
     throw new AppError('invalid_argument', `'${text}' is a partner id, not a key or a token`, { field: LOOKUP_FIELDS.partnerId });
   }
   if (JWT_SHAPE.test(text)) return lookupToken(db, text, await openKeys());
+  if (KID_SHAPE.test(text)) {
+    const pair = await keyPairByKid(db.sql, text);
+    if (pair) return pairResult(db, 'kid', pair, null);
+  }
   const parsed = parseTokenId(text);
   if (parsed) return lookupTokenId(db, text, parsed);
   if (UUID.test(text)) return lookupOldTokenId(db, text);
   throw new AppError(
     'invalid_argument',
     // Whatever it is, it may be a credential: never more than a masked prefix of it in a message.
-    `${masked(text)} is not an access key (pctl_ak_…), a secret key (pctl_sk_…), a key-pair id (kp_…), a token (JWT) or a token id`,
+    `${masked(text)} is not an access key (pctl_ak_…), a secret key (pctl_sk_…), a key-pair id (kp_…), a token (JWT), a token id, a registered kid or a key (PEM, JWK)`,
   );
+}
+
+/** An RFC 7638 SHA-256 thumbprint: 43 base64url characters. */
+const KID_SHAPE = /^[A-Za-z0-9_-]{43}$/;
+
+/**
+ * A public key (PEM SPKI or JWK) or a private key (PEM): the pair registered with its public half. A private
+ * key is used only to derive that half, in memory; it is neither kept nor returned, and no message quotes it.
+ * A private key that matches is a leak of the pair (genuine); a public key is not a secret (genuine: null).
+ */
+async function lookupKeyMaterial(db: Database, text: string): Promise<LookupResult> {
+  if (isPrivateKeyPem(text)) {
+    const derived = await publicKeyOfPrivatePem(text);
+    if (!derived) throw new AppError('invalid_argument', 'the PEM block is not a private key this tool reads (PKCS#8, SEC1 or PKCS#1)');
+    const pair = await keyPairByKid(db.sql, derived.kid);
+    if (!pair) throw notFound(`no key pair is registered with this private key's public half (kid ${derived.kid})`);
+    return pairResult(db, 'private_key', pair, true);
+  }
+  const { kid } = await parsePublicKey(text);
+  const pair = await keyPairByKid(db.sql, kid);
+  if (!pair) throw notFound(`no key pair is registered with this public key (kid ${kid})`);
+  return pairResult(db, 'public_key', pair, null);
 }
 
 function notFound(message: string, field?: string): AppError {
@@ -168,12 +197,17 @@ async function pairResult(db: Database, kind: LookupKind, pair: KeyPairRow, genu
     note = `this is not the secret of ${pair.id}: it matches no stored hash, so nothing of ours leaked`;
     contain = null;
   } else if (genuine === null && outside === null) {
-    // An access key goes with every exchange and a pair id is in audit events and webhook payloads: neither
-    // lets anyone in, and containing on their word alone would break the partner's integration for nothing.
-    const what = kind === 'access_key' ? 'an access key' : 'a key-pair id';
+    // An access key goes with every exchange and a pair id is in audit events and webhook payloads, a kid and
+    // a public key are public by design: none lets anyone in, and containing on their word alone would break
+    // the partner's integration for nothing.
+    const what = kind === 'access_key' ? 'an access key' : kind === 'key_pair_id' ? 'a key-pair id' : kind === 'kid' ? 'a key id (kid)' : 'a public key';
     const state = retiring ?? `the pair is ${status}`;
     note = `${what} alone is not a secret: nothing leaked unless its secret key did (look that up if so); ${state}`;
     contain = null;
+  } else if (status === 'active' && pair.kind === 'public_key') {
+    // A rotation would issue a secret pair: the partner registers a new public key instead (issue-keys --public-key).
+    note = 'the active pair, its private key out: revoke it now (it mints nothing more and its tokens are refused at once); the partner then registers a new public key';
+    contain = revokePair;
   } else if (status === 'active') {
     note = 'the active pair: rotate it now and refuse every token the partner holds';
     contain = { action: 'rotate_keys', partnerId: pair.partnerId, keyPairId: pair.id, revokeIssuedTokens: true };

@@ -1,5 +1,6 @@
 import type { Database } from '../../db/client.js';
-import { keyPairByAccessKey, keyPairById } from '../../db/repositories/key-pairs.js';
+import { keyPairByAccessKey, keyPairById, secretPairsMintingOf } from '../../db/repositories/key-pairs.js';
+import { keyPairState } from '../rules/key-pair-state.js';
 import {
   insertPartner,
   partnerById,
@@ -25,6 +26,8 @@ export interface PartnerRecord {
   status: PartnerStatus;
   createdAt: Date;
   updatedAt: Date;
+  /** set-credentials: `secret`, `public-key` or `both`. */
+  credentialsPolicy: string;
 }
 
 /** A partner id, its unique name, one of its access keys or one of its key-pair ids. */
@@ -135,7 +138,8 @@ export function setPartnerStatus(
 }
 
 export interface PartnerPage {
-  partners: (PartnerRecord & { companyCount: number; activeAccessKey: string | null })[];
+  /** `activeSharedSecret`: a shared-secret pair of the partner still exchanges (active, or retiring in its overlap). */
+  partners: (PartnerRecord & { companyCount: number; activeAccessKey: string | null; activeSharedSecret: boolean })[];
   nextCursor: string | null;
 }
 
@@ -151,8 +155,13 @@ export async function listPartners(
     throw new AppError('invalid_argument', `cursor '${printable(options.cursor)}' is not a cursor from a previous page`, { field: 'cursor' });
   }
   const rows = await partnerPage(db.sql, { ...options, limit: options.limit + 1 });
-  const page = rows.slice(0, options.limit) as PartnerPage['partners'];
-  return { partners: page, nextCursor: rows.length > options.limit ? (page.at(-1)?.id ?? null) : null };
+  const page = rows.slice(0, options.limit) as Omit<PartnerPage['partners'][number], 'activeSharedSecret'>[];
+  // A migration off shared secrets is tracked by this: the state of each secret pair, decided once (key-pair-state.ts).
+  const now = db.clock.now();
+  const secretPairs = await secretPairsMintingOf(db.sql, page.map((partner) => partner.id));
+  const holding = new Set(secretPairs.filter((pair) => ['active', 'retiring'].includes(keyPairState(pair, now))).map((pair) => pair.partnerId));
+  const partners = page.map((partner) => ({ ...partner, activeSharedSecret: holding.has(partner.id) }));
+  return { partners, nextCursor: rows.length > options.limit ? (page.at(-1)?.id ?? null) : null };
 }
 
 /** Partners whose name contains `term` (any case), by name: for pickers and shell completion. */

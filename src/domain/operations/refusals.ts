@@ -101,9 +101,35 @@ async function explain(db: Database, d: DecisionRow): Promise<{ explanation: str
     case 'api_key_in_request':
       return { explanation: 'the request carried API keys (in its URL, a header or its body): keys go only to the token endpoint, data requests carry the bearer token', remedy: null };
     case 'credentials_malformed':
-      return { explanation: 'the token request did not hold exactly access_key and secret_key, as strings, each once', remedy: null };
+      return {
+        explanation:
+          'the token request held neither exactly access_key and secret_key (as strings, each once) nor a client assertion (client_assertion_type jwt-bearer and client_assertion; grant_type client_credentials in a form)',
+        remedy: null,
+      };
     case 'secret_mismatch':
       return { explanation: `the secret key presented is not the secret of key pair ${d.keyPairId ?? '?'}: ${useCurrent}`, remedy: null };
+    case 'assertion_invalid':
+      return {
+        explanation: `the client assertion does not prove key pair ${d.keyPairId ?? '(none: it names no issuer, or is not a JWT)'}: its signature, its alg (the registered key's, ${pair?.publicKeyAlg ?? 'never none or HS*'}), its kid (${pair?.kid ?? 'the key\'s thumbprint'}), iss and sub (the access key), its jti, or its lifetime (exp at most 5 minutes after iat, iat not ahead of the server's clock by more than 30 s)`,
+        remedy: null,
+      };
+    case 'assertion_expired':
+      return { explanation: 'the client assertion was past its exp: the client must sign a fresh assertion for each exchange', remedy: null };
+    case 'assertion_audience':
+      return {
+        explanation: "the client assertion's aud named neither the token endpoint's public URL (PUBLIC_API_TOKEN_URL) nor its issuer URL, or the server has none configured",
+        remedy: null,
+      };
+    case 'assertion_replayed':
+      return {
+        explanation: 'the client assertion\'s jti had been accepted before and the assertion had not expired: a client signs a new jti for every exchange; a replay by someone else means the assertion was copied in transit or from a log',
+        remedy: null,
+      };
+    case 'credential_kind_not_allowed':
+      return {
+        explanation: `${who} may exchange only ${partner?.credentialsPolicy === 'secret' ? 'shared secrets' : 'client assertions signed with a registered public key'} (set-credentials), and key pair ${d.keyPairId ?? '?'} is ${pair?.kind === 'public_key' ? 'a public-key pair' : 'a shared-secret pair'}`,
+        remedy: null,
+      };
     case 'pair_unknown':
       return {
         explanation: d.route === 'exchange' ? 'the access key matches no key pair issued here' : `the token names a key pair that is not ${who}'s`,

@@ -8,6 +8,7 @@ export const AUDIT_ACTIONS = [
   'partner.enabled',
   'partner.limits_set',
   'partner.network_set',
+  'partner.credentials_set',
   'keys.issued',
   'keys.rotated',
   'keys.retired',

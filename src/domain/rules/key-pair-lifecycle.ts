@@ -5,6 +5,7 @@
 import type { ExchangeRow, KeyPairChange, KeyPairRow, NewKeyPairRow } from '../../db/repositories/key-pairs.js';
 import { LAST_USED_MARGIN_MS, overlapEnded } from './key-pair-state.js';
 import type { AuditEntry } from './audit-actions.js';
+import type { RegisteredPublicKey } from './public-keys.js';
 import { formatDuration } from './validation.js';
 
 /** A row change: written only while the pair is still stored `expected` (null: whatever it is). */
@@ -17,6 +18,8 @@ export interface Transition {
 export interface KeyPairOptions {
   /** From `--expires-in`: the pair mints nothing after this long (ms). */
   expiresInMs?: number;
+  /** From `--public-key`: a public_key pair with this key (private_key_jwt), no secret. */
+  publicKey?: RegisteredPublicKey;
 }
 
 export interface RotationOptions extends KeyPairOptions {
@@ -35,24 +38,41 @@ const DEFAULT_AFTER_SWITCH_MS = 15 * 60_000;
 /** How an overlap ended: its retires_at passed, the switch (plus --after-switch), --finish, or another rotation. */
 export type OverlapEnd = 'time' | 'switch' | 'finish' | 'rotation';
 
-/** A pair hashed and named, not stored yet. */
+/** A pair hashed (a secret pair) or with its public key (a public_key pair) and named, not stored yet. */
 export interface FreshKeyPair {
   id: string;
   accessKey: string;
-  secretHash: string;
+  credential: FreshCredential;
 }
+
+/** What a new pair proves itself with: a shared secret's hash, or a public key (private_key_jwt). */
+export type FreshCredential =
+  | { kind: 'secret'; secretHash: string }
+  | { kind: 'public_key'; publicKey: RegisteredPublicKey };
 
 /** Issued: active from `now`, minting nothing after --expires-in if given. */
 export function issued(fresh: FreshKeyPair, partnerId: string, now: Date, options: KeyPairOptions): { row: NewKeyPairRow; event: AuditEntry } {
   const expiresAt = options.expiresInMs === undefined ? null : new Date(now.getTime() + options.expiresInMs);
   // Named one by one: the caller's pair may carry its secret, which is never part of a row.
-  const row: NewKeyPairRow = { id: fresh.id, accessKey: fresh.accessKey, secretHash: fresh.secretHash, partnerId, status: 'active', createdAt: now, expiresAt };
+  const row: NewKeyPairRow = { id: fresh.id, accessKey: fresh.accessKey, ...credentialColumns(fresh.credential), partnerId, status: 'active', createdAt: now, expiresAt };
   const event: AuditEntry = {
     action: 'keys.issued',
     partnerId,
-    details: { key_pair_id: fresh.id, access_key: fresh.accessKey, expires_at: expiresAt ? expiresAt.toISOString() : null },
+    details: { key_pair_id: fresh.id, access_key: fresh.accessKey, ...credentialDetails(row), expires_at: expiresAt ? expiresAt.toISOString() : null },
   };
   return { row, event };
+}
+
+/** The stored columns of a credential: a secret's hash, or a public key's JWK, algorithm and thumbprint. */
+function credentialColumns(credential: FreshCredential): Pick<NewKeyPairRow, 'kind' | 'secretHash' | 'publicKey' | 'publicKeyAlg' | 'kid'> {
+  if (credential.kind === 'secret') return { kind: 'secret', secretHash: credential.secretHash, publicKey: null, publicKeyAlg: null, kid: null };
+  const { jwk, alg, kid } = credential.publicKey;
+  return { kind: 'public_key', secretHash: null, publicKey: JSON.stringify(jwk), publicKeyAlg: alg, kid };
+}
+
+/** What an audit event says of a public_key pair's credential (its kind and thumbprint); nothing for a secret pair. */
+function credentialDetails(row: Pick<NewKeyPairRow, 'kind' | 'kid' | 'publicKeyAlg'>): Record<string, string> {
+  return row.kind === 'public_key' && row.kid !== null && row.publicKeyAlg !== null ? { kind: row.kind, kid: row.kid, alg: row.publicKeyAlg } : {};
 }
 
 /** Superseded: a rotation without an overlap; the pair mints nothing from `now` on. */
@@ -217,6 +237,7 @@ export function rotation(input: RotationInput, now: Date, options: RotationOptio
     details: {
       key_pair_id: fresh.id,
       access_key: fresh.accessKey,
+      ...credentialDetails(inserted),
       superseded_key_pair_id: supersededKeyPairId,
       revoked_issued_tokens: revoke,
       ...(revoke ? { revoked_key_pair_ids: revokedKeyPairIds, tokens_revoked_before: tokensRevokedBefore } : {}),

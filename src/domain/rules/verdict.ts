@@ -3,7 +3,7 @@
 // the rules are here, pure, against an instant read from the caller's clock. A refusal is a stable reason
 // code (docs/reasons.md), never words: each front end says it its own way.
 import { AppError } from '../../errors.js';
-import type { RefusalReason } from '../../reasons.js';
+import type { AssertionFault, RefusalReason } from '../../reasons.js';
 import { keyPairState, type StoredPairState } from './key-pair-state.js';
 
 /** What the rules need about a partner. */
@@ -66,27 +66,47 @@ export function tokenRefusal(
   return null;
 }
 
+/** Which kinds of key pair a partner's keys may exchange with (`set-credentials --allow`). */
+export const CREDENTIALS_POLICIES = ['secret', 'public-key', 'both'] as const;
+export type CredentialsPolicy = (typeof CREDENTIALS_POLICIES)[number];
+
+/** Whether a partner's policy lets a pair of this kind (`secret`, `public_key`) exchange. */
+export function kindAllowed(policy: string, kind: string): boolean {
+  if (policy === 'both') return true;
+  return policy === 'secret' ? kind === 'secret' : kind === 'public_key';
+}
+
 /**
- * A key pair presented at the token endpoint. Null: it mints a token now. The network rules come first
- * (the answer says nothing of the secret), then the secret (`genuine` null: not presented, as `lookup` of
- * an access key or a pair id), the pair's state (active, or retiring within its overlap) and its partner.
+ * What the presented credential proved: true (the pair's secret, or an assertion its key signed and whose
+ * claims hold), false (a wrong secret, or a secret for a pair that has none), an assertion's fault, or null
+ * (nothing presented: `lookup` of an access key, a pair id or a kid).
+ */
+export type Proof = boolean | AssertionFault | null;
+
+/**
+ * A key pair presented at the token endpoint, with its secret or a client assertion. Null: it mints a token
+ * now. The network rules come first (the answer says nothing of the credential), then the credential
+ * (`proof`), the pair's state (active, or retiring within its overlap), its partner, and the partner's
+ * credentials policy (the pair's kind). The same rules for both kinds of pair.
  */
 export function exchangeRefusal(
-  pair: PairSnapshot | null,
-  partner: PartnerSnapshot | null,
-  genuine: boolean | null,
+  pair: (PairSnapshot & { kind: string }) | null,
+  partner: (PartnerSnapshot & { credentialsPolicy: string }) | null,
+  proof: Proof,
   client: ClientAddress,
   now: number,
 ): RefusalReason | null {
   if (pair === null) return 'pair_unknown';
   if (partner !== null && addressRefused(partner, client)) return 'address_not_allowed';
-  if (genuine === false) return 'secret_mismatch';
+  if (proof === false) return 'secret_mismatch';
+  if (typeof proof === 'string') return proof;
   const state = keyPairState(pair, now);
   if (state === 'revoked') return 'pair_revoked';
   if (state === 'expired') return 'pair_expired';
   if (state === 'superseded') return 'pair_superseded';
   if (partner === null) return 'partner_unknown';
   if (partner.status !== 'active') return 'partner_disabled';
+  if (!kindAllowed(partner.credentialsPolicy, pair.kind)) return 'credential_kind_not_allowed';
   return null;
 }
 

@@ -1,6 +1,6 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Database } from '../../db/client.js';
-import { keyPairForExchange, touchLastUsed, type ExchangeRow } from '../../db/repositories/key-pairs.js';
+import { keyPairForExchange, noteAssertionJti, touchLastUsed, type ExchangeRow } from '../../db/repositories/key-pairs.js';
 import { AppError, isAppError } from '../../errors.js';
 import { Bookkeeping } from './bookkeeping.js';
 import { CLOCK_TOLERANCE_MS, type ClockSync } from './clock-sync.js';
@@ -12,7 +12,8 @@ import { hashSecret, verifySecret } from '../rules/secrets.js';
 import type { SigningKeys } from '../operations/signing-keys.js';
 import { mintToken, type MintedToken } from '../operations/tokens.js';
 import { TOKEN_TTL_SECONDS } from '../rules/key-pair-state.js';
-import { exchangeRefusal, refusalError } from '../rules/verdict.js';
+import { exchangeRefusal, refusalError, type Proof } from '../rules/verdict.js';
+import { AssertionVerifier, decodeAssertion, type ProvenAssertion } from './assertions.js';
 
 /** A refused pair's last_refused_at (and unlisted_refused_at, from the same address) is noted at most this often. */
 const REFUSAL_WRITE_INTERVAL_MS = 60_000;
@@ -54,6 +55,8 @@ export class CredentialExchange {
     readonly bookkeeping: Bookkeeping = new Bookkeeping(db),
     /** This host's clock against the database server's (PostgreSQL): beyond the tolerance nothing is minted. */
     private readonly clockSync: Pick<ClockSync, 'skewed' | 'offsetMs'> | null = null,
+    /** Client assertions: the audiences they must name (PUBLIC_API_TOKEN_URL and its issuer URL). */
+    readonly assertions: AssertionVerifier = new AssertionVerifier([]),
   ) {}
 
   /** Computes the decoy hash ahead of the first request. */
@@ -77,15 +80,48 @@ export class CredentialExchange {
     const wellFormed =
       ACCESS_KEY_PATTERN.test(accessKey) && secretKey.length > 0 && secretKey.length <= MAX_KEY_LENGTH;
     const pair = wellFormed ? await this.pairOf(accessKey) : null;
-    if (!pair) {
-      await verifySecret(await this.warmUp(), secretKey.slice(0, MAX_KEY_LENGTH));
-      throw refusalError('pair_unknown', 'exchange');
-    }
+    // A public_key pair has no secret: a secret for it costs what a wrong one does, and is one.
+    if (!pair || pair.secretHash === null) await verifySecret(await this.warmUp(), secretKey.slice(0, MAX_KEY_LENGTH));
+    if (!pair) throw refusalError('pair_unknown', 'exchange');
     onPair?.(pair.id);
-    const genuine = await this.secretMatches(pair.id, accessKey, pair.secretHash, secretKey);
+    const genuine = pair.secretHash !== null && (await this.secretMatches(pair.id, accessKey, pair.secretHash, secretKey));
+    return this.conclude(pair, genuine, client, null);
+  }
+
+  /**
+   * Exchanges a client assertion (private_key_jwt) for a token: the pair its `iss` names, checked by the
+   * AssertionVerifier, then the same verdict and the same bookkeeping as a secret's exchange. Its jti is
+   * noted in the database once everything else holds: the same assertion presented again, to this or any
+   * instance, is refused (`assertion_replayed`) until it expires.
+   */
+  async exchangeAssertion(
+    jwt: string,
+    client = '',
+    onPair?: (keyPairId: string) => void,
+    /** OAuth's client_id, when the client sends one: it must be the assertion's issuer. */
+    clientId?: string,
+  ): Promise<MintedToken & { keyPairId: string }> {
+    const decoded = decodeAssertion(jwt);
+    if (!decoded || (clientId !== undefined && clientId !== decoded.issuer)) throw refusalError('assertion_invalid', 'exchange');
+    const pair = ACCESS_KEY_PATTERN.test(decoded.issuer) ? await this.pairOf(decoded.issuer) : null;
+    if (!pair) throw refusalError('pair_unknown', 'exchange');
+    onPair?.(pair.id);
+    const checked = await this.assertions.check(pair, decoded, decoded.issuer, this.db.clock.now());
+    return this.conclude(pair, typeof checked === 'string' ? checked : true, client, typeof checked === 'string' ? null : checked);
+  }
+
+  /** The verdict on a presented pair, what it records, and (accepted) the token: one sequence for both kinds. */
+  private async conclude(pair: ExchangeRow, proof: Proof, client: string, assertion: ProvenAssertion | null): Promise<MintedToken & { keyPairId: string }> {
     const now = this.db.clock.now();
-    const partner = { status: pair.partnerStatus, tokensRevokedBefore: pair.tokensRevokedBefore, allows: matcherOf(pair.allowFrom) };
-    const reason = exchangeRefusal(pair, partner, genuine, client, now);
+    const genuine = proof === true;
+    const partner = {
+      status: pair.partnerStatus,
+      tokensRevokedBefore: pair.tokensRevokedBefore,
+      allows: matcherOf(pair.allowFrom),
+      credentialsPolicy: pair.credentialsPolicy,
+    };
+    let reason = exchangeRefusal(pair, partner, proof, client, now);
+    if (reason === null && assertion !== null && !(await this.fresh(pair.id, assertion, now))) reason = 'assertion_replayed';
     if (reason === 'address_not_allowed' && genuine) this.recordUnlisted(pair, client, now);
     else if (reason !== null && reason !== 'partner_disabled') {
       // A retiring pair exchanges until its overlap ends; then it is refused like any superseded pair.
@@ -105,6 +141,15 @@ export class CredentialExchange {
     if (lastUsed === 'before_answer') await this.noteFirstAfterBrake(pair.id, new Date(minted.claims.issuedAtMs));
     if (switched) this.bookkeeping.keyPairSwitched(switched.pairId, switched.at, switched.retiresAt);
     return { ...minted, keyPairId: pair.id };
+  }
+
+  /** Notes an accepted assertion's jti (every instance shares the table); false when it was noted before and has not expired. */
+  private async fresh(pairId: string, assertion: ProvenAssertion, now: number): Promise<boolean> {
+    try {
+      return await noteAssertionJti(this.db.sql, pairId, assertion.jti, new Date(assertion.expiresAtMs), new Date(now));
+    } catch (error) {
+      throw new AppError('database_unavailable', 'the service cannot check credentials right now', { cause: error });
+    }
   }
 
   /**

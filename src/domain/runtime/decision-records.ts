@@ -5,6 +5,7 @@
 import type { Clock } from '../../clock.js';
 import { TUNING } from '../../config.js';
 import type { Database } from '../../db/client.js';
+import { pruneAssertionJtis } from '../../db/repositories/key-pairs.js';
 import { addUnrecorded, insertDecisions, partnersOfPairs, pruneRecords, type DecisionRow, type UnrecordedDelta } from '../../db/repositories/decisions.js';
 import type { GateRefusalReason } from '../../reasons.js';
 import { DeferredWrites, STOP_WRITE_LIMIT_MS, type OnWriteFailure } from './deferred-writes.js';
@@ -96,11 +97,14 @@ export class DecisionRecorder extends DeferredWrites {
     return this.used + this.rows.length + this.unrecorded.size + (this.overflowed > 0 ? 1 : 0);
   }
 
-  /** Deletes what is older than the retention: decisions, their counters, exposure hours. */
+  /** Deletes what is older than the retention (decisions, their counters, exposure hours) and expired assertion jti notes. */
   async prune(): Promise<boolean> {
     const before = new Date(this.clock.now() - this.options.retentionMs);
+    const now = new Date(this.clock.now());
     return this.write(async (tx) => {
       await pruneRecords(tx, before);
+      // Client assertions' jti notes are kept only while their assertion lives.
+      await pruneAssertionJtis(tx, now);
     });
   }
 

@@ -1,6 +1,7 @@
 import { statusOf, type ErrorCode } from '../../errors.js';
 import { TOKEN_TTL_SECONDS } from '../../domain/rules/key-pair-state.js';
 import { COMPANY_ID_MAX } from '../../domain/rules/validation.js';
+import { JWT_BEARER_ASSERTION_TYPE } from '../../domain/runtime/assertions.js';
 import { SERVER_DEFAULTS } from '../../config.js';
 import { BASE_PATH, TOKEN_BODY_LIMIT_BYTES } from '../protocol/paths.js';
 
@@ -28,6 +29,7 @@ const CODE_USE: Record<ErrorCode, 'api' | 'cli'> = {
   active_key_pair_exists: 'cli',
   no_active_key_pair: 'cli',
   partner_exists: 'cli',
+  public_key_exists: 'cli',
   partner_disabled: 'cli',
   concurrent_update: 'cli',
   payload_too_large: 'api',
@@ -319,16 +321,23 @@ export function openApiDocument(): object {
         post: {
           operationId: 'exchangeToken',
           tags: ['auth'],
-          summary: 'Exchange an API key pair for a token',
+          summary: 'Exchange an API key pair for a token (its secret, or a client assertion signed with its private key)',
           description:
             'The keys go only in the body, never in a header or the URL. Throttled per access key and per client ' +
             'address (429 `rate_limited` with `Retry-After`); an exchange with the secret already verified for ' +
-            'that key is never throttled per key.',
+            'that key is never throttled per key, nor is a client assertion (no secret to guess). A public-key pair ' +
+            'presents a client assertion (RFC 7523 §2.2, `private_key_jwt`): a JWT signed with its private key, ' +
+            '`iss` = `sub` = the access key, `aud` the token endpoint\'s public URL (or its issuer URL), `exp` at ' +
+            'most 300 s after `iat`, `iat` at most 30 s ahead, a `jti` used once, `alg` the registered key\'s ' +
+            '(EdDSA, ES256 or RS256), `kid` (optional) its RFC 7638 thumbprint.',
           security: [],
           requestBody: {
             required: true,
-            description: `A JSON object of at most ${TOKEN_BODY_LIMIT_BYTES} bytes with exactly these two members, each once.`,
-            content: json(ref('schemas', 'TokenRequest')),
+            description: `At most ${TOKEN_BODY_LIMIT_BYTES} bytes: a JSON object with access_key and secret_key, or with a client assertion; or the client assertion form-encoded as OAuth clients send it. Each member once.`,
+            content: {
+              ...json(ref('schemas', 'TokenRequest')),
+              'application/x-www-form-urlencoded': { schema: ref('schemas', 'ClientAssertionForm') },
+            },
           },
           responses: {
             '200': {
@@ -342,7 +351,7 @@ export function openApiDocument(): object {
             },
             '400': errorResponse('invalid_request: malformed JSON, missing or non-string fields, other or repeated members, or a malformed request.'),
             '401': errorResponse(
-              'invalid_credentials: unknown access key, wrong secret, superseded or revoked pair, or disabled partner: all the same.',
+              'invalid_credentials: unknown access key, wrong secret, a client assertion that does not hold (signature, alg, kid, aud, expiry, lifetime, replayed jti), a kind of pair the partner may not use, superseded or revoked pair, or disabled partner: all the same.',
             ),
             '403': errorResponse(
               'address_not_allowed: the key pair\'s partner has network rules and this client address is outside them (the rules are never named).',
@@ -446,11 +455,36 @@ export function openApiDocument(): object {
           },
         },
         TokenRequest: {
+          oneOf: [ref('schemas', 'SecretTokenRequest'), ref('schemas', 'ClientAssertionRequest')],
+        },
+        SecretTokenRequest: {
           type: 'object',
           required: ['access_key', 'secret_key'],
           properties: {
             access_key: { type: 'string', description: 'The public half of the key pair.' },
             secret_key: { type: 'string', description: 'The secret half of the key pair.' },
+          },
+          additionalProperties: false,
+        },
+        ClientAssertionRequest: {
+          type: 'object',
+          required: ['client_assertion_type', 'client_assertion'],
+          properties: {
+            client_assertion_type: { type: 'string', const: JWT_BEARER_ASSERTION_TYPE },
+            client_assertion: { type: 'string', description: 'A JWT signed with the private key of a public-key pair (RFC 7523 §2.2).' },
+            grant_type: { type: 'string', const: 'client_credentials' },
+            client_id: { type: 'string', description: "Optional; when given, the assertion's iss (the access key)." },
+          },
+          additionalProperties: false,
+        },
+        ClientAssertionForm: {
+          type: 'object',
+          required: ['grant_type', 'client_assertion_type', 'client_assertion'],
+          properties: {
+            grant_type: { type: 'string', const: 'client_credentials' },
+            client_assertion_type: { type: 'string', const: JWT_BEARER_ASSERTION_TYPE },
+            client_assertion: { type: 'string', description: 'A JWT signed with the private key of a public-key pair (RFC 7523 §2.2).' },
+            client_id: { type: 'string', description: "Optional; when given, the assertion's iss (the access key)." },
           },
           additionalProperties: false,
         },

@@ -96,3 +96,31 @@ export async function readJsonBody(request: IncomingMessage, limit: number): Pro
   if (type === undefined || !isJsonMediaType(type)) throw new AppError('unsupported_media_type', 'the request body must be application/json');
   return parseJsonBody(await readBody(request, limit));
 }
+
+/** True when a Content-Type names a form (`application/x-www-form-urlencoded`, with or without parameters). */
+export function isFormMediaType(contentType: string): boolean {
+  const end = contentType.indexOf(';');
+  return (end < 0 ? contentType : contentType.slice(0, end)).trim().toLowerCase() === 'application/x-www-form-urlencoded';
+}
+
+/**
+ * A form-encoded body (the token endpoint's OAuth form) as its fields: null when empty; 413 past `limit`;
+ * 400 unless UTF-8, or when a field is given twice (ambiguous, as a repeated JSON member).
+ */
+export async function readFormBody(request: IncomingMessage, limit: number): Promise<Record<string, string> | null> {
+  const bytes = await readBody(request, limit);
+  if (bytes.length === 0) return null;
+  let text: string;
+  try {
+    text = strictUtf8.decode(bytes);
+  } catch {
+    throw new AppError('invalid_request', 'the request body is not valid UTF-8');
+  }
+  // No prototype: a field named __proto__ is a field like any other.
+  const fields: Record<string, string> = Object.create(null) as Record<string, string>;
+  for (const [name, value] of new URLSearchParams(text)) {
+    if (Object.hasOwn(fields, name)) throw new AppError('invalid_request', `${name.slice(0, 40)} may be given only once`, { reason: 'credentials_malformed' });
+    fields[name] = value;
+  }
+  return fields;
+}

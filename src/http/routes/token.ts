@@ -1,10 +1,11 @@
-// POST /auth/token: a key pair exchanged for a token. One function whose body is its order: throttle by
+// POST /auth/token: a key pair exchanged for a token, with its secret or a client assertion (private_key_jwt). One function whose body is its order: throttle by
 // address, read the body, throttle by access key, exchange, answer. The kernel (server/app.ts) gives it its
 // request id, client and head checks before, and writes its errors and its finished record after.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../../errors.js';
 import { countTopLevelKey } from '../data-path/gate.js';
-import { readJsonBody } from '../protocol/json-body.js';
+import { isFormMediaType, readFormBody, readJsonBody } from '../protocol/json-body.js';
+import { JWT_BEARER_ASSERTION_TYPE } from '../../domain/runtime/assertions.js';
 import { TOKEN_BODY_LIMIT_BYTES, TOKEN_PATH } from '../protocol/paths.js';
 import type { AppDeps } from './deps.js';
 import { methodNotAllowed } from './method-not-allowed.js';
@@ -20,23 +21,63 @@ interface RateLimitResult {
 }
 type Limiter = (request: FastifyRequest) => Promise<RateLimitResult>;
 
-function parseTokenRequest(body: unknown, raw: string | null): { accessKey: string; secretKey: string } {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    throw new AppError('invalid_request', 'the body must be a JSON object with access_key and secret_key', MALFORMED);
+/** What a token request presents: a pair's access key and secret, or a client assertion (private_key_jwt). */
+type TokenRequest = { kind: 'secret'; accessKey: string; secretKey: string } | { kind: 'assertion'; assertion: string };
+
+const SECRET_FIELDS = ['access_key', 'secret_key'];
+/** RFC 7523 §2.2's two fields; grant_type (client_credentials) and client_id as OAuth clients add them. */
+const ASSERTION_FIELDS = ['client_assertion_type', 'client_assertion', 'grant_type', 'client_id'];
+
+/**
+ * The request's fields, whichever body form: JSON with access_key and secret_key (or the assertion's
+ * fields), or form-encoded with grant_type=client_credentials and the assertion's fields.
+ */
+function parseTokenRequest(fields: Record<string, unknown>, form: boolean): TokenRequest {
+  const names = Object.keys(fields);
+  if (names.includes('client_assertion') || names.includes('client_assertion_type')) {
+    const { client_assertion_type: type, client_assertion: assertion, grant_type: grant, client_id: clientId } = fields;
+    if (names.some((name) => !ASSERTION_FIELDS.includes(name))) {
+      throw new AppError('invalid_request', 'the body may hold only client_assertion_type, client_assertion, grant_type and client_id', MALFORMED);
+    }
+    if (type !== JWT_BEARER_ASSERTION_TYPE || typeof assertion !== 'string') {
+      throw new AppError('invalid_request', `client_assertion_type must be ${JWT_BEARER_ASSERTION_TYPE} and client_assertion a JWT`, MALFORMED);
+    }
+    if ((form || grant !== undefined) && grant !== 'client_credentials') {
+      throw new AppError('invalid_request', 'grant_type must be client_credentials', MALFORMED);
+    }
+    // OAuth clients may name themselves; the name must be the assertion's issuer, checked with it.
+    if (clientId !== undefined && typeof clientId !== 'string') throw new AppError('invalid_request', 'client_id must be a string', MALFORMED);
+    return { kind: 'assertion', assertion };
   }
-  const fields = Object.keys(body);
-  const { access_key: accessKey, secret_key: secretKey } = body as Record<string, unknown>;
+  if (form) throw new AppError('invalid_request', 'a form-encoded body must hold grant_type, client_assertion_type and client_assertion', MALFORMED);
+  const { access_key: accessKey, secret_key: secretKey } = fields;
   if (typeof accessKey !== 'string' || typeof secretKey !== 'string') {
     throw new AppError('invalid_request', 'access_key and secret_key are required and must be strings', MALFORMED);
   }
-  if (fields.length !== 2) {
+  if (names.length !== SECRET_FIELDS.length) {
     throw new AppError('invalid_request', 'the body may hold only access_key and secret_key', MALFORMED);
   }
-  // JSON.parse keeps the last of repeated members; a body that repeats a key is ambiguous, so it is refused.
-  if (raw !== null && (countTopLevelKey(raw, 'access_key') > 1 || countTopLevelKey(raw, 'secret_key') > 1)) {
-    throw new AppError('invalid_request', 'access_key and secret_key may each be given only once', MALFORMED);
+  return { kind: 'secret', accessKey, secretKey };
+}
+
+/** The body's fields: a JSON object (a key given twice refused), or a form (a field given twice refused). */
+async function readTokenFields(request: FastifyRequest): Promise<{ fields: Record<string, unknown>; form: boolean }> {
+  const type = request.headers['content-type'];
+  if (type !== undefined && isFormMediaType(type)) {
+    const form = await readFormBody(request.raw, TOKEN_BODY_LIMIT_BYTES);
+    if (form === null) throw new AppError('invalid_request', 'a form-encoded body must hold grant_type, client_assertion_type and client_assertion', MALFORMED);
+    return { fields: form, form: true };
   }
-  return { accessKey, secretKey };
+  const body = await readJsonBody(request.raw, TOKEN_BODY_LIMIT_BYTES);
+  const value = body?.value;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new AppError('invalid_request', 'the body must be a JSON object with access_key and secret_key, or with a client assertion', MALFORMED);
+  }
+  // JSON.parse keeps the last of repeated members; a body that repeats a key is ambiguous, so it is refused.
+  for (const name of [...SECRET_FIELDS, ...ASSERTION_FIELDS]) {
+    if (body !== null && countTopLevelKey(body.text, name) > 1) throw new AppError('invalid_request', `${name} may be given only once`, MALFORMED);
+  }
+  return { fields: value as Record<string, unknown>, form: false };
 }
 
 async function enforce(limiter: Limiter, request: FastifyRequest, reply: FastifyReply, what: string): Promise<void> {
@@ -77,23 +118,28 @@ export function registerTokenRoutes(app: FastifyInstance, deps: AppDeps): void {
     const exchanged: NonNullable<typeof request.facts.exchange> = { keyPairId: null, partnerId: null, userAgent: typeof userAgent === 'string' ? userAgent : undefined };
     request.facts.exchange = exchanged;
     if (perAddress !== null) await enforce(perAddress, request, reply, 'from this address');
-    const body = await readJsonBody(request.raw, TOKEN_BODY_LIMIT_BYTES);
-    request.body = body?.value;
-    const fields = body?.value as Record<string, unknown> | null | undefined;
-    if (perKey !== null && typeof fields === 'object' && fields !== null && typeof fields.access_key === 'string') {
+    const read = await readTokenFields(request);
+    request.body = read.fields;
+    const { fields } = read;
+    if (perKey !== null && typeof fields.access_key === 'string') {
       // Access keys are public: the secret already verified for the key (an HMAC, no argon2, no database) is
       // neither counted nor refused, so nobody locks a partner out by failing at its key.
       if (!(typeof fields.secret_key === 'string' && exchange.isKnownGood(fields.access_key, fields.secret_key))) {
         await enforce(perKey, request, reply, 'for this access key');
       }
     }
-    const { accessKey, secretKey } = parseTokenRequest(body?.value, body?.text ?? null);
+    const presented = parseTokenRequest(read.fields, read.form);
     // Never a token from state the database cannot confirm; and no wait on a database known not to answer.
     if (access.held !== null) throw new AppError('database_unavailable', 'the service cannot issue a token right now');
-    const minted = await exchange.exchange(accessKey, secretKey, request.client.address, (keyPairId) => {
+    const onPair = (keyPairId: string) => {
       exchanged.keyPairId = keyPairId;
       request.facts.keyPairId = keyPairId;
-    });
+    };
+    // No per-key throttle for an assertion: there is no secret to guess, and its key is checked by signature.
+    const minted =
+      presented.kind === 'secret'
+        ? await exchange.exchange(presented.accessKey, presented.secretKey, request.client.address, onPair)
+        : await exchange.exchangeAssertion(presented.assertion, request.client.address, onPair, typeof fields.client_id === 'string' ? fields.client_id : undefined);
     exchanged.partnerId = minted.claims.partnerId;
     reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
     return { access_token: minted.accessToken, token_type: 'Bearer', expires_in: minted.expiresIn };

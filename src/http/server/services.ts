@@ -9,6 +9,7 @@ import { Bookkeeping, bookkeepingLog, logBookkeepingLost } from '../../domain/ru
 import { ClockSync, clockSyncLog } from '../../domain/runtime/clock-sync.js';
 import { InstanceRegistry, REMOVE_FOR_MS, registryLog } from '../../domain/runtime/instances.js';
 import { CredentialExchange } from '../../domain/runtime/credentials.js';
+import { AssertionVerifier, assertionAudiences } from '../../domain/runtime/assertions.js';
 import { DecisionRecorder, decisionsLog, logRecordsLost } from '../../domain/runtime/decision-records.js';
 import { ExposureCounter, exposureLog } from '../../domain/runtime/exposure-counts.js';
 import { openSigningKeys, SigningKeyWatch } from '../../domain/runtime/signing-key-guard.js';
@@ -198,7 +199,7 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
         keys = await openSigningKeys(db, config.signingKeyFile);
         // Expiry and a token's issue time are judged on the same clock the tokens are minted on.
         verifier = new TokenVerifier(keys, options.verifierCacheSize ?? config.server.verifierCacheSize, clock);
-        exchange = new CredentialExchange(db, keys, undefined, bookkeeping, clockSync);
+        exchange = new CredentialExchange(db, keys, undefined, bookkeeping, clockSync, new AssertionVerifier(assertionAudiences(config.server.tokenUrl)));
         keyWatch = new SigningKeyWatch(keys, verifier, bookkeeping, logger, clock);
         keyWatch.start();
       },
