@@ -9,6 +9,7 @@ import { defineConfig } from 'vitest/config';
  */
 export const UNIT = [
   'test/cli/audit-actions.test.ts',
+  'test/cli/cli-safety-37.test.ts',
   'test/cli/columns.test.ts',
   'test/cli/config.test.ts',
   'test/cli/context.test.ts',

@@ -40,7 +40,7 @@ export function companiesOf(index, mappingsPerPartner, companyCount) {
 }
 
 function migrate(file) {
-  const result = spawnSync(process.execPath, [join(ROOT, 'bin/partnerctl'), 'db', 'migrate', '--json'], {
+  const result = spawnSync(process.execPath, [join(ROOT, 'bin/partnerctl'), 'db', 'migrate', '--create', '--json'], {
     env: { ...process.env, DATABASE_URL: `file:${file}`, PARTNERCTL_SIGNING_KEY_FILE: join(dirname(file), 'signing-keys.json') },
     encoding: 'utf8',
   });

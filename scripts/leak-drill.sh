@@ -14,7 +14,7 @@ if [ "$BACKEND" = pg ]; then
 else
   export DATABASE_URL=file:$D/partnerctl.db
 fi
-$P db migrate --json >/dev/null
+$P db migrate --create --json >/dev/null
 python3 -m http.server 0 --bind 127.0.0.1 --directory "$D" >"$D/engine.log" 2>&1 & ENGINE=$!
 until grep -q 'port' "$D/engine.log"; do sleep 0.1; done
 EPORT=$(grep -o 'port [0-9]*' "$D/engine.log" | head -1 | cut -d' ' -f2)

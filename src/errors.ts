@@ -66,7 +66,7 @@ export type ErrorCode = keyof typeof CODES;
  * What to do next, as a token each front end words for itself (the CLI names its commands and flags:
  * src/cli/hints.ts); for errors of the layers below the front ends, which write no command line.
  */
-export type NextStep = 'check_database_url' | 'migrate' | 'migrate_when_idle' | 'migration_status' | 'migrate_after_renames';
+export type NextStep = 'check_database_url' | 'migrate' | 'migrate_when_idle' | 'migration_status' | 'migrate_after_renames' | 'check_commit_outcome';
 
 export class AppError extends Error {
   readonly code: ErrorCode;

@@ -1,6 +1,6 @@
 // Named contexts (as kubectl and gh have them): a database URL and an actor under a name, one of them current.
 // Stored per user in $XDG_CONFIG_HOME/partnerctl/contexts.json (folder 0700, file 0600), read by the session
-// when neither --database-url nor DATABASE_URL names the database.
+// when --context names one, or when neither --database-url nor DATABASE_URL names the database.
 import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -27,6 +27,8 @@ export interface DatabaseChoice {
   readonly source: DatabaseSource;
   /** The context asked for (--context, else the current one), whether or not it is the one in effect. */
   readonly context: { readonly name: string; readonly chosenBy: 'flag' | 'current'; readonly entry: Context } | null;
+  /** DATABASE_URL was set and a flag (--context) won over it: said on stderr, never silently. */
+  readonly envOverridden: boolean;
 }
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
@@ -86,9 +88,10 @@ export function writeContexts(env: DatabaseEnvironment, contexts: Contexts): voi
 }
 
 /**
- * The one order in which the database is chosen: --database-url, then DATABASE_URL, then the context
- * (--context NAME, else the current one), then the embedded default. A --context naming no context is an
- * error even when a URL wins over it: a typo there must not go unnoticed.
+ * The one order in which the database is chosen: the flags (--database-url, then --context NAME), then the
+ * environment (DATABASE_URL), then the current context, then the embedded default: a flag beats the
+ * environment, as kubectl's --context does. A --context naming no context is an error even when
+ * --database-url wins over it: a typo there must not go unnoticed.
  */
 export function chooseDatabase(flagUrl: string | undefined, env: DatabaseEnvironment, contextFlag: string | undefined): DatabaseChoice {
   const flag = flagUrl?.trim() ? flagUrl : undefined;
@@ -105,8 +108,9 @@ export function chooseDatabase(flagUrl: string | undefined, env: DatabaseEnviron
       context = { name, chosenBy: contextFlag !== undefined ? 'flag' : 'current', entry };
     }
   }
-  if (flag !== undefined) return { url: flag, source: 'flag', context };
-  if (fromEnv !== undefined) return { url: fromEnv, source: 'env', context };
-  if (context) return { url: context.entry.databaseUrl, source: 'context', context };
-  return { url: undefined, source: 'default', context };
+  if (flag !== undefined) return { url: flag, source: 'flag', context, envOverridden: false };
+  if (context?.chosenBy === 'flag') return { url: context.entry.databaseUrl, source: 'context', context, envOverridden: fromEnv !== undefined };
+  if (fromEnv !== undefined) return { url: fromEnv, source: 'env', context, envOverridden: false };
+  if (context) return { url: context.entry.databaseUrl, source: 'context', context, envOverridden: false };
+  return { url: undefined, source: 'default', context, envOverridden: false };
 }

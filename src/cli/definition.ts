@@ -66,6 +66,12 @@ export interface CommandDefinition {
    */
   notes?: string;
   examples?: Example[];
+  /**
+   * The command can change something (the database, the contexts file): its --json object always has
+   * `changed` (true or false) beside what else it says; Output refuses to print one without. A function of
+   * the options for a command that changes something only with some (`instances --forget`).
+   */
+  changes?: true | ((options: OptionValues) => boolean);
   /** The command reads the server's variables too (serve): these of its options win over the ones they name. */
   serverFlags?: (options: OptionValues) => ServerFlags;
   /** The exit code, or undefined for 0. A command with subcommands has no run of its own. */

@@ -10,7 +10,7 @@ export const GLOBAL_OPTIONS = defineOptions([
   },
   {
     flags: '--context <name>',
-    description: "use this context's database and actor (see 'partnerctl context')",
+    description: "use this context's database and actor (see 'partnerctl context'); wins over DATABASE_URL, saying so on stderr",
     summary: "a named database and actor ('partnerctl context')",
   },
   { flags: '--json', description: 'print exactly one JSON object on stdout (snake_case keys)', summary: 'one JSON object on stdout' },

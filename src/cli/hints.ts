@@ -21,6 +21,7 @@ const NEXT_STEP_WORDS: Record<NextStep, string> = {
   migrate_when_idle: "stop the servers using it, run 'partnerctl db migrate', then start them again",
   migration_status: "see 'partnerctl db status' for the state of the history",
   migrate_after_renames: "then run 'partnerctl db migrate' again (there is no rename command)",
+  check_commit_outcome: "before running it again, see whether it did: 'partnerctl audit --limit 5' lists the last changes recorded",
 };
 
 /** Where to look next for an error about this input: follows the domain's own hint (a "did you mean"). */
@@ -31,6 +32,7 @@ const NEXT_STEP_OF_FIELD: Record<string, string> = {
   head: "the hash 'partnerctl audit head' printed",
   request_id: "'partnerctl refusals' lists the refusals on record with their request ids",
   token_id: "run 'partnerctl exposure' on the token's key pair or its partner instead",
+  change_id: "the change id is the number the not_confirmed hint names ('partnerctl receipt N'), change_id in the command's --json",
   signing_key_file:
     "restore the file from a backup (every serve instance and the CLI must share it); if it is truly lost, 'partnerctl signing-key rotate --new-file' starts a new one",
 };
@@ -56,6 +58,7 @@ const FLAG_NAMED: Record<string, string> = {
   description: '--description',
   events: '--events',
   head: '--head',
+  issued_before: '--issued-before',
   limit: '--limit',
   overlap: '--overlap',
   principal: '--principal',

@@ -14,7 +14,11 @@ export type Field = [string, Value | TimeWindow];
 export class Output {
   private styleInstance: Style | undefined;
 
-  constructor(private readonly session: Session) {}
+  /** `changes`: the command can change something, so its JSON must say whether it did (`changed`). */
+  constructor(
+    private readonly session: Session,
+    private readonly changes = false,
+  ) {}
 
   get json(): boolean {
     return this.session.json;
@@ -35,6 +39,10 @@ export class Output {
   }
 
   emitJson(value: object): void {
+    // One place for the contract every changing command keeps (a runbook counts its changes by it).
+    if (this.changes && typeof (value as { changed?: unknown }).changed !== 'boolean') {
+      throw new Error('a command that can change something printed JSON without `changed`');
+    }
     // Control characters escaped (C0 by JSON itself, C1 and bidi here): the same value, harmless on a terminal.
     this.session.terminal.out.write(`${jsonSafe(JSON.stringify(value, null, 2))}\n`);
   }

@@ -21,6 +21,7 @@ import {
   showPartnerCommand,
 } from './commands/partners.js';
 import { instancesCommand } from './commands/instances.js';
+import { receiptCommand } from './commands/receipt.js';
 import { serveCommand } from './commands/serve.js';
 import { usageCommand } from './commands/usage.js';
 import { explainCommand } from './commands/explain.js';
@@ -41,8 +42,9 @@ export const PROGRAM = defineCommand({
   description: 'Provision partners of the price-recommendation API and serve its public API.',
   options: GLOBAL_OPTIONS,
   notes: `Database:
-  --database-url, else DATABASE_URL, else the context (--context or the
-  current one of 'partnerctl context use') selects it. Default: an SQLite file
+  --database-url, else --context, else DATABASE_URL, else the current context
+  ('partnerctl context use') selects it: a flag wins over DATABASE_URL, and
+  a note on stderr says so. Default: an SQLite file
   in the per-user data folder, $XDG_DATA_HOME/partnerctl/partnerctl.db (or
   ~/.local/share/partnerctl/partnerctl.db), created and migrated on first use.
   file:/path/x.db (or a plain path) for another SQLite file, which must exist
@@ -98,6 +100,7 @@ Exit codes: 0 ok, 1 error, 2 bad usage, 3 not found (a partner, or the SQLite
     signingKeyCommand,
     serveCommand,
     instancesCommand,
+    receiptCommand,
   ],
 });
 

@@ -76,10 +76,14 @@ export async function withReceipt<T>(
   return { result, receipt: waiting ? await waiting.finish(committedAt) : null };
 }
 
-/** The receipt in a command's JSON: `{ receipt: … }`, or nothing with --no-wait. */
-export function receiptJson(receipt: Receipt | null): { receipt?: object } {
+/**
+ * The receipt in a command's JSON: `{ change_id, receipt: … }`, or nothing with --no-wait. The change id is
+ * the revision awaited: `partnerctl receipt <change-id>` re-checks it without changing anything.
+ */
+export function receiptJson(receipt: Receipt | null): { change_id?: number; receipt?: object } {
   if (receipt === null) return {};
   return {
+    change_id: receipt.revision,
     receipt: {
       revision: receipt.revision,
       confirmed: receipt.confirmed.map((c) => ({ instance_id: c.instanceId, host: c.host, pid: c.pid, after_ms: c.afterMs })),
@@ -105,7 +109,9 @@ export function reportReceipt(out: Output, receipt: Receipt | null, waitText: st
     const live = receipt.confirmed.length + receipt.unconfirmed.length;
     if (live === 0) out.line(say`No live serve instance is registered: nothing to confirm (revision ${receipt.revision}).`);
     else out.line(say`Serve instances (revision ${receipt.revision}):`);
-    for (const c of receipt.confirmed) out.line(say`  ${c.instanceId}  ${c.host}  pid ${c.pid}  refusing since +${c.afterMs} ms`);
+    for (const c of receipt.confirmed) {
+      out.line(c.afterMs === null ? say`  ${c.instanceId}  ${c.host}  pid ${c.pid}  applied revision ${receipt.revision}` : say`  ${c.instanceId}  ${c.host}  pid ${c.pid}  refusing since +${c.afterMs} ms`);
+    }
     for (const u of receipt.unconfirmed) {
       out.line(say`  ${u.instanceId}  ${u.host}  pid ${u.pid}  NOT CONFIRMED within ${waitText} (last seen ${u.lastSeenAt.toISOString()}${servingUntilText(u.servingUntil)})`);
     }
@@ -117,9 +123,14 @@ export function reportReceipt(out: Output, receipt: Receipt | null, waitText: st
   if (receipt.unconfirmed.length === 0) return undefined;
   const names = receipt.unconfirmed.map((u) => `${u.instanceId} (${u.host}, pid ${u.pid}${servingUntilText(u.servingUntil)})`).join(', ');
   out.note(
-    say`partnerctl: not_confirmed: the change is committed, but ${receipt.unconfirmed.length} serve instance(s) did not confirm revision ${receipt.revision} within ${waitText}: ${names} (hint: run the same command again to re-check; 'partnerctl instances' lists them; an instance that is gone for good: 'partnerctl instances --forget ID')`,
+    say`partnerctl: not_confirmed: the change is committed, but ${receipt.unconfirmed.length} serve instance(s) did not confirm revision ${receipt.revision} within ${waitText}: ${names} (hint: re-check this change, changing nothing: ${recheckCommand(receipt.revision)}; 'partnerctl instances' lists them; an instance that is gone for good: 'partnerctl instances --forget ID')`,
   );
   return EXIT.notConfirmed;
+}
+
+/** The read-only re-check of a change, as every exit 6 names it. */
+function recheckCommand(changeId: number): string {
+  return `'partnerctl receipt ${changeId} --wait 30s'`;
 }
 
 /** An instance that cannot read the database may answer from its last state until then (its budget). */

@@ -118,7 +118,8 @@ export async function runCli(argv: readonly string[], terminal: Terminal): Promi
         terminal,
       );
       const invocation = { args: command.processedArgs as (string | undefined)[], options, command };
-      exitCode = (await definition.run!(session, new Output(session), invocation)) ?? EXIT.ok;
+      const changes = typeof definition.changes === 'function' ? definition.changes(options) : definition.changes === true;
+      exitCode = (await definition.run!(session, new Output(session, changes), invocation)) ?? EXIT.ok;
     } catch (error) {
       exitCode = await report(error, session, argv, terminal);
     } finally {

@@ -27,22 +27,37 @@ export class Session {
 
   /**
    * An SQLite file that does not exist is created only at the embedded default path; any other path is
-   * refused (a typo in a runbook must not provision into a new, empty database). `db migrate` creates one.
-   * Returns whether the default is about to be created.
+   * refused (a typo in a runbook must not provision into a new, empty database), `db migrate` included:
+   * `db migrate --create` creates one. Returns whether the default is about to be created.
    */
   requireDatabase(): boolean {
+    if (!this.creatingDatabase()) return false;
     const config = this.databaseConfig;
-    if (!dialectOf(config.provider).isFile || existsSync(config.url)) return false;
     if (config.url === defaultDatabasePath(this.config.env)) return true;
     const by = { flag: '--database-url', env: 'DATABASE_URL', context: `context '${this.databaseChoice.context?.name}'`, default: '' }[this.databaseChoice.source];
     throw new AppError('database_not_found', `no SQLite database at ${config.url} (named by ${by})`, {
-      hint: `check ${by} for a typo; 'partnerctl db migrate' creates a new database there`,
+      hint: `check ${by} for a typo; 'partnerctl db migrate --create' creates a new database there`,
     });
+  }
+
+  /** Whether opening the database creates it: an SQLite file that does not exist yet. */
+  creatingDatabase(): boolean {
+    const config = this.databaseConfig;
+    return dialectOf(config.provider).isFile && !existsSync(config.url);
   }
 
   /** Which database, and which setting chose it (the one resolution order: src/cli/contexts.ts). */
   get databaseChoice(): DatabaseChoice {
-    this.choice ??= chooseDatabase(this.options.databaseUrl, this.config.env, this.options.context);
+    if (this.choice === undefined) {
+      this.choice = chooseDatabase(this.options.databaseUrl, this.config.env, this.options.context);
+      // A conflict between a flag and the environment is resolved for the flag, and said.
+      if (this.choice.envOverridden) {
+        writeLine(
+          this.terminal.err,
+          say`partnerctl: note: --context ${this.choice.context!.name} wins over DATABASE_URL (set in this environment): using the context's database`,
+        );
+      }
+    }
     return this.choice;
   }
 

@@ -96,7 +96,8 @@ export const VARIABLES = {
     parse: parse.text,
     unset:
       "the [context](operator-guide.md#contexts)'s (`--context`, else the current one), else SQLite at `$XDG_DATA_HOME/partnerctl/partnerctl.db`, or `~/.local/share/partnerctl/partnerctl.db`",
-    description: '`file:/path/x.db` (or a plain path) for SQLite; `postgresql://…` or `postgres://…` for PostgreSQL. See [the database](#the-database).',
+    description:
+      '`file:/path/x.db` (or a plain path) for SQLite; `postgresql://…` or `postgres://…` for PostgreSQL. `--context NAME` wins over it (a flag beats the environment; stderr says so). See [the database](#the-database).',
   },
   XDG_DATA_HOME: {
     readBy: 'CLI, serve',

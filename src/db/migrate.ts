@@ -1,4 +1,4 @@
-import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 import type { SqlDriverAdapter, SqlMigrationAwareDriverAdapterFactory } from '@prisma/driver-adapter-utils';
@@ -260,6 +260,49 @@ export async function trackedAdapterFactory(config: DatabaseConfig) {
 // process queue here first; the file lock only has to keep other processes out.
 const inProcessMigrations = new Map<string, Promise<void>>();
 
+/**
+ * The lock between processes migrating one SQLite file: `path`, an empty SQLite file held with BEGIN
+ * EXCLUSIVE, and removed by its holder before it lets go, so that nothing is left beside the database. A
+ * process waiting on it then gets a file no longer at the path: after locking, each checks that the path
+ * still names the file it locked (the same inode before opening and after locking; a name is never bound
+ * to a file again once removed) and starts over if not. Returns the release.
+ */
+async function lockFile(path: string): Promise<() => void> {
+  const { default: BetterSqlite3 } = await import('better-sqlite3');
+  const inode = () => {
+    try {
+      return statSync(path).ino;
+    } catch {
+      return null;
+    }
+  };
+  const deadline = performance.now() + 60_000;
+  for (;;) {
+    // Created (and closed) before SQLite opens it: closing another descriptor of a locked file would drop its locks.
+    writeFileSync(path, '', { flag: 'a', mode: 0o600 });
+    const before = inode();
+    const lock = new BetterSqlite3(path, { timeout: Math.max(0, Math.round(deadline - performance.now())) });
+    try {
+      lock.exec('BEGIN EXCLUSIVE');
+    } catch (error) {
+      lock.close();
+      // The holder removed the file while this one waited on it (SQLite then fails with an I/O error): again.
+      if (inode() !== before && performance.now() < deadline) continue;
+      throw error;
+    }
+    if (before !== null && inode() === before) {
+      return () => {
+        rmSync(path, { force: true });
+        lock.exec('ROLLBACK');
+        lock.close();
+      };
+    }
+    lock.exec('ROLLBACK');
+    lock.close();
+    if (performance.now() > deadline) throw new Error(`the migration lock ${path} was not taken within 60 s`);
+  }
+}
+
 async function takeMigrationLock(config: DatabaseConfig): Promise<() => Promise<void>> {
   if (config.provider === 'sqlite') {
     const before = inProcessMigrations.get(config.url) ?? Promise.resolve();
@@ -272,22 +315,17 @@ async function takeMigrationLock(config: DatabaseConfig): Promise<() => Promise<
       if (inProcessMigrations.get(config.url) === queued) inProcessMigrations.delete(config.url);
     };
     await before;
-    const { default: BetterSqlite3 } = await import('better-sqlite3');
-    let lock: InstanceType<typeof BetterSqlite3> | undefined;
+    let release: () => void;
     try {
       mkdirSync(dirname(config.url), { recursive: true, mode: 0o700 });
-      lock = new BetterSqlite3(`${config.url}.migrate-lock`, { timeout: 60_000 });
-      lock.exec('BEGIN EXCLUSIVE');
+      release = await lockFile(`${config.url}.migrate-lock`);
     } catch (error) {
-      lock?.close();
       leave();
       throw error;
     }
-    const held = lock;
     return async () => {
       try {
-        held.exec('ROLLBACK');
-        held.close();
+        release();
       } finally {
         leave();
       }

@@ -1,7 +1,7 @@
 import type { QueryConfig, QueryResult } from 'pg';
 import { postgresqlDialect } from './dialect.js';
 import type { SqlDatabase } from './sql.js';
-import { withDeadline, type SqlTx, type TransactionOptions } from './unit.js';
+import { CommitOutcomeUnknown, withDeadline, type SqlTx, type TransactionOptions } from './unit.js';
 
 export interface PostgresqlTimeouts {
   /** How long opening a connection (or waiting for a free one) may take (default 5 s). */
@@ -59,9 +59,16 @@ export async function openPostgresql(url: string, poolSize: number, timeouts: Po
           run: async (sql, params = []) => (await query(sql, params).catch(withStatement(sql))).rowCount ?? 0,
         };
         const result = await work(withDeadline(tx, options.timeoutMs));
-        await query('COMMIT');
+        await query('COMMIT').catch((error: unknown) => {
+          // The server's own answer (an SQLSTATE: a serialization failure at commit, say) is a rollback; no
+          // answer at all leaves the outcome unknown.
+          if (/^[0-9A-Z]{5}$/.test(String((error as { code?: unknown }).code ?? ''))) throw error;
+          broken = true;
+          throw new CommitOutcomeUnknown(error);
+        });
         return result;
       } catch (error) {
+        if (error instanceof CommitOutcomeUnknown) throw error;
         await query('ROLLBACK').catch(() => {
           broken = true;
         });

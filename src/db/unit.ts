@@ -29,6 +29,17 @@ export class TransactionTimeout extends Error {
   }
 }
 
+/**
+ * The COMMIT was sent and no answer came back (the connection broke or timed out): the transaction may or
+ * may not have committed, and only reading the database tells. Never retried.
+ */
+export class CommitOutcomeUnknown extends Error {
+  override readonly name = 'CommitOutcomeUnknown';
+  constructor(cause: unknown) {
+    super(`the connection failed while committing (${(cause as Error)?.message ?? String(cause)})`, { cause });
+  }
+}
+
 /** Wraps a transaction's statements so that none starts after the deadline. */
 export function withDeadline(tx: SqlTx, timeoutMs: number): SqlTx {
   const deadline = Date.now() + timeoutMs;

@@ -18,7 +18,7 @@ describe('contexts (sqlite)', () => {
     const { DATABASE_URL: _unused, PARTNERCTL_ACTOR: _actor, ...rest } = backend.env;
     env = rest;
     other = join(backend.dir, 'other.db');
-    expect((await runCli(['--database-url', other, 'db', 'migrate'], env)).code).toBe(0);
+    expect((await runCli(['--database-url', other, 'db', 'migrate', '--create'], env)).code).toBe(0);
   });
   afterAll(() => backend.dispose());
 
@@ -67,7 +67,7 @@ describe('contexts (sqlite)', () => {
     });
     const viaEnv = (await runCli(['context', 'show', '--json'], { ...env, DATABASE_URL: `file:${other}` })).json();
     expect(viaEnv.database).toMatchObject({ source: 'env', url: other });
-    expect(viaEnv.database.why).toMatch(/DATABASE_URL is set and wins over any context \(context main not used\)/);
+    expect(viaEnv.database.why).toMatch(/DATABASE_URL is set and wins over the current context \(context main not used\)/);
     expect(viaEnv.context).toMatchObject({ name: 'main', in_effect: false });
     // Not in effect, the context's actor does not apply.
     expect(viaEnv.actor.source).not.toBe('context main');

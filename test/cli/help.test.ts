@@ -245,6 +245,7 @@ describe('help --json', () => {
       '--overlap <duration>',
       '--after-switch <duration>',
       '--finish',
+      '--key-pair <kp_id>',
       '--expires-in <duration>',
       '--secret-to <file>',
       '--public-key <file>',

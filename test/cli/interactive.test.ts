@@ -66,7 +66,7 @@ describe.skipIf(process.platform !== 'linux')('partnerctl on a terminal', () => 
     const { code, screen } = await onTerminal(['lookup'], backend.env, [[/Leaked value/, `${secret}\r`]]);
     expect(code, screen).toBe(0);
     expect(screen).toContain(pair);
-    expect(screen).toMatch(/Contain: partnerctl rotate-keys ptn_\w+ --revoke-issued-tokens --yes/);
+    expect(screen).toMatch(/Contain: partnerctl rotate-keys ptn_\w+ --key-pair kp_\w+ --revoke-issued-tokens --secret-to replacement-of-kp_\w+\.json --yes/);
     expect(screen).not.toContain(secret.slice(8 + 26));
   });
 

@@ -67,6 +67,7 @@ partners:
       expect(again.code).toBe(0);
       expect(again.json()).toEqual({
         applied: false,
+        changed: false,
         plan: { changes: 0, partners_created: 0, partners_enabled: 0, partners_disabled: 0, companies_mapped: 0, companies_unmapped: 0, keys_issued: 0, networks_set: 0, limits_set: 0, credentials_set: 0, partners: [] },
       });
       expect(await auditCount()).toBe(events);

@@ -32,7 +32,7 @@ describe.each(BACKENDS)('bulk mapping and support queries on %s', (provider) => 
     it('maps every --company given (not only the last), in one change, and a re-run changes nothing', async () => {
       const first = await cli('map-company', 'Bulk One', '--company', 'a-1', '--company', 'a-2', '--company', 'a-1', '--json');
       expect(first.code, first.stderr).toBe(0);
-      expect(first.json()).toEqual({ partner_id: expect.stringMatching(/^ptn_/), added: 2, unchanged: 0, total: 2 });
+      expect(first.json()).toEqual({ partner_id: expect.stringMatching(/^ptn_/), added: 2, unchanged: 0, total: 2, changed: true });
       expect(await companies('Bulk One')).toEqual(['a-1', 'a-2']);
       const events = await auditCount();
       const again = await cli('map-company', 'Bulk One', '--company', 'a-1', '--company', 'a-2', '--json');

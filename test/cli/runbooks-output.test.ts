@@ -178,7 +178,7 @@ describe('the database named must exist (only the embedded default creates itsel
       expect(refused.stderr).toMatch(/^partnerctl: database_not_found: /);
       expect(refused.stderr).toContain(`no SQLite database at ${missing} (named by DATABASE_URL)`);
       // The hint names the command that creates the database.
-      expect(refused.stderr).toMatch(/; hint: check DATABASE_URL for a typo; 'partnerctl db migrate' creates a new database there\n$/);
+      expect(refused.stderr).toMatch(/; hint: check DATABASE_URL for a typo; 'partnerctl db migrate --create' creates a new database there\n$/);
       expect(existsSync(join(backend.dir, 'typo-folder'))).toBe(false);
     }
     const viaFlag = await runCli(['--database-url', join(backend.dir, 'other.db'), 'create-partner', '--name', 'X', '--json'], backend.env);
@@ -186,8 +186,8 @@ describe('the database named must exist (only the embedded default creates itsel
     expect(viaFlag.json().error.code).toBe('database_not_found');
     expect(viaFlag.stderr).toContain('(named by --database-url)');
     expect(existsSync(join(backend.dir, 'other.db'))).toBe(false);
-    // db migrate creates it; then every command works on it.
-    const migrated = await runCli(['db', 'migrate'], { ...backend.env, DATABASE_URL: `file:${missing}` });
+    // db migrate --create creates it; then every command works on it.
+    const migrated = await runCli(['db', 'migrate', '--create'], { ...backend.env, DATABASE_URL: `file:${missing}` });
     expect(migrated.code, migrated.stderr).toBe(0);
     expect(existsSync(missing)).toBe(true);
     expect((await runCli(['create-partner', '--name', 'First'], { ...backend.env, DATABASE_URL: `file:${missing}` })).code).toBe(0);

@@ -35,7 +35,7 @@ describe('leakAction: what the receiver does, from the typed containment', () =>
   });
 
   it('a token: its partner\u2019s tokens; an access key, a pair id or nothing to contain: nothing', () => {
-    expect(leakAction('token', { action: 'revoke_tokens', partnerId: PARTNER_ID })).toEqual({ kind: 'revoke_tokens', partnerId: PARTNER_ID });
+    expect(leakAction('token', { action: 'revoke_tokens', partnerId: PARTNER_ID, issuedBefore: new Date(0) })).toEqual({ kind: 'revoke_tokens', partnerId: PARTNER_ID });
     expect(leakAction('secret_key', null)).toBeNull();
     expect(leakAction('token', null)).toBeNull();
     expect(leakAction('key_pair_id', { action: 'revoke_keys', partnerId: PARTNER_ID, keyPairId: PAIR_ID })).toBeNull();

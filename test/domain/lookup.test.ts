@@ -91,7 +91,7 @@ describe.each(BACKENDS)('lookup on %s', (provider) => {
       });
       expect((await lookup(db, pair.accessKey, openKeys)).contain).toBeNull();
       const token = await mintToken(keys, { partnerId: pair.partner.id, keyPairId: pair.keyPairId }, undefined, db.clock);
-      expect((await lookup(db, token.accessToken, openKeys)).contain).toEqual({ action: 'revoke_tokens', partnerId: pair.partner.id });
+      expect((await lookup(db, token.accessToken, openKeys)).contain).toEqual({ action: 'revoke_tokens', partnerId: pair.partner.id, issuedBefore: new Date(db.clock.now()) });
       const rotated = await rotateKeyPair(db, ALICE, pair.partner.id, { overlapMs: 60_000 });
       expect((await lookup(db, pair.secretKey, openKeys)).contain).toEqual({ action: 'revoke_keys', partnerId: pair.partner.id, keyPairId: pair.keyPairId });
       expect(rotated.retiringKeyPairId).toBe(pair.keyPairId);

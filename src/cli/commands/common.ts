@@ -18,6 +18,15 @@ export async function resolvePartnerArgument(session: Session, partner: string |
   return requireValue(session, partner, '<partner> (a partner id or name)', () => askPartner(session));
 }
 
+/** `--key-pair <kp_id>` (revoke-keys, rotate-keys): a key-pair id, checked before anything is asked or changed. */
+export async function checkKeyPairOption(value: string | undefined): Promise<void> {
+  if (value === undefined) return;
+  const { KEY_PAIR_ID_PATTERN } = await import('../../domain/rules/identifiers.js');
+  if (!KEY_PAIR_ID_PATTERN.test(value)) {
+    throw new AppError('invalid_argument', `--key-pair must be a key-pair id (kp_…), got '${value.slice(0, 40)}'`);
+  }
+}
+
 export function parseLimit(value: string | undefined, fallback: number): number {
   if (value === undefined) return fallback;
   const limit = Number(value);

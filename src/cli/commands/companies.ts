@@ -19,6 +19,7 @@ const MAPPING_OPTIONS = defineOptions([
 function mappingCommand(name: string, action: 'map' | 'unmap', summary: string, description: string): CommandDefinition {
   return defineCommand({
     name,
+    changes: true,
     group: 'Companies',
     summary,
     description,
@@ -88,7 +89,8 @@ async function runMapping(
       ...(action === 'map' ? { added: changed } : { removed: changed }),
       unchanged,
       total: change.total,
-      ...(single ? { company_id: ids[0], changed: changed > 0 } : {}),
+      ...(single ? { company_id: ids[0] } : {}),
+      changed: changed > 0,
     });
     return;
   }

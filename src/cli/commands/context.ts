@@ -27,6 +27,7 @@ the URL.`,
   subcommands: [
     defineCommand({
       name: 'add',
+      changes: true,
       description: 'add a context (or replace one of that name): --database-url is required, --actor optional',
       arguments: [NAME_ARGUMENT],
       examples: [
@@ -38,6 +39,7 @@ the URL.`,
     }),
     defineCommand({
       name: 'use',
+      changes: true,
       description: 'make a context the current one (every command then uses its database, unless told otherwise)',
       arguments: [NAME_ARGUMENT],
       run: (session, out, { args }) => runUse(session, out, args[0]!),
@@ -55,6 +57,7 @@ the URL.`,
     }),
     defineCommand({
       name: 'remove',
+      changes: true,
       description: 'remove a context (an unknown one exits 0, changed: false)',
       arguments: [NAME_ARGUMENT],
       run: (session, out, { args }) => runRemove(session, out, args[0]!),
@@ -128,9 +131,11 @@ async function runList(session: Session, out: Output): Promise<void> {
 
 const DATABASE_WHY: Record<DatabaseChoice['source'], (choice: DatabaseChoice) => string> = {
   flag: (choice) => `--database-url wins over DATABASE_URL and any context${choice.context ? ` (context ${choice.context.name} not used)` : ''}`,
-  env: (choice) => `DATABASE_URL is set and wins over any context${choice.context ? ` (context ${choice.context.name} not used)` : ''}`,
+  env: (choice) => `DATABASE_URL is set and wins over the current context${choice.context ? ` (context ${choice.context.name} not used)` : ''}`,
   context: (choice) =>
-    `context ${choice.context!.name}, ${choice.context!.chosenBy === 'flag' ? 'named by --context' : 'the current one'}; neither --database-url nor DATABASE_URL is set`,
+    choice.context!.chosenBy === 'flag'
+      ? `context ${choice.context!.name}, named by --context: a flag wins over DATABASE_URL${choice.envOverridden ? ' (set, not used)' : ''}; --database-url is not given`
+      : `context ${choice.context!.name}, the current one; neither --database-url nor DATABASE_URL is set`,
   default: () => 'no --database-url, DATABASE_URL or current context: the embedded default',
 };
 

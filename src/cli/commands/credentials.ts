@@ -13,6 +13,7 @@ const SET_CREDENTIALS_OPTIONS = defineOptions([
 
 export const setCredentialsCommand = defineCommand({
   name: 'set-credentials',
+  changes: true,
   group: 'Keys and leaks',
   summary: 'allow a partner shared secrets, public keys or both',
   description:

@@ -20,6 +20,7 @@ const INSTANCES_OPTIONS = defineOptions([
 
 export const instancesCommand = defineCommand({
   name: 'instances',
+  changes: (options) => options.forget !== undefined,
   group: 'Server',
   summary: 'the running serve instances and what each applied',
   description: 'list the running serve instances: heartbeat, the revision each applied, clock offset, stale or behind',
@@ -40,7 +41,7 @@ async function runForget(session: Session, out: Output, instanceId: string): Pro
   await confirmDestructive(session, `Forget serve instance '${instanceId}' (receipts stop waiting for it; only for an instance that will not serve again)`);
   const [{ forgetInstance }, db] = await Promise.all([import('../../domain/runtime/instances.js'), session.db()]);
   const row = await forgetInstance(db, session.who, instanceId);
-  if (out.json) out.emitJson({ instance_id: row.instanceId, host: row.host, pid: row.pid, forgotten: true });
+  if (out.json) out.emitJson({ instance_id: row.instanceId, host: row.host, pid: row.pid, forgotten: true, changed: true });
   else out.line(say`Forgot serve instance ${row.instanceId} (${row.host}, pid ${row.pid}, last seen ${iso(row.lastSeenAt)}).`);
   return undefined;
 }

@@ -7,9 +7,9 @@ import { defineOptions, type OptionsOf } from '../options.js';
 import { type Field, iso, type Output } from '../output.js';
 import { confirmDestructive } from '../prompts.js';
 import { parseWaitOption, receiptJson, reportReceipt, WAIT_OPTIONS, withReceipt } from '../receipt.js';
-import { SecretFile, secretsDocument, withSecretFile } from '../secret-file.js';
+import { SecretFile, withSecretFile } from '../secret-file.js';
 import type { Session } from '../session.js';
-import { DURATION_HELP, PARTNER_ARGUMENT, resolvePartnerArgument } from './common.js';
+import { checkKeyPairOption, DURATION_HELP, PARTNER_ARGUMENT, resolvePartnerArgument } from './common.js';
 import { say, type Said } from '../say.js';
 
 async function showNewSecret(out: Output, title: Said, issued: IssuedKeyPair, secretTo: SecretFile | null, extra: [string, string][] = []) {
@@ -67,7 +67,7 @@ const SECRET_TO_OPTION = {
 function secretFileOf(path: string | undefined): { file: SecretFile | null; handOver: ((issued: IssuedKeyPair) => Promise<void>) | undefined } {
   if (path === undefined) return { file: null, handOver: undefined };
   const file = new SecretFile(path, '--secret-to');
-  return { file, handOver: (issued) => file.write(secretsDocument([issued])) };
+  return { file, handOver: (issued) => file.write([issued]) };
 }
 
 function expiryOption(value: string | undefined): { expiresInMs?: number } {
@@ -105,6 +105,7 @@ const ISSUE_KEYS_OPTIONS = defineOptions([
 
 export const issueKeysCommand = defineCommand({
   name: 'issue-keys',
+  changes: true,
   group: 'Keys and leaks',
   summary: "issue a partner's first key pair (the secret shown once)",
   description: 'issue the first key pair of a partner; the secret is shown once (refused when one is active: use rotate-keys)',
@@ -164,6 +165,11 @@ const ROTATE_KEYS_OPTIONS = defineOptions([
     description: 'with --overlap: the old pair retires this long after the new pair first exchanges (default 15m, or the overlap if shorter; 0s allowed)',
   },
   { flags: '--finish', description: 'end the overlap now: the retiring pair is superseded (nothing retiring: changed: false)' },
+  {
+    flags: '--key-pair <kp_id>',
+    description:
+      "rotate only while this pair is the active one ('lookup' names the leaked pair): once it is revoked (with --revoke-issued-tokens) or replaced, a re-run changes nothing and issues no secret",
+  },
   { flags: '--expires-in <duration>', description: `the new pair mints nothing after this long (${DURATION_HELP})` },
   SECRET_TO_OPTION,
   PUBLIC_KEY_OPTION,
@@ -174,6 +180,7 @@ type RotateKeysOptions = OptionsOf<typeof ROTATE_KEYS_OPTIONS>;
 
 export const rotateKeysCommand = defineCommand({
   name: 'rotate-keys',
+  changes: true,
   group: 'Keys and leaks',
   summary: 'replace the active key pair (--overlap for a planned one)',
   description:
@@ -195,7 +202,7 @@ export const rotateKeysCommand = defineCommand({
 
 async function runRotateKeys(session: Session, out: Output, partnerArgument: string | undefined, options: RotateKeysOptions): Promise<number | undefined> {
   if (options.finish) {
-    const other = options.overlap !== undefined ? '--overlap' : options.afterSwitch !== undefined ? '--after-switch' : options.revokeIssuedTokens ? '--revoke-issued-tokens' : options.expiresIn !== undefined ? '--expires-in' : options.publicKey !== undefined ? '--public-key' : null;
+    const other = options.overlap !== undefined ? '--overlap' : options.afterSwitch !== undefined ? '--after-switch' : options.revokeIssuedTokens ? '--revoke-issued-tokens' : options.expiresIn !== undefined ? '--expires-in' : options.publicKey !== undefined ? '--public-key' : options.keyPair !== undefined ? '--key-pair' : null;
     if (other) throw new AppError('invalid_argument', `--finish cannot be combined with ${other}: it only ends the overlap`);
     await runFinishOverlap(session, out, partnerArgument);
     return undefined;
@@ -207,8 +214,9 @@ async function runRotateKeys(session: Session, out: Output, partnerArgument: str
   };
   // Only the emergency rotation refuses credentials: the routine one has nothing for the servers to confirm.
   const waitMs = options.revokeIssuedTokens ? await parseWaitOption(options) : null;
-  const { checkRotationOptions, rotateKeyPair } = await import('../../domain/operations/key-pairs.js');
+  const { checkRotationOptions, rotateKeyPairIfActive } = await import('../../domain/operations/key-pairs.js');
   checkRotationOptions({ ...overlap, revokeIssuedTokens: options.revokeIssuedTokens === true });
+  await checkKeyPairOption(options.keyPair);
   const reference = await resolvePartnerArgument(session, partnerArgument);
   if (options.revokeIssuedTokens) {
     await confirmDestructive(
@@ -227,9 +235,21 @@ async function runRotateKeys(session: Session, out: Output, partnerArgument: str
   const { file, handOver } = secretFileOf(options.secretTo);
   const change = () =>
     withSecretFile(file, () =>
-      rotateKeyPair(db, session.who, reference, { revokeIssuedTokens: options.revokeIssuedTokens === true, ...expiry, ...overlap }, handOver),
+      rotateKeyPairIfActive(
+        db,
+        session.who,
+        reference,
+        { revokeIssuedTokens: options.revokeIssuedTokens === true, ...expiry, ...overlap, keyPairId: options.keyPair },
+        handOver,
+      ),
     );
   const { result: rotated, receipt } = await withReceipt(db, waitMs, change, out, session.options.debug);
+  if (!rotated.changed) {
+    const { partner, keyPairId, state } = rotated;
+    if (out.json) out.emitJson({ partner_id: partner.id, key_pair_id: keyPairId, key_pair_status: state, changed: false, ...receiptJson(receipt) });
+    else out.line(say`Key pair ${keyPairId} of ${partner.name} (${partner.id}) is ${state}: rotated already; nothing changed, no secret issued.`);
+    return reportReceipt(out, receipt, options.wait || '3s');
+  }
   if (out.json) {
     out.emitJson({
       ...newPairJson(rotated, file),
@@ -292,6 +312,7 @@ const REVOKE_KEYS_OPTIONS = defineOptions([
 
 export const revokeKeysCommand = defineCommand({
   name: 'revoke-keys',
+  changes: true,
   group: 'Keys and leaks',
   summary: "revoke a partner's live key pairs and refuse their tokens",
   description:
@@ -309,10 +330,7 @@ async function runRevokeKeys(
 ): Promise<number | undefined> {
   const waitMs = await parseWaitOption(options);
   const reference = await resolvePartnerArgument(session, partnerArgument);
-  const { KEY_PAIR_ID_PATTERN } = await import('../../domain/rules/identifiers.js');
-  if (options.keyPair !== undefined && !KEY_PAIR_ID_PATTERN.test(options.keyPair)) {
-    throw new AppError('invalid_argument', `--key-pair must be a key-pair id (kp_…), got '${options.keyPair.slice(0, 40)}'`);
-  }
+  await checkKeyPairOption(options.keyPair);
   await confirmDestructive(
     session,
     options.keyPair
@@ -348,6 +366,7 @@ const MINT_TEST_TOKEN_OPTIONS = defineOptions([{ flags: '--ttl <seconds>', descr
 
 export const mintTestTokenCommand = defineCommand({
   name: 'mint-test-token',
+  changes: true,
   group: 'Keys and leaks',
   summary: 'a token for trying the API as a partner',
   description: 'mint a token for trying the API as a partner (no key pair needed; prints just the token without --json)',
@@ -379,6 +398,7 @@ async function runMintTestToken(
       token_type: 'Bearer',
       expires_in: minted.expiresIn,
       partner_id: minted.claims.partnerId,
+      changed: true,
     });
     return;
   }

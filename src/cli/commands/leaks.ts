@@ -1,22 +1,28 @@
 import type { Database } from '../../db/client.js';
 import type { Containment, LookupResult } from '../../domain/operations/lookup.js';
 import type { SigningKeys } from '../../domain/operations/signing-keys.js';
-import { parseDuration } from '../../domain/rules/validation.js';
+import { parseDuration, parseTimeOrDuration } from '../../domain/rules/validation.js';
 import { AppError, EXIT, isAppError } from '../../errors.js';
 import { defineCommand } from '../definition.js';
 import { defineOptions, type OptionsOf } from '../options.js';
 import { iso, lastUsed, type Field, type Output } from '../output.js';
 import { askSecret, confirmDestructive } from '../prompts.js';
-import { parseWaitOption, receiptJson, reportReceipt, WAIT_OPTIONS, withReceipt, type WaitOptions } from '../receipt.js';
+import { parseWaitOption, receiptJson, reportReceipt, WAIT_OPTIONS, withReceipt } from '../receipt.js';
 import type { Session } from '../session.js';
 import { DURATION_HELP, parseLimit, PARTNER_ARGUMENT, resolvePartnerArgument } from './common.js';
-import { say } from '../say.js';
+import { say, writeLine } from '../say.js';
 
-/** The command line that contains a leak, for runbooks and the operator. */
+/**
+ * The command line that contains a leak, for runbooks and the operator: it names what leaked (the pair, or
+ * the instant before which tokens are refused), so running it again finds it contained and changes nothing;
+ * where it issues a secret, the secret goes to a new file, never to the terminal.
+ */
 export function containCommand(contain: Containment): string {
-  if (contain.action === 'rotate_keys') return `partnerctl rotate-keys ${contain.partnerId}${contain.revokeIssuedTokens ? ' --revoke-issued-tokens' : ''} --yes`;
+  if (contain.action === 'rotate_keys') {
+    return `partnerctl rotate-keys ${contain.partnerId} --key-pair ${contain.keyPairId}${contain.revokeIssuedTokens ? ' --revoke-issued-tokens' : ''} --secret-to replacement-of-${contain.keyPairId}.json --yes`;
+  }
   if (contain.action === 'revoke_keys') return `partnerctl revoke-keys ${contain.partnerId} --key-pair ${contain.keyPairId} --yes`;
-  return `partnerctl revoke-tokens ${contain.partnerId} --yes`;
+  return `partnerctl revoke-tokens ${contain.partnerId} --issued-before ${contain.issuedBefore.toISOString()} --yes`;
 }
 
 /** What to run next when a value could not be looked up (the domain names the field; the words are here). */
@@ -183,26 +189,43 @@ async function runLookup(session: Session, out: Output, value: string | undefine
   out.line(result.contain ? say`Contain: ${style.bold(containCommand(result.contain))}` : say`Nothing to contain.`);
 }
 
+const REVOKE_TOKENS_OPTIONS = defineOptions([
+  {
+    flags: '--issued-before <time>',
+    description: 'the brake at this instant (ISO time, not in the future) instead of now: a brake already there or later is left as it is (changed: false)',
+  },
+  ...WAIT_OPTIONS,
+]);
+
 export const revokeTokensCommand = defineCommand({
   name: 'revoke-tokens',
+  changes: true,
   group: 'Keys and leaks',
   summary: 'refuse every token issued before now; keys untouched',
   description:
     'leaked token, keys safe: refuse every token of the partner issued before now (test tokens too); keys untouched, the client re-exchanges once (asks to confirm)',
   arguments: [PARTNER_ARGUMENT],
-  options: WAIT_OPTIONS,
+  options: REVOKE_TOKENS_OPTIONS,
+  notes:
+    "A re-run moves the brake to the new now, refusing tokens the partner exchanged since (unless none of them can still be live: then nothing changes). To re-check a change that exited 6, use 'partnerctl receipt <change-id>'; to contain a leaked token re-runnably, name the instant: --issued-before (the Contain: line 'partnerctl lookup' prints does).",
   run: (session, out, { args, options }) => runRevokeTokens(session, out, args[0], options),
 });
 
-async function runRevokeTokens(session: Session, out: Output, partnerArgument: string | undefined, options: WaitOptions): Promise<number | undefined> {
+async function runRevokeTokens(
+  session: Session,
+  out: Output,
+  partnerArgument: string | undefined,
+  options: OptionsOf<typeof REVOKE_TOKENS_OPTIONS>,
+): Promise<number | undefined> {
   const waitMs = await parseWaitOption(options);
   const reference = await resolvePartnerArgument(session, partnerArgument);
   await confirmDestructive(
     session,
-    `Refuse every token of '${reference}' issued before now (test tokens too); its keys stay valid and its client re-exchanges them`,
+    `Refuse every token of '${reference}' issued before ${options.issuedBefore ?? 'now'} (test tokens too); its keys stay valid and its client re-exchanges them`,
   );
   const [{ revokeTokens }, db] = await Promise.all([import('../../domain/operations/key-pairs.js'), session.db()]);
-  const { result, receipt } = await withReceipt(db, waitMs, () => revokeTokens(db, session.who, reference), out, session.options.debug);
+  const issuedBefore = options.issuedBefore === undefined ? undefined : parseTimeOrDuration(options.issuedBefore, '--issued-before', db.clock.now());
+  const { result, receipt } = await withReceipt(db, waitMs, () => revokeTokens(db, session.who, reference, issuedBefore), out, session.options.debug);
   const { partner, tokensRevokedBefore, changed } = result;
   if (out.json) {
     out.emitJson({ partner_id: partner.id, tokens_revoked_before: new Date(tokensRevokedBefore).toISOString(), changed, ...receiptJson(receipt) });
@@ -340,7 +363,17 @@ export async function leakedValue(session: Session, value: string | undefined, c
     });
   }
   if (fromTerminal) return askSecret(session, 'Leaked value (access key, secret key, key-pair id, token or token id; not echoed)');
-  return value === '-' ? readAll(session.terminal.in) : value;
+  if (value === '-') return readAll(session.terminal.in);
+  const { SECRET_KEY_PREFIX } = await import('../../domain/rules/identifiers.js');
+  // A secret (a secret key, or a token: a JWT) typed as an argument works, but it is not where it was.
+  const secret = value.includes(SECRET_KEY_PREFIX) ? 'a secret key' : /eyJ[\w-]+\.[\w-]+\.[\w-]+/.test(value) ? 'a token' : null;
+  if (secret !== null) {
+    writeLine(
+      session.terminal.err,
+      say`partnerctl: warning: ${secret} given as an argument is now in this shell's history (and was visible in the process list); next time pipe it in ('... | partnerctl ${command} -') or run 'partnerctl ${command}' on a terminal: it asks, masked`,
+    );
+  }
+  return value;
 }
 
 /**

@@ -15,6 +15,7 @@ const SET_LIMITS_OPTIONS = defineOptions([
 
 export const setLimitsCommand = defineCommand({
   name: 'set-limits',
+  changes: true,
   group: 'Limits and usage',
   summary: "set a partner's data-request limits",
   description: "set a partner's data-request limits (the others keep the server's defaults); running servers apply them within a second",

@@ -16,8 +16,15 @@ export const dbCommand = defineCommand({
   subcommands: [
     defineCommand({
       name: 'migrate',
+      changes: true,
       description: 'apply pending migrations (needed once per release on PostgreSQL; SQLite migrates itself)',
-      run: (session, out) => runDbMigrate(session, out),
+      options: [
+        {
+          flags: '--create',
+          description: 'create the SQLite file (and its folders) when it does not exist; without it a path other than the default must exist (a typo creates nothing)',
+        },
+      ],
+      run: (session, out, { options }) => runDbMigrate(session, out, options.create === true),
     }),
     defineCommand({
       name: 'status',
@@ -26,6 +33,7 @@ export const dbCommand = defineCommand({
     }),
     defineCommand({
       name: 'roles',
+      changes: (options) => options.apply === true,
       description: 'print the SQL creating the four PostgreSQL roles (support, oncall, admin, server); --apply runs it',
       options: [{ flags: '--apply', description: 'run it (as the database owner or a role with CREATEROLE)' }],
       notes: 'Re-runnable: roles the cluster already has are reused. Run it again after db migrate. See docs/roles.md.',
@@ -42,6 +50,7 @@ export const signingKeyCommand = defineCommand({
   subcommands: [
     defineCommand({
       name: 'rotate',
+      changes: true,
       description: 'add a new current signing key; the previous one verifies its tokens until they expire',
       options: [
         {
@@ -55,7 +64,9 @@ export const signingKeyCommand = defineCommand({
   ],
 });
 
-async function runDbMigrate(session: Session, out: Output): Promise<void> {
+async function runDbMigrate(session: Session, out: Output, create: boolean): Promise<void> {
+  // Like every other command, a path other than the default must exist, unless --create says to make it.
+  const creating = create ? session.creatingDatabase() : session.requireDatabase();
   const config = session.databaseConfig;
   const { applyMigrations, chainAuditTrail } = await import('../../db/migrate.js');
   // Nothing pending is answered from the _prisma_migrations table with plain SQL, without the schema
@@ -65,9 +76,10 @@ async function runDbMigrate(session: Session, out: Output): Promise<void> {
   const applied = pending === 0 ? [] : await applyMigrations(config);
   if (pending === 0) await chainAuditTrail(config);
   if (out.json) {
-    out.emitJson({ provider: config.provider, database: session.databaseName, applied });
+    out.emitJson({ provider: config.provider, database: session.databaseName, created: creating, applied, changed: creating || applied.length > 0 });
     return;
   }
+  if (creating) out.line(say`Created the database ${session.databaseName}.`);
   out.line(
     applied.length === 0
       ? say`Database ${session.databaseName} is up to date; nothing to apply.`
@@ -130,7 +142,7 @@ async function runSigningKeyRotate(session: Session, out: Output, newFile: boole
   // A missing file where keys have already signed tokens is refused unless --new-file says it is lost.
   const result = await rotateSigningKeyFile(db, file, { allowNew: newFile });
   if (out.json) {
-    out.emitJson({ file, kid: result.kid, retired_kid: result.retiredKid, pruned: result.pruned });
+    out.emitJson({ file, kid: result.kid, retired_kid: result.retiredKid, pruned: result.pruned, changed: true });
     return;
   }
   out.line(say`New signing key ${result.kid} is current in ${file}.`);
@@ -156,8 +168,12 @@ async function runDbRoles(session: Session, out: Output, apply: boolean): Promis
   }
   const { default: pg } = await import('pg');
   const client = new pg.Client({ connectionString: config.url, connectionTimeoutMillis: 5_000 });
+  // Changed: a role was created (the grants are applied again on every run, to the tables there are now).
+  let created = false;
   try {
     await client.connect();
+    const present = await client.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_roles WHERE rolname = ANY($1::text[])', [[...ROLES]]);
+    created = present.rows[0]!.n < ROLES.length;
     await client.query(`BEGIN; ${sql} COMMIT;`);
   } catch (error) {
     await client.query('ROLLBACK').catch(() => {});
@@ -172,6 +188,6 @@ async function runDbRoles(session: Session, out: Output, apply: boolean): Promis
   } finally {
     await client.end().catch(() => {});
   }
-  if (out.json) out.emitJson({ database, roles: ROLES, applied: true });
+  if (out.json) out.emitJson({ database, roles: ROLES, applied: true, changed: created });
   else out.line(say`Roles ${ROLES.join(', ')} are set up in ${database}.`);
 }

@@ -13,6 +13,7 @@ const SET_NETWORK_OPTIONS = defineOptions([
 
 export const setNetworkCommand = defineCommand({
   name: 'set-network',
+  changes: true,
   group: 'Limits and usage',
   summary: "allow a partner's credentials only from these addresses",
   description:

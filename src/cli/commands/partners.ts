@@ -17,6 +17,7 @@ const CREATE_PARTNER_OPTIONS = defineOptions([
 
 export const createPartnerCommand = defineCommand({
   name: 'create-partner',
+  changes: true,
   group: 'Partners',
   summary: 'create a partner',
   description: 'create a partner account',
@@ -44,7 +45,7 @@ async function runCreatePartner(session: Session, out: Output, options: OptionsO
   const [{ createPartner }, db] = await Promise.all([import('../../domain/operations/partners.js'), session.db()]);
   const { partner, created } = await createPartner(db, session.who, { name, ifNotExists: options.ifNotExists });
   if (out.json) {
-    out.emitJson({ partner_id: partner.id, name: partner.name, status: partner.status, created, created_at: iso(partner.createdAt) });
+    out.emitJson({ partner_id: partner.id, name: partner.name, status: partner.status, created, created_at: iso(partner.createdAt), changed: created });
     return;
   }
   const style = out.style;
@@ -254,6 +255,7 @@ function partnerJson(partner: PartnerRecord) {
 
 export const disablePartnerCommand = defineCommand({
   name: 'disable-partner',
+  changes: true,
   group: 'Partners',
   summary: 'disable a partner: its keys and tokens are refused',
   description: 'disable a partner: its keys mint nothing and its tokens are refused (asks to confirm)',
@@ -264,6 +266,7 @@ export const disablePartnerCommand = defineCommand({
 
 export const enablePartnerCommand = defineCommand({
   name: 'enable-partner',
+  changes: true,
   group: 'Partners',
   summary: 'enable a disabled partner (its keys, not its old tokens)',
   description:

@@ -8,7 +8,7 @@ import { jsonSafe, terminalSafe } from '../../text.js';
 import { progressBar } from '../progress.js';
 import { noteCommit, parseWaitOption, receiptJson, reportReceipt, startWaiting, WAIT_OPTIONS } from '../receipt.js';
 import { confirmDestructive } from '../prompts.js';
-import { SecretFile, secretsDocument, withSecretFile } from '../secret-file.js';
+import { SecretFile, withSecretFile } from '../secret-file.js';
 import type { Session } from '../session.js';
 import { joined, say, type Said } from '../say.js';
 
@@ -104,6 +104,7 @@ const APPLY_OPTIONS = defineOptions([
 
 export const applyCommand = defineCommand({
   name: 'apply',
+  changes: true,
   group: 'State as code',
   summary: 'make the database match a document of partners',
   description:
@@ -183,7 +184,7 @@ async function runApply(session: Session, out: Output, options: OptionsOf<typeof
           state,
           planOptions,
           (done) => bar.update(done),
-          keysFile ? (issued) => keysFile.write(secretsDocument(issued)) : undefined,
+          keysFile ? (issued) => keysFile.write(issued) : undefined,
         ),
       );
     } finally {
@@ -204,6 +205,7 @@ async function runApply(session: Session, out: Output, options: OptionsOf<typeof
       applied,
       // Where the new secrets went; null when none were issued (the file was not touched).
       ...(keysFile ? { keys_file: keysFile.written ? keysFile.path : null } : {}),
+      changed: applied,
       ...receiptJson(receipt),
     });
     return reportReceipt(out, receipt, waitText);

@@ -31,6 +31,7 @@ export const webhooksCommand = defineCommand({
   subcommands: [
     defineCommand({
       name: 'add',
+      changes: true,
       description: 'add an endpoint; prints its id and signing secret (whsec_…) once; one endpoint per URL (exit 4 webhook_exists)',
       options: ADD_OPTIONS,
       examples: [{ lines: ['partnerctl webhooks add --url https://ops.example.com/hooks \\', '  --events keys.expiring,leak.reported'] }],
@@ -43,6 +44,7 @@ export const webhooksCommand = defineCommand({
     }),
     defineCommand({
       name: 'remove',
+      changes: true,
       description:
         'remove an endpoint; what was still to be delivered to it is dropped (asks to confirm, stating how many); one already removed exits 0, changed: false',
       arguments: [{ name: '<id>', description: 'the endpoint id (wh_…)' }],
@@ -63,6 +65,7 @@ export const webhooksCommand = defineCommand({
     }),
     defineCommand({
       name: 'deliver',
+      changes: true,
       description: 'find due reminders and deliver what is due once, then exit (cron, without a running serve)',
       notes: 'Exit codes: 0 nothing failed, 1 some delivery failed this time (it is retried later or was given up).',
       run: (session, out) => runDeliver(session, out),
@@ -235,7 +238,8 @@ async function runDeliver(session: Session, out: Output): Promise<number> {
     log: { info: () => {}, warn: () => {}, error: (_details, message) => out.note(say`partnerctl: ${message}`) },
   });
   const summary = await deliverer.runOnce();
-  if (out.json) out.emitJson(summary);
+  // Every attempt is recorded (delivered, retrying or given up): a run that attempted nothing changed nothing.
+  if (out.json) out.emitJson({ ...summary, changed: summary.delivered + summary.retrying + summary.failed > 0 });
   else {
     out.line(
       say`Delivered ${summary.delivered}; ${summary.retrying} failed and will be retried; ${summary.failed} given up; ${summary.reminders} reminder(s) found.`,

@@ -209,6 +209,19 @@ export async function lastEventAt(q: Queryable, partnerId: string, action: strin
   return row ? toDate(row.at) : null;
 }
 
+/** The lifetime (seconds) a test token was minted with, from its `token.test_minted` event; null without one. */
+export async function testTokenLifetime(q: Queryable, partnerId: string, jti: string): Promise<number | null> {
+  const rows = await q.query<{ details: string }>(
+    "SELECT details FROM audit_events WHERE partner_id = $1 AND action = 'token.test_minted' AND details LIKE $2 ORDER BY id DESC LIMIT 5",
+    [partnerId, `%"jti":${JSON.stringify(jti)}%`],
+  );
+  for (const row of rows) {
+    const details = JSON.parse(row.details) as { jti?: unknown; ttl?: unknown };
+    if (details.jti === jti && typeof details.ttl === 'number') return details.ttl;
+  }
+  return null;
+}
+
 /** Whether an event of this action names the webhook in its details (`webhook_id`). */
 export async function webhookEventExists(q: Queryable, action: string, webhookId: string): Promise<boolean> {
   const rows = await q.query('SELECT 1 AS found FROM audit_events WHERE action = $1 AND details LIKE $2 LIMIT 1', [action, `%"webhook_id":${JSON.stringify(webhookId)}%`]);

@@ -264,6 +264,46 @@ async function rotateKeyPairIn(unit: Unit, reference: string, pair: NewKeyPair, 
   };
 }
 
+/** The partner's pair of that id (`--key-pair`); another partner's, or none, is not found. */
+async function keyPairOf(q: Queryable, partner: PartnerRecord, keyPairId: string): Promise<KeyPairRow> {
+  const pair = await keyPairById(q, keyPairId);
+  if (!pair || pair.partnerId !== partner.id) {
+    throw new AppError('not_found', `partner '${partner.name}' has no key pair '${keyPairId}'`, { field: 'key_pair' });
+  }
+  return pair;
+}
+
+/** A rotation that names the pair it replaces (`keyPairId`) found it replaced already: nothing changed. */
+export interface AlreadyRotated {
+  changed: false;
+  partner: PartnerRecord;
+  keyPairId: string;
+  state: KeyPairState;
+}
+
+export type RotationOutcome = (RotatedKeyPair & { changed: true }) | AlreadyRotated;
+
+/**
+ * With `keyPairId` (the pair a leak named), a rotation is re-runnable: it rotates while that pair is the
+ * active one; once it is revoked (with `revokeIssuedTokens`), or no longer active (without), it was
+ * rotated already and nothing changes (no new secret). A pair that is neither (superseded by another
+ * rotation, but not revoked, while its leak asks for revocation) is a conflict: its tokens may be live.
+ */
+async function rotationOf(unit: Unit, reference: string, pair: NewKeyPair, options: RotationOptions & { keyPairId?: string | undefined }): Promise<RotationOutcome> {
+  if (options.keyPairId !== undefined) {
+    const partner = await findPartner(unit.tx, reference);
+    const named = await keyPairOf(unit.tx, partner, options.keyPairId);
+    const state = keyPairState(named, unit.clock.now());
+    if (state !== 'active') {
+      if (state === 'revoked' || !options.revokeIssuedTokens) return { changed: false, partner, keyPairId: named.id, state };
+      throw new AppError('no_active_key_pair', `key pair ${named.id} of '${partner.name}' is ${state}, not active and not revoked: it is not rotated again`, {
+        field: 'key_pair',
+      });
+    }
+  }
+  return { changed: true, ...(await rotateKeyPairIn(unit, reference, pair, options)) };
+}
+
 export async function rotateKeyPair<O extends RotationOptions = Record<never, never>>(
   db: Database,
   who: Actor,
@@ -277,6 +317,23 @@ export async function rotateKeyPair<O extends RotationOptions = Record<never, ne
     const rotated = await rotateKeyPairIn(unit, reference, pair, options);
     if (handOver) await handOver(rotated);
     return rotated as Issued<O, RotatedKeyPair>;
+  });
+}
+
+/** `rotateKeyPair` naming the pair it replaces (`keyPairId`, see rotationOf): a re-run changes nothing. */
+export async function rotateKeyPairIfActive<O extends RotationOptions = Record<never, never>>(
+  db: Database,
+  who: Actor,
+  reference: string,
+  options: O & { keyPairId?: string | undefined },
+  handOver?: (issued: IssuedKeyPair) => Promise<void>,
+): Promise<(Issued<O, RotatedKeyPair> & { changed: true }) | AlreadyRotated> {
+  checkRotationOptions(options);
+  const pair = await newKeyPair(db.clock, options.publicKey);
+  return runUnit(db, who, async (unit) => {
+    const rotated = await rotationOf(unit, reference, pair, options);
+    if (rotated.changed && handOver) await handOver(rotated);
+    return rotated as (Issued<O, RotatedKeyPair> & { changed: true }) | AlreadyRotated;
   });
 }
 
@@ -321,10 +378,7 @@ export async function revokeKeyPairIn(unit: Unit, reference: string, options: { 
   const partner = await findPartner(unit.tx, reference);
   const now = new Date(unit.clock.now());
   if (options.keyPairId !== undefined) {
-    const pair = await keyPairById(unit.tx, options.keyPairId);
-    if (!pair || pair.partnerId !== partner.id) {
-      throw new AppError('not_found', `partner '${partner.name}' has no key pair '${options.keyPairId}'`, { field: 'key_pair' });
-    }
+    const pair = await keyPairOf(unit.tx, partner, options.keyPairId);
     if (!revocable(pair)) return { partner, revokedKeyPairIds: [], tokensRevokedBefore: null, changed: false };
     await apply(unit.tx, revoked(pair, now));
     unit.audit(revokedEvent(partner.id, [pair.id], null));
@@ -358,12 +412,21 @@ export interface RevokedTokens {
  * again and goes on. A re-run after which no token issued since the previous one can still be live
  * changes nothing.
  */
-export async function revokeTokensIn(unit: Unit, reference: string): Promise<RevokedTokens> {
+export async function revokeTokensIn(unit: Unit, reference: string, issuedBefore?: Date): Promise<RevokedTokens> {
   const partner = await findPartner(unit.tx, reference);
   // The cut-off is taken here, with the write lock held (runUnit's first statement takes it): every first
   // token after the previous brake that is handed out before is on record by now (CredentialExchange).
   const now = unit.clock.now();
   const previous = (await partnerGateRow(unit.tx, partner.id))?.tokensRevokedBefore ?? null;
+  if (issuedBefore !== undefined) {
+    // A brake at a named instant (a leaked token's containment): a re-run finds it set and moves nothing.
+    const at = issuedBefore.getTime();
+    if (at > now) throw new AppError('invalid_argument', `issued_before ${issuedBefore.toISOString()} is in the future`, { field: 'issued_before' });
+    if (previous !== null && previous >= at) return { partner, tokensRevokedBefore: previous, changed: false };
+    await setTokensRevokedBefore(unit.tx, partner.id, at);
+    unit.audit({ action: 'tokens.revoked', partnerId: partner.id, details: { tokens_revoked_before: at } });
+    return { partner, tokensRevokedBefore: at, changed: true };
+  }
   if (previous !== null) {
     const pairs = await keyPairsOf(unit.tx, partner.id);
     if (!(await tokensMayBeLiveSince(unit.tx, partner.id, pairs, previous, now))) {
@@ -375,8 +438,9 @@ export async function revokeTokensIn(unit: Unit, reference: string): Promise<Rev
   return { partner, tokensRevokedBefore: now, changed: true };
 }
 
-export function revokeTokens(db: Database, who: Actor, reference: string): Promise<RevokedTokens> {
-  return runUnit(db, who, (unit) => revokeTokensIn(unit, reference));
+/** `issuedBefore`: the brake at that instant (at most now) instead of now; one at or after it already is a re-run. */
+export function revokeTokens(db: Database, who: Actor, reference: string, issuedBefore?: Date): Promise<RevokedTokens> {
+  return runUnit(db, who, (unit) => revokeTokensIn(unit, reference, issuedBefore));
 }
 
 export type KeyPairStatusFilter = 'active' | 'retiring' | 'superseded' | 'revoked' | 'expired';

@@ -35,12 +35,13 @@ export interface TokenFacts {
  * What contains a leak, as a typed action on its target (each front end says it its own way: the CLI as a
  * command line, the secret-scanning receiver by doing it): `rotate_keys` a new pair now, and with
  * `revokeIssuedTokens` every token of the partner refused; `revoke_keys` exactly that pair (it mints
- * nothing more and its tokens are refused); `revoke_tokens` every token of the partner issued before now.
+ * nothing more and its tokens are refused); `revoke_tokens` every token of the partner issued before
+ * `issuedBefore` (the lookup's now): named, so that doing it again moves nothing.
  */
 export type Containment =
   | { action: 'rotate_keys'; partnerId: string; keyPairId: string; revokeIssuedTokens: boolean }
   | { action: 'revoke_keys'; partnerId: string; keyPairId: string }
-  | { action: 'revoke_tokens'; partnerId: string };
+  | { action: 'revoke_tokens'; partnerId: string; issuedBefore: Date };
 
 /** Why a lookup found nothing or could not trace a value, for the front end's next step (`AppError.field`). */
 const LOOKUP_FIELDS = {
@@ -433,6 +434,6 @@ async function tokenResult(
     token: facts,
     note: accepted && network ? `${note}; ${onlyFrom(network)}` : note,
     // An expired or refused token has nothing left to contain.
-    contain: accepted ? { action: 'revoke_tokens', partnerId: partner.id } : null,
+    contain: accepted ? { action: 'revoke_tokens', partnerId: partner.id, issuedBefore: new Date(now) } : null,
   };
 }

@@ -12,6 +12,7 @@ import {
   type DecisionGrouping,
   type DecisionRow,
 } from '../../db/repositories/decisions.js';
+import { testTokenLifetime } from '../../db/repositories/audit.js';
 import { activeKeyPair, keyPairById } from '../../db/repositories/key-pairs.js';
 import { partnerById, partnerGateRow } from '../../db/repositories/partners.js';
 import { AppError } from '../../errors.js';
@@ -58,6 +59,16 @@ export async function explainRequest(db: Database, requestId: string): Promise<E
   return { decision, explanation, remedy };
 }
 
+/** How long the refused token lived: its own lifetime where it is known (a test token's from its mint). */
+async function tokenLifetime(db: Database, tokenId: string | null): Promise<string> {
+  const parsed = tokenId === null ? null : parseTokenId(tokenId);
+  if (parsed === null) return `tokens from the token endpoint live ${TOKEN_TTL_SECONDS / 60} minutes, test tokens as long as they were minted for`;
+  const issued = `issued ${at(parsed.issuedAtMs)}`;
+  if (parsed.keyPairId !== null) return `${issued}; tokens from the token endpoint live ${TOKEN_TTL_SECONDS / 60} minutes`;
+  const seconds = await testTokenLifetime(db.sql, parsed.partnerId, tokenId!);
+  return seconds === null ? `${issued}, a test token` : `${issued}, a test token minted to live ${seconds} s, until ${at(parsed.issuedAtMs - (parsed.issuedAtMs % 1000) + seconds * 1000)}`;
+}
+
 async function explain(db: Database, d: DecisionRow): Promise<{ explanation: string; remedy: Remedy | null }> {
   const partner = d.partnerId === null ? null : await partnerById(db.sql, d.partnerId);
   const who = partner ? `partner ${partner.name} (${partner.id})` : 'the partner';
@@ -79,7 +90,7 @@ async function explain(db: Database, d: DecisionRow): Promise<{ explanation: str
       return { explanation: `${when} before the brake of ${brake == null ? 'its partner' : at(brake)}: the client must exchange again`, remedy: null };
     }
     case 'token_expired':
-      return { explanation: `the token had expired (tokens live ${TOKEN_TTL_SECONDS / 60} minutes): the client must exchange again`, remedy: null };
+      return { explanation: `the token had expired (${await tokenLifetime(db, d.tokenId)}): the client must exchange again`, remedy: null };
     case 'token_invalid':
       return {
         explanation: 'the token is not one of ours (its signature, issuer or audience), or the Authorization header is not "Bearer <token>": the client must send a token from the token endpoint',

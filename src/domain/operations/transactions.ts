@@ -7,7 +7,7 @@ import { chainHead, insertAuditEvents } from '../../db/repositories/audit.js';
 import { isPermissionError, permissionDenied } from '../../db/roles.js';
 import { touchPartners } from '../../db/repositories/partners.js';
 import { announceRevision, bumpRevision } from '../../db/repositories/revision.js';
-import { TransactionTimeout, type SqlTx } from '../../db/unit.js';
+import { CommitOutcomeUnknown, TransactionTimeout, type SqlTx } from '../../db/unit.js';
 import { AppError } from '../../errors.js';
 import type { AuditEntry } from '../rules/audit-actions.js';
 import { auditRowsAsEvents, writeOutbox } from './outbox.js';
@@ -194,6 +194,8 @@ class Unchanged {
 }
 
 function isTransient(error: unknown): boolean {
+  // Replaying a unit that may have committed would make the change twice.
+  if (error instanceof CommitOutcomeUnknown) return false;
   const code = String((error as { code?: unknown }).code ?? '');
   // 55P03: a lock not taken within lock_timeout (a unit that asked not to wait for locks).
   if (/^SQLITE_BUSY|^40001$|^40P01$|^55P03$/.test(code)) return true;
@@ -202,6 +204,12 @@ function isTransient(error: unknown): boolean {
 
 export function translateDatabaseError(error: unknown): AppError {
   if (error instanceof AppError) return error;
+  if (error instanceof CommitOutcomeUnknown) {
+    return new AppError('database_unavailable', 'the connection to the database failed while the change was committing: it may have committed or not', {
+      next: 'check_commit_outcome',
+      cause: error,
+    });
+  }
   const code = String((error as { code?: unknown }).code ?? '');
   const message = (error as Error)?.message ?? String(error);
   if (code === '23505' || /^SQLITE_CONSTRAINT_(UNIQUE|PRIMARYKEY)$/.test(code) || /unique constraint/i.test(message)) {

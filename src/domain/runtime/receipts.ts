@@ -11,8 +11,11 @@ const POLL_MS = { listening: 100, polling: 20 } as const;
 export interface Receipt {
   /** The revision awaited: the one just committed (on a re-run, the current one). */
   revision: number;
-  /** Live instances that applied it, with the time from the commit to their confirmation (as seen here). */
-  confirmed: { instanceId: string; host: string; pid: number; afterMs: number }[];
+  /**
+   * Live instances that applied it, with the time from the commit to their confirmation (as seen here); null
+   * on a re-check (`partnerctl receipt`), which does not know when the change committed.
+   */
+  confirmed: { instanceId: string; host: string; pid: number; afterMs: number | null }[];
   /**
    * Instances that had not applied it when the wait ended and may still be answering: live ones, and stale
    * ones still within their staleness budget, which may be deciding from their last state (one that cannot
@@ -62,12 +65,12 @@ export class ConfirmationWatch {
   }
 
   /**
-   * Waits until every live instance has applied `revision` (read now when null: the current one), or
+   * Waits until every live instance has applied the revision (the current one, or `recheck`'s), or
    * until `waitMs` after `committedAt`. `afterMs` is measured from `committedAt` to when this process saw
-   * the confirmation, so the instance refused the credential at or before it.
+   * the confirmation, so the instance refused the credential at or before it; a re-check has none.
    */
-  async wait(committedAt: number, waitMs: number): Promise<Receipt> {
-    const revision = (await currentRevision(this.db.sql)) ?? 0;
+  async wait(committedAt: number, waitMs: number, recheck?: number): Promise<Receipt> {
+    const revision = recheck ?? (await currentRevision(this.db.sql)) ?? 0;
     const seen = new Map<string, number>();
     const deadline = committedAt + waitMs;
     let rows: InstanceRow[] = [];
@@ -106,15 +109,41 @@ export class ConfirmationWatch {
     for (const row of rows) {
       const who = { instanceId: row.instanceId, host: row.host, pid: row.pid };
       const afterMs = seen.get(row.instanceId);
-      if (afterMs !== undefined) receipt.confirmed.push({ ...who, afterMs });
+      if (afterMs !== undefined) receipt.confirmed.push({ ...who, afterMs: recheck === undefined ? afterMs : null });
       else if (isDone(row, now)) receipt.stale.push({ ...who, lastSeenAt: row.lastSeenAt, servingUntil: servingUntil(row) });
       else receipt.unconfirmed.push({ ...who, lastSeenAt: row.lastSeenAt, servingUntil: servingUntil(row), stale: isStale(row.lastSeenAt, now) });
     }
-    receipt.confirmed.sort((a, b) => a.afterMs - b.afterMs);
+    receipt.confirmed.sort((a, b) => (a.afterMs ?? 0) - (b.afterMs ?? 0));
     return receipt;
   }
 
   async close(): Promise<void> {
     await this.listener?.close();
+  }
+}
+
+
+/** A change id (`partnerctl receipt <change-id>`): the revision a change committed, as its receipt names it. */
+export function parseChangeId(value: string): number {
+  if (!/^[1-9]\d{0,14}$/.test(value)) {
+    throw new AppError('invalid_argument', `the change id must be the number a receipt names (change_id in JSON), got '${value.slice(0, 40)}'`, { field: 'change_id' });
+  }
+  return Number(value);
+}
+
+/**
+ * The receipt of an earlier change, read again (changes nothing): waits up to `waitMs` for every live
+ * instance to have applied its revision. A revision the database has not reached is no change of it.
+ */
+export async function recheckReceipt(db: Database, revision: number, waitMs: number): Promise<Receipt> {
+  const current = (await currentRevision(db.sql)) ?? 0;
+  if (revision > current) {
+    throw new AppError('not_found', `no change ${revision}: the database is at revision ${current}`, { field: 'change_id' });
+  }
+  const watch = await ConfirmationWatch.open(db);
+  try {
+    return await watch.wait(db.clock.now(), waitMs, revision);
+  } finally {
+    await watch.close();
   }
 }
