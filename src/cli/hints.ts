@@ -28,6 +28,7 @@ const NEXT_STEP_WORDS: Record<NextStep, string> = {
 const NEXT_STEP_OF_FIELD: Record<string, string> = {
   partner: "see 'partnerctl list-partners'",
   secret_key: "use 'partnerctl lookup' on it",
+  declared_public_key: "rotate to the declared key first ('partnerctl rotate-keys <partner> --public-key FILE'), then apply again",
   webhook: "see 'partnerctl webhooks list'",
   head: "the hash 'partnerctl audit head' printed",
   request_id: "'partnerctl refusals' lists the refusals on record with their request ids",

@@ -289,7 +289,8 @@ async function planOn(q: Queryable, state: DesiredState, options: PlanOptions): 
       if (active && active.kid !== key.kid) {
         throw new AppError(
           'invalid_argument',
-          `${path}: ${desired.name}'s active pair ${active.id} has ${active.kid ? `another public key (kid ${active.kid})` : 'a shared secret'}: rotate with 'rotate-keys --public-key' (apply never rotates); nothing was changed`,
+          `${path}: ${desired.name}'s active pair ${active.id} has ${active.kid ? `another public key (kid ${active.kid})` : 'a shared secret'}, and apply never rotates a key pair; nothing was changed`,
+          { field: 'declared_public_key' },
         );
       }
       if (!active) {
