@@ -257,7 +257,7 @@ describe.each(BACKENDS)('39: private_key_jwt at the token endpoint (%s)', (provi
       const other = (await parsePublicKey(generatePartnerKey('p256').publicPem)).jwk;
       const refused = await runCli(['apply', '-f', '-'], backend.env, { input: JSON.stringify({ partners: [{ name, public_key: other }] }) });
       expect(refused.code).toBe(2);
-      expect(refused.stderr).toContain('rotate-keys --public-key');
+      expect(refused.stderr).toMatch(/hint: rotate to the declared key first \('partnerctl rotate-keys <partner> --public-key FILE'\)/);
       const privateJwk = await runCli(['apply', '-f', '-'], backend.env, { input: JSON.stringify({ partners: [{ name: `${name}-x`, public_key: { ...jwk, d: 'AAAA' } }] }) });
       expect(privateJwk.code).toBe(2);
     });
