@@ -98,7 +98,8 @@ describe.each(BACKENDS)('refusals on record, explained; exposure (%s)', (provide
       for (const [reason, id] of Object.entries(ids)) {
         const explained = await explain(id);
         expect(Object.keys(explained)).toEqual([
-          'request_id', 'at', 'status', 'reason', 'partner_id', 'key_pair_id', 'token_id', 'company_id', 'client_address', 'instance_id', 'explanation', 'remedy',
+          'request_id', 'at', 'status', 'reason', 'route', 'method', 'path', 'partner_id', 'key_pair_id', 'token_id', 'company_id', 'client_address',
+          'engine_status', 'engine_ms', 'trace_id', 'instance_id', 'explanation', 'actor', 'remedy',
         ]);
         expect(explained, reason).toMatchObject({ request_id: id, reason, instance_id: t.services.registry.instanceId });
         expect(explained.explanation.length, reason).toBeGreaterThan(20);
@@ -155,7 +156,7 @@ describe.each(BACKENDS)('refusals on record, explained; exposure (%s)', (provide
       await written();
       expect(await explain(expired)).toMatchObject({ reason: 'token_expired', partner_id: p.partnerId, key_pair_id: p.keyPairId, token_id: claims.jti });
       const text = await runCli(['explain', malformed], backend.env);
-      expect(text.stdout).toContain('token exchange from');
+      expect(text.stdout).toContain('token exchange POST /public/v1/auth/token from 127.0.0.1');
     });
 
     it('holds the cap under a flood from one address, counting what it did not record', async () => {

@@ -2,13 +2,13 @@ import type { Columns } from '../models.js';
 import { toDate } from '../sql.js';
 import { valuesBatches, type Queryable, type SqlTx } from '../unit.js';
 
-/** One refusal by the gate, as gate_decisions holds it. */
+/** One answer that was not a success (a refusal by the gate, a failure of the server's), as gate_decisions holds it. */
 export type DecisionRow = Columns<'GateDecision'>;
 
 /** One counter of refusals not recorded (a minute, an instance, a key over the cap). */
 export type UnrecordedDelta = Columns<'GateDecisionUnrecorded'>;
 
-const COLUMNS = 'request_id, at, instance_id, route, partner_id, key_pair_id, token_id, company_id, client_address, status, reason';
+const COLUMNS = 'request_id, at, instance_id, route, partner_id, key_pair_id, token_id, company_id, client_address, status, reason, method, path, engine_status, engine_ms, trace_id';
 
 type Raw = {
   request_id: string;
@@ -22,7 +22,16 @@ type Raw = {
   client_address: string;
   status: number | string;
   reason: string;
+  method: string | null;
+  path: string | null;
+  engine_status: number | string | null;
+  engine_ms: number | string | null;
+  trace_id: string | null;
 };
+
+function numberOrNull(value: number | string | null): number | null {
+  return value === null ? null : Number(value);
+}
 
 function fromRaw(raw: Raw): DecisionRow {
   return {
@@ -37,6 +46,11 @@ function fromRaw(raw: Raw): DecisionRow {
     clientAddress: raw.client_address,
     status: Number(raw.status),
     reason: raw.reason,
+    method: raw.method,
+    path: raw.path,
+    engineStatus: numberOrNull(raw.engine_status),
+    engineMs: numberOrNull(raw.engine_ms),
+    traceId: raw.trace_id,
   };
 }
 
@@ -57,7 +71,8 @@ export async function partnersOfPairs(q: Queryable, pairIds: readonly string[]):
 /** Records refusals; a request id already recorded keeps its row. */
 export async function insertDecisions(tx: SqlTx, rows: readonly DecisionRow[]): Promise<void> {
   const values = rows.map(
-    (r) => [r.requestId, r.at, r.instanceId, r.route, r.partnerId, r.keyPairId, r.tokenId, r.companyId, r.clientAddress, r.status, r.reason] as const,
+    (r) =>
+      [r.requestId, r.at, r.instanceId, r.route, r.partnerId, r.keyPairId, r.tokenId, r.companyId, r.clientAddress, r.status, r.reason, r.method, r.path, r.engineStatus, r.engineMs, r.traceId] as const,
   );
   for (const { placeholders, params } of valuesBatches(values)) {
     await tx.run(`INSERT INTO gate_decisions (${COLUMNS}) VALUES ${placeholders} ON CONFLICT (request_id) DO NOTHING`, params);

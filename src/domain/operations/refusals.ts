@@ -20,7 +20,7 @@ import { rulesFromColumn } from './networks.js';
 import { findPartner } from './partners.js';
 import { TOKEN_TTL_SECONDS } from '../rules/key-pair-state.js';
 import { parseTokenId } from './tokens.js';
-import { GATE_REFUSAL_REASONS } from '../../reasons.js';
+import { ANSWER_CAUSES, type AnswerCause } from '../../reasons.js';
 
 /** What an operator can do to change the answer, as a typed action (each front end says it its own way). */
 export type Remedy =
@@ -29,11 +29,63 @@ export type Remedy =
   | { action: 'issue_keys'; partnerName: string }
   | { action: 'look_up_key_pair'; partnerName: string; keyPairId: string };
 
+/**
+ * Who can change the answer: the partner's client (its request, its pace, its credentials), an operator
+ * (with a command when `remedy` names one), the engine's owners, the database's.
+ */
+export type Actor = 'client' | 'operator' | 'engine_owners' | 'database_owners';
+
 export interface Explanation {
   decision: DecisionRow;
-  /** The rule that refused it, in words a partner can be told. */
+  /** The rule that refused it, or what failed, in words a partner can be told. */
   explanation: string;
+  /** Who can act on it: `operator` whenever there is a remedy. */
+  actor: Actor;
   remedy: Remedy | null;
+}
+
+/** Who can act on each cause when no operator's command would change the answer. */
+const ACTOR_OF: Record<AnswerCause, Actor> = {
+  partner_unknown: 'client',
+  partner_disabled: 'operator',
+  pair_unknown: 'client',
+  pair_revoked: 'client',
+  pair_superseded: 'client',
+  pair_expired: 'client',
+  secret_mismatch: 'client',
+  token_invalid: 'client',
+  token_expired: 'client',
+  tokens_revoked: 'client',
+  address_not_allowed: 'operator',
+  company_not_mapped: 'operator',
+  token_missing: 'client',
+  api_key_in_request: 'client',
+  credentials_malformed: 'client',
+  rate_limited: 'client',
+  quota_exceeded: 'client',
+  exchange_throttled: 'client',
+  engine_error: 'engine_owners',
+  engine_refused: 'client',
+  engine_timeout: 'engine_owners',
+  engine_unreachable: 'engine_owners',
+  engine_not_configured: 'operator',
+  database_unavailable: 'database_owners',
+  stale_budget_spent: 'database_owners',
+  signing_key_unavailable: 'operator',
+  clock_skewed: 'operator',
+  internal_error: 'operator',
+  request_timeout: 'client',
+  body_too_large: 'client',
+  request_malformed: 'client',
+  unsupported_media_type: 'client',
+  expectation_failed: 'client',
+  not_found: 'client',
+  method_not_allowed: 'client',
+};
+
+/** Who acts on a recorded cause (an unknown one, from a newer server: the operator). */
+function actorOf(cause: string, remedy: Remedy | null): Actor {
+  return remedy !== null ? 'operator' : (ACTOR_OF[cause as AnswerCause] ?? 'operator');
 }
 
 function at(date: Date | number): string {
@@ -55,7 +107,7 @@ export async function explainRequest(db: Database, requestId: string): Promise<E
     );
   }
   const { explanation, remedy } = await explain(db, decision);
-  return { decision, explanation, remedy };
+  return { decision, explanation, actor: actorOf(decision.reason, remedy), remedy };
 }
 
 async function explain(db: Database, d: DecisionRow): Promise<{ explanation: string; remedy: Remedy | null }> {
@@ -128,7 +180,59 @@ async function explain(db: Database, d: DecisionRow): Promise<{ explanation: str
         remedy: null,
       };
     default:
-      return { explanation: `refused (${d.reason})`, remedy: null };
+      return { explanation: serverCause(d), remedy: null };
+  }
+}
+
+/** The engine's part of a record: its status, its time and the trace id to find it in the engine's logs. */
+function engineFacts(d: DecisionRow): string {
+  const parts = [
+    ...(d.engineStatus !== null ? [`status ${d.engineStatus}`] : []),
+    ...(d.engineMs !== null ? [`after ${d.engineMs} ms`] : []),
+    ...(d.traceId !== null ? [`trace id ${d.traceId}`] : []),
+  ];
+  return parts.length > 0 ? ` (${parts.join(', ')})` : '';
+}
+
+/** An answer the server gave of its own (docs/reasons.md, the second table): what failed, and whose it is to mend. */
+function serverCause(d: DecisionRow): string {
+  switch (d.reason) {
+    case 'engine_error':
+      return `the recommendation engine failed the request${engineFacts(d)}: the engine's owners can find it by its trace id or request id; the client may retry later`;
+    case 'engine_refused':
+      return `the recommendation engine refused the request as sent${engineFacts(d)}: the client must change the request`;
+    case 'engine_timeout':
+      return `the recommendation engine did not answer within the upstream timeout (PUBLIC_API_UPSTREAM_TIMEOUT_MS)${engineFacts(d)}: the engine's owners must look at its latency`;
+    case 'engine_unreachable':
+      return `the recommendation engine could not be reached (connection refused, reset or closed)${engineFacts(d)}: the engine's owners must bring it back`;
+    case 'engine_not_configured':
+      return 'no recommendation engine is configured for this server (PUBLIC_API_UPSTREAM_URL): an operator must configure one';
+    case 'database_unavailable':
+      return 'the database did not answer in time: the gate could not decide and answered 503; the database\'s owners must restore it (the client may retry)';
+    case 'stale_budget_spent':
+      return 'the database did not answer for longer than the staleness budget (PUBLIC_API_STALE_BUDGET) allows serving from held state: the database\'s owners must restore it';
+    case 'signing_key_unavailable':
+      return 'the server could not read its signing keys: an operator must check its signing-key file or database rows';
+    case 'clock_skewed':
+      return "the server's clock is off the database's: it issues no token until an operator corrects it";
+    case 'internal_error':
+      return 'the server failed the request: an operator finds why in its log by the request id';
+    case 'request_timeout':
+      return 'the client did not send its whole request within the request timeout (PUBLIC_API_REQUEST_TIMEOUT_MS)';
+    case 'body_too_large':
+      return 'the request body is larger than the server takes (PUBLIC_API_BODY_LIMIT_BYTES): the client must send less';
+    case 'request_malformed':
+      return `the request was malformed (${d.method ?? '?'} ${d.path ?? '?'}): the client must send a request the API describes`;
+    case 'unsupported_media_type':
+      return 'the request body was not application/json';
+    case 'expectation_failed':
+      return 'the request carried an Expect header other than 100-continue';
+    case 'not_found':
+      return `no such resource: ${d.method ?? '?'} ${d.path ?? '?'}`;
+    case 'method_not_allowed':
+      return `method ${d.method ?? '?'} is not served on ${d.path ?? '?'}`;
+    default:
+      return `not a success (${d.reason})`;
   }
 }
 
@@ -157,7 +261,7 @@ const MINUTE_MS = 60_000;
 
 /** Refusals of a window counted by reason (and company or address), the latest ones, and what the cap held back. */
 export async function refusalsReport(db: Database, options: RefusalsOptions): Promise<RefusalsReport> {
-  if (options.reason !== undefined && !(GATE_REFUSAL_REASONS as readonly string[]).includes(options.reason)) {
+  if (options.reason !== undefined && !(ANSWER_CAUSES as readonly string[]).includes(options.reason)) {
     throw new AppError('invalid_argument', `no reason code '${options.reason.slice(0, 40)}' (docs/reasons.md lists them)`, { field: 'reason' });
   }
   const partnerId = options.partner === undefined ? undefined : (await findPartner(db.sql, options.partner)).id;

@@ -1,4 +1,5 @@
-// The gate's refusals on record (docs/decisions.md): each refusal takes one slot of a fixed ring on the
+// The answers on record that were not a success (docs/decisions.md): the gate's refusals and the server's
+// own failures, each with its cause (docs/reasons.md). Each takes one slot of a fixed ring on the
 // request path (a reference and a time, nothing allocated); off the path, the slots are read in a batch, the
 // cap applied (per partner and per client address per minute), and what the cap held back counted, one
 // counter row per minute and key. Records, not state: nothing reads them to decide.
@@ -6,7 +7,7 @@ import type { Clock } from '../../clock.js';
 import { TUNING } from '../../config.js';
 import type { Database } from '../../db/client.js';
 import { addUnrecorded, insertDecisions, partnersOfPairs, pruneRecords, type DecisionRow, type UnrecordedDelta } from '../../db/repositories/decisions.js';
-import type { GateRefusalReason } from '../../reasons.js';
+import type { AnswerCause } from '../../reasons.js';
 import { DeferredWrites, STOP_WRITE_LIMIT_MS, type OnWriteFailure } from './deferred-writes.js';
 import { parseTokenId } from '../operations/tokens.js';
 import type { Logger } from 'pino';
@@ -24,9 +25,10 @@ const PRUNE_INTERVAL_MS = 3_600_000;
 const MINUTE_MS = 60_000;
 const RETRY_MAX_MS = 5_000;
 
-/** What the finish step knows of a refused request (protocol/finished-request.ts has these fields). */
+/** What the finish step knows of an answer that was not a success (protocol/finished-request.ts has these fields). */
 export interface RefusedRequest {
   readonly requestId: string;
+  readonly method: string;
   readonly partnerId: string | null;
   readonly keyPairId: string | null;
   readonly tokenId: string | null;
@@ -34,7 +36,12 @@ export interface RefusedRequest {
   readonly companyNamed: string | null;
   readonly client: string;
   readonly status: number;
-  readonly reason?: GateRefusalReason;
+  readonly reason?: AnswerCause;
+  /** A data request's trace id; null for any other request. */
+  readonly traceId: string | null;
+  readonly engineStatus: number | null;
+  /** 0 when the engine was not asked. */
+  readonly engineMs: number;
   /** Present on a token exchange. */
   readonly exchange?: object;
 }
@@ -50,6 +57,7 @@ export interface DecisionRecorderOptions {
 export class DecisionRecorder extends DeferredWrites {
   private readonly slots: Array<RefusedRequest | undefined> = new Array<RefusedRequest | undefined>(RING_SIZE).fill(undefined);
   private readonly times = new Float64Array(RING_SIZE);
+  private readonly paths: Array<string | undefined> = new Array<string | undefined>(RING_SIZE).fill(undefined);
   private head = 0;
   private used = 0;
   /** Refusals that found the ring full, since the last write. */
@@ -78,14 +86,15 @@ export class DecisionRecorder extends DeferredWrites {
     this.interval.unref();
   }
 
-  /** A refusal, on the request path: a ring slot, or a counter when the ring is full. */
-  refused(request: RefusedRequest): void {
+  /** An answer that was not a success, on the request path: a ring slot, or a counter when the ring is full. */
+  refused(request: RefusedRequest, path: string): void {
     if (this.used === RING_SIZE) {
       this.overflowed++;
       return;
     }
     const slot = (this.head + this.used) % RING_SIZE;
     this.slots[slot] = request;
+    this.paths[slot] = path;
     this.times[slot] = this.clock.now();
     this.used++;
     if (this.used === RING_HIGH) this.schedule(0, { preempt: true });
@@ -160,7 +169,9 @@ export class DecisionRecorder extends DeferredWrites {
       const slot = this.head;
       const request = this.slots[slot]!;
       const at = this.times[slot]!;
+      const path = this.paths[slot] ?? null;
       this.slots[slot] = undefined;
+      this.paths[slot] = undefined;
       this.head = (this.head + 1) % RING_SIZE;
       const minute = Math.floor(at / MINUTE_MS);
       // A refused token was verified: its id names its partner.
@@ -183,14 +194,19 @@ export class DecisionRecorder extends DeferredWrites {
         requestId: request.requestId,
         at: new Date(at),
         instanceId: this.instanceId,
-        route: request.exchange === undefined ? 'data' : 'exchange',
+        route: request.exchange !== undefined ? 'exchange' : request.traceId !== null ? 'data' : 'other',
         partnerId,
         keyPairId: request.keyPairId,
         tokenId: request.tokenId,
         companyId: request.companyNamed,
         clientAddress: request.client,
         status: request.status,
-        reason: request.reason ?? '',
+        reason: request.reason ?? 'internal_error',
+        method: request.method,
+        path,
+        engineStatus: request.engineStatus,
+        engineMs: request.engineMs > 0 ? Math.round(request.engineMs) : null,
+        traceId: request.traceId,
       });
     }
   }

@@ -35,8 +35,8 @@ const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 // A data path is routed by its whole rest: no length of its own beyond what the server takes for a head.
 const MAX_PATH_PARAM_LENGTH = 65_536;
 
-/** An answer written straight on the socket, still as an envelope, for what never becomes a request. */
-function answerOnSocket(socket: Duplex, status: string, code: string, message: string): void {
+/** An answer written straight on the socket, still as an envelope, for what never becomes a request; its request id. */
+function answerOnSocket(socket: Duplex, status: string, code: string, message: string): string {
   const id = randomUUID();
   const body = JSON.stringify(envelope(code, message, id));
   socket.end(
@@ -47,19 +47,29 @@ function answerOnSocket(socket: Duplex, status: string, code: string, message: s
       'Connection: close\r\n\r\n' +
       body,
   );
+  return id;
 }
 
-/** A request so broken that Node's parser gave up. */
-function clientErrorHandler(error: NodeJS.ErrnoException, socket: Socket): void {
-  if (error.code === 'ECONNRESET' || !socket.writable) {
-    socket.destroy();
-    return;
-  }
-  if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
-    answerOnSocket(socket, '408 Request Timeout', 'request_timeout', 'the request was not received in time');
-    return;
-  }
-  answerOnSocket(socket, '400 Bad Request', 'invalid_request', 'the request is malformed');
+/**
+ * A request so broken that Node's parser gave up (or too slow to arrive): answered on the socket, and its
+ * finished record handed to `finish` like any other's (no method or path was read).
+ */
+function clientErrors(finish: (finished: FinishedRequest) => void): (error: NodeJS.ErrnoException, socket: Socket) => void {
+  return (error, socket) => {
+    if (error.code === 'ECONNRESET' || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const address = socket.remoteAddress ?? '';
+    const [status, answered] =
+      error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, answerOnSocket(socket, '408 Request Timeout', 'request_timeout', 'the request was not received in time')]
+        : [400, answerOnSocket(socket, '400 Bad Request', 'invalid_request', 'the request is malformed')];
+    const record = newRecord(answered, '-', '', address);
+    record.status = status;
+    record.reason = status === 408 ? 'request_timeout' : 'request_malformed';
+    finish(record);
+  };
 }
 
 /** Builds the public API (no listen): the kernel's hooks, then every route. */
@@ -80,7 +90,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     requestIdHeader: false,
     // New requests arriving while closing are served like any other (with Connection: close); the listener is already closed.
     return503OnClosing: false,
-    clientErrorHandler,
+    clientErrorHandler: clientErrors(finish),
     routerOptions: { maxParamLength: MAX_PATH_PARAM_LENGTH, querystringParser: parseQueryString },
     // Node would answer a Host-less HTTP/1.1 request with a bare 400 of its own; requestHeadProblem answers
     // it as an envelope instead. A client trickling a request (a slow body, say) is cut off after
