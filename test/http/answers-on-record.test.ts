@@ -78,6 +78,8 @@ describe.each(BACKENDS)('38.1: every answer that is not a success, on record wit
       const ok = await data();
       expect(ok.statusCode).toBe(200);
       const okId = ok.headers['x-request-id'] as string;
+      // 38.2: ids carry their time (UUIDv7).
+      expect(okId).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
       await upstream.close();
       const down = idOf(await data(), 502);
       expect(await t.services.decisions.flush()).toBe(true);
@@ -99,8 +101,10 @@ describe.each(BACKENDS)('38.1: every answer that is not a success, on record wit
       expect(await explain(tooLarge)).toMatchObject({ status: 413, reason: 'body_too_large', method: 'POST', partner_id: p.partnerId, actor: 'client' });
       expect(await explain(unknownPath)).toMatchObject({ status: 404, reason: 'not_found', route: 'other', path: '/elsewhere', partner_id: null, actor: 'client' });
       expect(await explain(rateLimited)).toMatchObject({ status: 429, reason: 'rate_limited', partner_id: limited.partnerId, actor: 'client' });
-      // A success is not on record outside a recording window.
-      expect((await cli('explain', okId)).code).toBe(3);
+      // A success is not on record outside a recording window: explain says it was not written yet (within 10 s).
+      const success = await cli('explain', okId);
+      expect(success.code).toBe(3);
+      expect(success.stderr).toMatch(/nothing is on record for request \S+ yet/);
 
       const text = await runCli(['explain', engine500], backend.env);
       expect(text.stdout).toContain('answered 500 (engine_error)');

@@ -128,7 +128,7 @@ describe.each(BACKENDS)('refusals on record, explained; exposure (%s)', (provide
       expect(text.stdout).toContain(`To change the answer: partnerctl map-company ${p.name} --company acme-7`);
       const unknown = await runCli(['explain', '00000000-0000-4000-8000-000000000000'], backend.env);
       expect(unknown.code).toBe(3);
-      expect(unknown.stderr).toMatch(/not_found: no refusal is on record for request/);
+      expect(unknown.stderr).toMatch(/not_found: nothing is on record for request \S+, and its id carries no time/);
 
       // refusals: counts by reason, by company and by address, the latest with their request ids.
       const byReason = (await cli('refusals', p.partnerId, '--since', '1h')).json();

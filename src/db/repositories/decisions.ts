@@ -171,3 +171,9 @@ export async function unrecordedCounts(q: Queryable, filter: { since: Date; unti
   );
   return new Map(rows.map((row) => [row.key_kind, Number(row.refusals)]));
 }
+
+/** The instant of the oldest record kept; null when there is none. */
+export async function oldestDecisionAt(q: Queryable): Promise<Date | null> {
+  const rows = await q.query<{ at: unknown }>('SELECT MIN(at) AS at FROM gate_decisions');
+  return toDate(rows[0]?.at ?? null);
+}

@@ -2,8 +2,10 @@
 // be told, with what would change the answer as a typed remedy (the CLI renders it as a command line), and
 // the refusals of a window counted. Reads only; nothing here decides anything.
 import type { Database } from '../../db/client.js';
+import { timeOfRequestId } from '../../request-id.js';
 import {
   decisionByRequestId,
+  oldestDecisionAt,
   decisionCounts,
   latestDecisions,
   unrecordedCounts,
@@ -92,20 +94,46 @@ function at(date: Date | number): string {
   return new Date(date).toISOString();
 }
 
+const MINUTE_MS = 60_000;
+/** How long after its answer a record is written at the latest (a write each second, retried up to 5 s apart). */
+const WRITTEN_WITHIN_MS = 10_000;
+
 /**
- * The refusal recorded for `requestId`, whichever instance answered it, explained. A request id with no
- * refusal on record is `not_found`, saying what that means.
+ * Why nothing is on record for a request id, from the time it carries (UUIDv7): not written yet, older than
+ * what is kept, answered in a minute where the cap held records back (with the counts), or a success.
+ */
+async function nothingOnRecord(db: Database, requestId: string): Promise<string> {
+  const shown = requestId.slice(0, 64);
+  const made = timeOfRequestId(requestId);
+  if (made === null) {
+    return `nothing is on record for request ${shown}, and its id carries no time (not an id of this version's servers): it was a success, or older than the retention, or not written yet`;
+  }
+  const now = db.clock.now();
+  if (made > now - WRITTEN_WITHIN_MS) {
+    return `nothing is on record for request ${shown} yet: it was answered at ${at(made)}, and servers write within ${WRITTEN_WITHIN_MS / 1000} s; try again`;
+  }
+  const oldest = await oldestDecisionAt(db.sql);
+  if (oldest === null || made < oldest.getTime()) {
+    return `nothing is on record for request ${shown}: it was answered at ${at(made)}, before ${oldest === null ? 'any record kept' : `the oldest record kept (${at(oldest)})`}; records are pruned past the retention (PUBLIC_API_DECISION_RETENTION)`;
+  }
+  const minute = Math.floor(made / MINUTE_MS) * MINUTE_MS;
+  const held = await unrecordedCounts(db.sql, { since: new Date(minute), until: new Date(minute + MINUTE_MS) });
+  const total = [...held.values()].reduce((sum, count) => sum + count, 0);
+  if (total > 0) {
+    const kinds = [...held].map(([kind, count]) => `${count} over ${kind === 'overflow' ? "a server's buffer" : `a cap per ${kind}`}`).join(', ');
+    return `nothing is on record for request ${shown}: it was answered at ${at(made)}, in a minute where the caps held back ${total} records (${kinds}); it may be one of them`;
+  }
+  return `nothing is on record for request ${shown}: it was answered at ${at(made)} and no cap held anything back that minute, so it was a success (successes are on record only inside a recording window)`;
+}
+
+/**
+ * The answer recorded for `requestId`, whichever instance answered it, explained. A request id with nothing
+ * on record is `not_found`, saying why from the time the id carries.
  */
 export async function explainRequest(db: Database, requestId: string): Promise<Explanation> {
-  const decision = await decisionByRequestId(db.sql, validateRequestId(requestId.trim()));
-  if (!decision) {
-    throw new AppError(
-      'not_found',
-      `no refusal is on record for request ${requestId.trim().slice(0, 64)}: the gate accepted it, or it was answered before the gate ` +
-        '(a malformed request, an unknown path), or it is older than the retention, or its instance has not written it yet (within seconds)',
-      { field: 'request_id' },
-    );
-  }
+  const id = validateRequestId(requestId.trim());
+  const decision = await decisionByRequestId(db.sql, id);
+  if (!decision) throw new AppError('not_found', await nothingOnRecord(db, id), { field: 'request_id' });
   const { explanation, remedy } = await explain(db, decision);
   return { decision, explanation, actor: actorOf(decision.reason, remedy), remedy };
 }
@@ -257,7 +285,6 @@ export interface RefusalsReport {
   unrecorded: { address: number; partner: number; overflow: number };
 }
 
-const MINUTE_MS = 60_000;
 
 /** Refusals of a window counted by reason (and company or address), the latest ones, and what the cap held back. */
 export async function refusalsReport(db: Database, options: RefusalsOptions): Promise<RefusalsReport> {
