@@ -66,14 +66,14 @@ describe.each(BACKENDS)('38.2: explain of an id with nothing on record says why 
             },
           ]);
           await addUnrecorded(tx, [
-            { minute: new Date(heldMinute), instanceId: 'srv_a', keyKind: 'address', keyValue: '192.0.2.9', refusals: 40 },
-            { minute: new Date(heldMinute), instanceId: 'srv_b', keyKind: 'partner', keyValue: 'p_x', refusals: 2 },
+            { minute: new Date(heldMinute), instanceId: 'srv_a', keyKind: 'address', keyValue: '192.0.2.9', heldBy: 'address', refusals: 40 },
+            { minute: new Date(heldMinute), instanceId: 'srv_b', keyKind: 'partner', keyValue: 'p_x', heldBy: 'token', refusals: 2 },
           ]);
         },
         { timeoutMs: 5_000 },
       );
       expect(await why(newRequestId(oldest.getTime() - 1))).toMatch(new RegExp(`before the oldest record kept \\(${oldest.toISOString()}\\)`));
-      expect(await why(newRequestId(heldMinute + 30_000))).toMatch(/in a minute where the caps held back 42 records \((40 over a cap per address, 2 over a cap per partner|2 over a cap per partner, 40 over a cap per address)\); it may be one of them$/);
+      expect(await why(newRequestId(heldMinute + 30_000))).toMatch(/in a minute where the caps held back 42 records \((40 over a cap per address, 2 over a cap per token|2 over a cap per token, 40 over a cap per address)\); it may be one of them$/);
       expect(await why(newRequestId(heldMinute + MINUTE_MS + 1))).toMatch(/no cap held anything back that minute, so it was a success \(successes are on record only inside a recording window\)$/);
       expect(await why('3f0c1f7e-0d3b-4d53-9a55-8f4f0e2f6a10')).toMatch(/its id carries no time/);
     });

@@ -138,7 +138,8 @@ describe.each(BACKENDS)('refusals on record, explained; exposure (%s)', (provide
       expect(byReason.latest.map((d: { request_id: string }) => d.request_id).sort()).toEqual([ids.company_not_mapped, ids.secret_mismatch, ids.tokens_revoked].sort());
       // Refused before any credential was read: no partner on record.
       expect((await explain(ids.api_key_in_request!)).partner_id).toBeNull();
-      expect(byReason.unrecorded).toEqual({ address: 0, partner: 0, overflow: 0 });
+      expect(byReason.unrecorded).toEqual({ instance: 0, partner: 0, key_pair: 0, token: 0, address: 0, overflow: 0 });
+      expect(byReason.total).toBe(byReason.recorded);
       const byCompany = (await cli('refusals', p.partnerId, '--since', '1h', '--by', 'company', '--reason', 'company_not_mapped')).json();
       expect(byCompany.counts).toEqual([{ reason: 'company_not_mapped', company_id: 'acme-7', refusals: 1, latest_at: expect.any(String) }]);
       const byAddress = (await cli('refusals', '--since', '1h', '--by', 'address', '--reason', 'address_not_allowed')).json();

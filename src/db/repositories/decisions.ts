@@ -81,11 +81,11 @@ export async function insertDecisions(tx: SqlTx, rows: readonly DecisionRow[]): 
 
 /** Adds to the counters of refusals not recorded (created when missing). */
 export async function addUnrecorded(tx: SqlTx, deltas: readonly UnrecordedDelta[]): Promise<void> {
-  const values = deltas.map((d) => [d.minute, d.instanceId, d.keyKind, d.keyValue, d.refusals] as const);
+  const values = deltas.map((d) => [d.minute, d.instanceId, d.keyKind, d.keyValue, d.heldBy, d.refusals] as const);
   for (const { placeholders, params } of valuesBatches(values)) {
     await tx.run(
-      `INSERT INTO gate_decisions_unrecorded (minute, instance_id, key_kind, key_value, refusals) VALUES ${placeholders}
-       ON CONFLICT (minute, instance_id, key_kind, key_value) DO UPDATE SET refusals = gate_decisions_unrecorded.refusals + excluded.refusals`,
+      `INSERT INTO gate_decisions_unrecorded (minute, instance_id, key_kind, key_value, held_by, refusals) VALUES ${placeholders}
+       ON CONFLICT (minute, instance_id, key_kind, key_value, held_by) DO UPDATE SET refusals = gate_decisions_unrecorded.refusals + excluded.refusals`,
       params,
     );
   }
@@ -161,15 +161,20 @@ export async function latestDecisions(q: Queryable, filter: DecisionFilter, limi
   return rows.map(fromRaw);
 }
 
-/** Refusals not recorded in the window, per key kind (`partner`, `address`, `overflow`); only the partner's with `partnerId`. */
+/**
+ * Answers not recorded in the window, per cap that held them (`instance`, `partner`, `key_pair`, `token`,
+ * `address`, `overflow`); only the partner's with `partnerId` (whichever cap held them).
+ */
 export async function unrecordedCounts(q: Queryable, filter: { since: Date; until: Date; partnerId?: string }): Promise<Map<string, number>> {
   const params: unknown[] = [filter.since, filter.until];
   const partner = filter.partnerId === undefined ? '' : ` AND key_kind = 'partner' AND key_value = $${params.push(filter.partnerId)}`;
-  const rows = await q.query<{ key_kind: string; refusals: number | string }>(
-    `SELECT key_kind, SUM(refusals) AS refusals FROM gate_decisions_unrecorded WHERE minute >= $1 AND minute < $2${partner} GROUP BY key_kind`,
+  const rows = await q.query<{ held_by: string; refusals: number | string }>(
+    // Rows written before held_by ('') were held by the cap of their own kind.
+    `SELECT CASE WHEN held_by = '' THEN key_kind ELSE held_by END AS held_by, SUM(refusals) AS refusals
+     FROM gate_decisions_unrecorded WHERE minute >= $1 AND minute < $2${partner} GROUP BY 1`,
     params,
   );
-  return new Map(rows.map((row) => [row.key_kind, Number(row.refusals)]));
+  return new Map(rows.map((row) => [row.held_by, Number(row.refusals)]));
 }
 
 /** The instant of the oldest record kept; null when there is none. */

@@ -23,6 +23,7 @@ import { findPartner } from './partners.js';
 import { TOKEN_TTL_SECONDS } from '../rules/key-pair-state.js';
 import { parseTokenId } from './tokens.js';
 import { ANSWER_CAUSES, type AnswerCause } from '../../reasons.js';
+import { HELD_BY, type HeldBy } from '../runtime/decision-records.js';
 
 /** What an operator can do to change the answer, as a typed action (each front end says it its own way). */
 export type Remedy =
@@ -120,10 +121,17 @@ async function nothingOnRecord(db: Database, requestId: string): Promise<string>
   const held = await unrecordedCounts(db.sql, { since: new Date(minute), until: new Date(minute + MINUTE_MS) });
   const total = [...held.values()].reduce((sum, count) => sum + count, 0);
   if (total > 0) {
-    const kinds = [...held].map(([kind, count]) => `${count} over ${kind === 'overflow' ? "a server's buffer" : `a cap per ${kind}`}`).join(', ');
+    const kinds = [...held].map(([cap, count]) => `${count} ${heldByWords(cap)}`).join(', ');
     return `nothing is on record for request ${shown}: it was answered at ${at(made)}, in a minute where the caps held back ${total} records (${kinds}); it may be one of them`;
   }
   return `nothing is on record for request ${shown}: it was answered at ${at(made)} and no cap held anything back that minute, so it was a success (successes are on record only inside a recording window)`;
+}
+
+/** Which cap held records back, in words. */
+function heldByWords(cap: string): string {
+  if (cap === 'overflow') return "beyond a server's buffer";
+  if (cap === 'instance') return "over a server's total per minute";
+  return `over a cap per ${cap.replace('_', ' ')}`;
 }
 
 /**
@@ -281,8 +289,13 @@ export interface RefusalsReport {
   until: Date;
   counts: DecisionCount[];
   latest: DecisionRow[];
-  /** Refusals not recorded under the cap, per key kind (`address`, `partner`, `overflow`); only the partner's with a partner. */
-  unrecorded: { address: number; partner: number; overflow: number };
+  /** Answers recorded in the window (of the filter: the partner's, a reason's). */
+  recorded: number;
+  /**
+   * Answers not recorded, per cap that held them back; with a partner, every one of the partner's, whichever
+   * cap held it (recorded + held back = every answer it had). Not filtered by reason: the counters have none.
+   */
+  unrecorded: Record<HeldBy, number>;
 }
 
 
@@ -313,6 +326,7 @@ export async function refusalsReport(db: Database, options: RefusalsOptions): Pr
     until: options.until,
     counts,
     latest,
-    unrecorded: { address: unrecorded.get('address') ?? 0, partner: unrecorded.get('partner') ?? 0, overflow: unrecorded.get('overflow') ?? 0 },
+    recorded: counts.reduce((sum, count) => sum + count.refusals, 0),
+    unrecorded: Object.fromEntries(HELD_BY.map((cap) => [cap, unrecorded.get(cap) ?? 0])) as Record<HeldBy, number>,
   };
 }

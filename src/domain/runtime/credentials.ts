@@ -66,13 +66,13 @@ export class CredentialExchange {
    * `client` is the client's address (the server's determination, protocol/client-address.ts): a partner
    * with network rules is refused from anywhere else with `address_not_allowed`, whatever the secret (the
    * answer tells nothing of it), and a genuine secret refused so is recorded on its pair. `onPair` is told
-   * the pair an access key named (accepted or refused), for the request log: never the secret, never the token.
+   * the pair an access key named and its partner (accepted or refused), for the request log and the records: never the secret, never the token.
    */
   async exchange(
     accessKey: string,
     secretKey: string,
     client = '',
-    onPair?: (keyPairId: string) => void,
+    onPair?: (keyPairId: string, partnerId: string) => void,
   ): Promise<MintedToken & { keyPairId: string }> {
     const wellFormed =
       ACCESS_KEY_PATTERN.test(accessKey) && secretKey.length > 0 && secretKey.length <= MAX_KEY_LENGTH;
@@ -81,7 +81,7 @@ export class CredentialExchange {
       await verifySecret(await this.warmUp(), secretKey.slice(0, MAX_KEY_LENGTH));
       throw refusalError('pair_unknown', 'exchange');
     }
-    onPair?.(pair.id);
+    onPair?.(pair.id, pair.partnerId);
     const genuine = await this.secretMatches(pair.id, accessKey, pair.secretHash, secretKey);
     const now = this.db.clock.now();
     const partner = { status: pair.partnerStatus, tokensRevokedBefore: pair.tokensRevokedBefore, allows: matcherOf(pair.allowFrom) };

@@ -10,10 +10,10 @@ import { addUnrecorded, insertDecisions, partnersOfPairs, pruneRecords, type Dec
 import type { AnswerCause } from '../../reasons.js';
 import { DeferredWrites, STOP_WRITE_LIMIT_MS, type OnWriteFailure } from './deferred-writes.js';
 import { parseTokenId } from '../operations/tokens.js';
+import { addressKey } from '../rules/address-key.js';
 import type { Logger } from 'pino';
 import { loggableChain } from './logged-errors.js';
 
-/** Refusals recorded per partner, and per client address, per minute by one instance; beyond, counted only. */
 /** Refusals held between two writes at most; beyond, counted as unrecorded (`overflow`). */
 const RING_SIZE = 65_536;
 /** A ring this full is read at once rather than at the next tick of the interval (a flood). */
@@ -42,16 +42,46 @@ export interface RefusedRequest {
   readonly engineStatus: number | null;
   /** 0 when the engine was not asked. */
   readonly engineMs: number;
-  /** Present on a token exchange. */
-  readonly exchange?: object;
+  /** Present on a token exchange: the partner of the pair its access key named, when it named one. */
+  readonly exchange?: { readonly partnerId: string | null };
 }
 
 export interface DecisionRecorderOptions {
   /** Days of records kept (PUBLIC_API_DECISION_RETENTION). */
   retentionMs: number;
-  /** The per-minute cap (default: the configuration table's). */
+  /** The per-minute cap per partner and per address of no partner (default: the configuration table's). */
   capPerMinute?: number;
+  /** Records per minute in all (PUBLIC_API_RECORDS_PER_MINUTE); answers of no partner take at most half. */
+  totalPerMinute?: number;
   onFailure?: OnWriteFailure;
+}
+
+/** Which cap held an answer back (gate_decisions_unrecorded.held_by). */
+export const HELD_BY = ['instance', 'partner', 'key_pair', 'token', 'address', 'overflow'] as const;
+export type HeldBy = (typeof HELD_BY)[number];
+
+const TOTAL_PER_MINUTE = 10_000;
+/** One client of a partner (a token, an address) records at most this share of the partner's cap; one key pair half. */
+const CLIENT_SHARE = 10;
+const PAIR_SHARE = 2;
+
+/**
+ * The caps an answer is recorded under in its minute, each a key, its limit and its name, checked in order:
+ * the instance's total; for an answer of no partner, their half of the total and the address's cap; for a
+ * partner's, the partner's cap and each client's share of it (its token, its key pair, its address), so that
+ * no single client can use up what support sees of the partner's others.
+ */
+function capsOf(minute: number, partnerId: string | null, tokenId: string | null, keyPairId: string | null, client: string, cap: number, total: number): Array<[string, number, HeldBy]> {
+  const caps: Array<[string, number, HeldBy]> = [[`${minute}|total`, total, 'instance']];
+  if (partnerId === null) {
+    caps.push([`${minute}|anonymous`, Math.floor(total / 2), 'instance'], [`${minute}|a|${client}`, cap, 'address']);
+    return caps;
+  }
+  caps.push([`${minute}|p|${partnerId}`, cap, 'partner']);
+  if (tokenId !== null) caps.push([`${minute}|pt|${partnerId}|${tokenId}`, Math.max(1, Math.floor(cap / CLIENT_SHARE)), 'token']);
+  if (keyPairId !== null) caps.push([`${minute}|pk|${partnerId}|${keyPairId}`, Math.max(1, Math.floor(cap / PAIR_SHARE)), 'key_pair']);
+  caps.push([`${minute}|pa|${partnerId}|${client}`, Math.max(1, Math.floor(cap / CLIENT_SHARE)), 'address']);
+  return caps;
 }
 
 export class DecisionRecorder extends DeferredWrites {
@@ -62,7 +92,7 @@ export class DecisionRecorder extends DeferredWrites {
   private used = 0;
   /** Refusals that found the ring full, since the last write. */
   private overflowed = 0;
-  /** Per minute and key (`p:` partner, `a:` address): refusals recorded so far. */
+  /** Per minute and cap key (see `capsOf`): answers recorded so far. */
   private readonly recorded = new Map<string, number>();
   private rows: DecisionRow[] = [];
   private unrecorded = new Map<string, UnrecordedDelta>();
@@ -145,8 +175,8 @@ export class DecisionRecorder extends DeferredWrites {
     const kept = rows.concat(this.rows);
     const excess = kept.length - MAX_PENDING_ROWS;
     this.rows = excess > 0 ? kept.slice(excess) : kept;
-    if (excess > 0) this.countUnrecorded(this.clock.now(), 'overflow', '', excess);
-    for (const delta of unrecorded) this.countUnrecorded(delta.minute.getTime(), delta.keyKind, delta.keyValue, delta.refusals);
+    if (excess > 0) this.countUnrecorded(this.clock.now(), 'overflow', '', 'overflow', excess);
+    for (const delta of unrecorded) this.countUnrecorded(delta.minute.getTime(), delta.keyKind, delta.keyValue, delta.heldBy as HeldBy, delta.refusals);
     const delay = this.retryMs;
     this.retryMs = Math.min(RETRY_MAX_MS, this.retryMs * 2);
     this.schedule(delay);
@@ -156,13 +186,14 @@ export class DecisionRecorder extends DeferredWrites {
   /** The ring into rows under the cap and counters beyond it. */
   private drain(): void {
     const cap = this.options.capPerMinute ?? TUNING.decisionCapPerMinute;
+    const total = this.options.totalPerMinute ?? TOTAL_PER_MINUTE;
     const now = this.clock.now();
     const currentMinute = Math.floor(now / MINUTE_MS);
     for (const key of this.recorded.keys()) {
       if (Number(key.slice(0, key.indexOf('|'))) < currentMinute - 1) this.recorded.delete(key);
     }
     if (this.overflowed > 0) {
-      this.countUnrecorded(now, 'overflow', '', this.overflowed);
+      this.countUnrecorded(now, 'overflow', '', 'overflow', this.overflowed);
       this.overflowed = 0;
     }
     for (; this.used > 0; this.used--) {
@@ -174,22 +205,17 @@ export class DecisionRecorder extends DeferredWrites {
       this.paths[slot] = undefined;
       this.head = (this.head + 1) % RING_SIZE;
       const minute = Math.floor(at / MINUTE_MS);
-      // A refused token was verified: its id names its partner.
-      const partnerId = request.partnerId ?? (request.tokenId === null ? null : (parseTokenId(request.tokenId)?.partnerId ?? null));
-      const addressKey = `${minute}|a|${request.client}`;
-      const partnerKey = partnerId === null ? null : `${minute}|p|${partnerId}`;
-      const byAddress = this.recorded.get(addressKey) ?? 0;
-      const byPartner = partnerKey === null ? 0 : (this.recorded.get(partnerKey) ?? 0);
-      if (byAddress >= cap) {
-        this.countUnrecorded(at, 'address', request.client, 1);
+      // A refused token was verified: its id names its partner; a refused exchange, its pair's.
+      const partnerId = request.partnerId ?? request.exchange?.partnerId ?? (request.tokenId === null ? null : (parseTokenId(request.tokenId)?.partnerId ?? null));
+      const client = addressKey(request.client);
+      const caps = capsOf(minute, partnerId, request.tokenId, request.keyPairId, client, cap, total);
+      const full = caps.find(([key, limit]) => (this.recorded.get(key) ?? 0) >= limit);
+      if (full !== undefined) {
+        // Counted as whose it was (the partner's, whichever cap held it; else the address's) and by which cap.
+        this.countUnrecorded(at, partnerId === null ? 'address' : 'partner', partnerId ?? client, full[2], 1);
         continue;
       }
-      if (byPartner >= cap) {
-        this.countUnrecorded(at, 'partner', partnerId!, 1);
-        continue;
-      }
-      this.recorded.set(addressKey, byAddress + 1);
-      if (partnerKey !== null) this.recorded.set(partnerKey, byPartner + 1);
+      for (const [key] of caps) this.recorded.set(key, (this.recorded.get(key) ?? 0) + 1);
       this.rows.push({
         requestId: request.requestId,
         at: new Date(at),
@@ -211,12 +237,12 @@ export class DecisionRecorder extends DeferredWrites {
     }
   }
 
-  private countUnrecorded(at: number, keyKind: string, keyValue: string, refusals: number): void {
+  private countUnrecorded(at: number, keyKind: string, keyValue: string, heldBy: HeldBy, refusals: number): void {
     const minute = Math.floor(at / MINUTE_MS) * MINUTE_MS;
-    const key = `${minute}|${keyKind}|${keyValue}`;
+    const key = `${minute}|${keyKind}|${keyValue}|${heldBy}`;
     const known = this.unrecorded.get(key);
     if (known) known.refusals += refusals;
-    else this.unrecorded.set(key, { minute: new Date(minute), instanceId: this.instanceId, keyKind, keyValue, refusals });
+    else this.unrecorded.set(key, { minute: new Date(minute), instanceId: this.instanceId, keyKind, keyValue, heldBy, refusals });
   }
 }
 

@@ -35,7 +35,7 @@ export interface FinishedRequest {
   engineMs: number;
   /** The engine's status when it answered; null when it was not asked or did not answer. */
   engineStatus: number | null;
-  /** A token exchange (accepted or refused): the pair its access key named, the partner it minted for. */
+  /** A token exchange (accepted or refused): the pair its access key named, that pair's partner. */
   exchange: { keyPairId: string | null; partnerId: string | null; userAgent: string | undefined } | undefined;
   /** Why a 5xx was answered (the client sees a fixed message): for the log. */
   failure: unknown;

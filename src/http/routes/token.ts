@@ -90,8 +90,9 @@ export function registerTokenRoutes(app: FastifyInstance, deps: AppDeps): void {
     const { accessKey, secretKey } = parseTokenRequest(body?.value, body?.text ?? null);
     // Never a token from state the database cannot confirm; and no wait on a database known not to answer.
     if (access.held !== null) throw new AppError('database_unavailable', 'the service cannot issue a token right now');
-    const minted = await exchange.exchange(accessKey, secretKey, request.client.address, (keyPairId) => {
+    const minted = await exchange.exchange(accessKey, secretKey, request.client.address, (keyPairId, partnerId) => {
       exchanged.keyPairId = keyPairId;
+      exchanged.partnerId = partnerId;
       request.facts.keyPairId = keyPairId;
     });
     exchanged.partnerId = minted.claims.partnerId;
