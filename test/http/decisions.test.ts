@@ -241,6 +241,9 @@ describe.each(BACKENDS)('refusals on record, explained; exposure (%s)', (provide
         'kind,value,requests,accepted,client_errors,server_errors,first_seen,last_seen',
         ...report.companies.map((c: { company_id: string; first_seen: string; last_seen: string }) => expect.stringMatching(new RegExp(`^company,${c.company_id},\\d+,\\d+,0,0,${c.first_seen},${c.last_seen}$`))),
         ...report.addresses.map((r: { client_address: string }) => expect.stringMatching(new RegExp(`^address,${r.client_address.replaceAll('.', '\\.')},`))),
+        // 38.4: where its secret minted tokens: one from each address, two refused attempts from b (most first).
+        expect.stringMatching(new RegExp(`^minted_from,${b.replaceAll('.', '\\.')},3,1,2,0,`)),
+        expect.stringMatching(new RegExp(`^minted_from,${a.replaceAll('.', '\\.')},1,1,0,0,`)),
       ]);
       // A partner, by name: every credential of it (here, the one pair), no containment of its own (no brake).
       const byPartner = (await cli('exposure', leaked.name)).json();

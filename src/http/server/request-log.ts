@@ -76,7 +76,7 @@ function logFailure(logger: Logger, finished: FinishedRequest): void {
 /**
  * The finish step: the failure's log line (5xx), the request line (when info lines are on), the metrics,
  * the usage counts (data requests of a partner whose token was verified, whatever their answer), the
- * exposure counts (data requests that passed the gate: token and company accepted) and every answer that
+ * exposure counts (data requests that passed the gate: token and company accepted; exchanges naming a pair) and every answer that
  * was not a success, with its cause (docs/decisions.md, docs/reasons.md).
  */
 export function createFinish(
@@ -101,6 +101,8 @@ export function createFinish(
     }
     if (exposure !== null && finished.companyId !== null && finished.partnerId !== null && finished.tokenId !== null) {
       exposure.record(finished.partnerId, finished.keyPairId, finished.tokenId, finished.companyId, finished.client, finished.status);
+    } else if (exposure !== null && finished.exchange?.keyPairId != null && finished.exchange.partnerId !== null) {
+      exposure.exchanged(finished.exchange.partnerId, finished.exchange.keyPairId, finished.client, finished.status);
     }
   };
 }
