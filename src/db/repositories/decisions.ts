@@ -91,13 +91,17 @@ export async function addUnrecorded(tx: SqlTx, deltas: readonly UnrecordedDelta[
   }
 }
 
-/** Drops decisions, counters and exposure hours older than `before`; how many rows went. */
-export async function pruneRecords(tx: SqlTx, before: Date): Promise<number> {
-  return (
-    (await tx.run('DELETE FROM gate_decisions WHERE at < $1', [before])) +
-    (await tx.run('DELETE FROM gate_decisions_unrecorded WHERE minute < $1', [before])) +
-    (await tx.run('DELETE FROM exposure_hours WHERE period_start < $1', [before]))
-  );
+/** The tables pruned past the retention, each with its time column. */
+export const PRUNED_TABLES = [
+  ['gate_decisions', 'at'],
+  ['gate_decisions_unrecorded', 'minute'],
+  ['exposure_hours', 'period_start'],
+] as const;
+
+/** Deletes at most `limit` rows of `table` older than `before` (one bounded step); how many went. */
+export async function pruneBatch(tx: SqlTx, [table, column]: (typeof PRUNED_TABLES)[number], before: Date, limit: number): Promise<number> {
+  const row = tx.dialect.rowLocator;
+  return tx.run(`DELETE FROM ${table} WHERE ${row} IN (SELECT ${row} FROM ${table} WHERE ${column} < $1 LIMIT $2)`, [before, limit]);
 }
 
 export async function decisionByRequestId(q: Queryable, requestId: string): Promise<DecisionRow | null> {

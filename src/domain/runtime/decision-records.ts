@@ -6,7 +6,7 @@
 import type { Clock } from '../../clock.js';
 import { TUNING } from '../../config.js';
 import type { Database } from '../../db/client.js';
-import { addUnrecorded, insertDecisions, partnersOfPairs, pruneRecords, type DecisionRow, type UnrecordedDelta } from '../../db/repositories/decisions.js';
+import { addUnrecorded, insertDecisions, partnersOfPairs, pruneBatch, PRUNED_TABLES, type DecisionRow, type UnrecordedDelta } from '../../db/repositories/decisions.js';
 import type { AnswerCause } from '../../reasons.js';
 import { DeferredWrites, STOP_WRITE_LIMIT_MS, type OnWriteFailure } from './deferred-writes.js';
 import { parseTokenId } from '../operations/tokens.js';
@@ -98,6 +98,7 @@ export class DecisionRecorder extends DeferredWrites {
   private unrecorded = new Map<string, UnrecordedDelta>();
   private interval: NodeJS.Timeout | undefined;
   private retryMs = WRITE_INTERVAL_MS;
+  private pruning: Promise<boolean> | undefined;
 
   constructor(
     db: Database,
@@ -135,12 +136,42 @@ export class DecisionRecorder extends DeferredWrites {
     return this.used + this.rows.length + this.unrecorded.size + (this.overflowed > 0 ? 1 : 0);
   }
 
-  /** Deletes what is older than the retention: decisions, their counters, exposure hours. */
-  async prune(): Promise<boolean> {
-    const before = new Date(this.clock.now() - this.options.retentionMs);
-    return this.write(async (tx) => {
-      await pruneRecords(tx, before);
+  /**
+   * Deletes what is older than the retention (decisions, their counters, exposure hours) in bounded steps,
+   * one short transaction each, yielding to the event loop between them, until none is left; resolves whether
+   * it finished (false: a step failed, or the recorder stopped; the next prune goes on). One at a time.
+   */
+  prune(): Promise<boolean> {
+    this.pruning ??= this.pruneAll().finally(() => {
+      this.pruning = undefined;
     });
+    return this.pruning;
+  }
+
+  /** Stops as DeferredWrites does, a prune under way ending at its next step first. */
+  override async stop(limitMs?: number): Promise<boolean> {
+    this.stopped = true;
+    await this.pruning;
+    return super.stop(limitMs);
+  }
+
+  private async pruneAll(): Promise<boolean> {
+    const before = new Date(this.clock.now() - this.options.retentionMs);
+    const limit = this.db.sql.dialect.pruneBatchRows;
+    for (const table of PRUNED_TABLES) {
+      for (;;) {
+        if (this.stopped) return false;
+        let deleted = 0;
+        const written = await this.write(async (tx) => {
+          deleted = await pruneBatch(tx, table, before, limit);
+        });
+        if (!written) return false;
+        // Requests between two steps: a step is the longest the event loop waits for the prune (SQLite).
+        await new Promise((resolve) => setImmediate(resolve));
+        if (deleted < limit) break;
+      }
+    }
+    return true;
   }
 
   protected override cancelTimer(): void {
