@@ -86,7 +86,7 @@ export const sqliteDialect: Dialect = {
   isRemote: false,
   isFile: true,
   rowLocator: 'rowid',
-  pruneBatchRows: 500,
+  pruneBatchRows: 250,
   migratesItself: true,
   describe: (url) => url,
 };
