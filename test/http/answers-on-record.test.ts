@@ -111,6 +111,26 @@ describe.each(BACKENDS)('38.1: every answer that is not a success, on record wit
       expect(text.stdout).toContain('engine:   500 after');
       expect(text.stdout).toContain('trace:    0af7651916cd43dd8448eb211c80319c');
       expect(text.stdout).toContain("Who can act: the recommendation engine's owners");
+      // 38.6: requests, newest first, filtered each way.
+      const requests = async (...args: string[]) => (await cli('requests', '--since', '1h', ...args)).json().requests as Array<Record<string, unknown>>;
+      const fiveXx = await requests(p.partnerId, '--status', '5xx');
+      expect(fiveXx.map((r) => r.request_id)).toEqual([down, timeout, engine500]);
+      expect(fiveXx[2]).toMatchObject({ status: 500, cause: 'engine_error', engine_status: 500, trace_id: '0af7651916cd43dd8448eb211c80319c', method: 'GET', path: '/public/v1/prices' });
+      expect((await requests('--status', '413')).map((r) => r.request_id)).toEqual([tooLarge]);
+      expect((await requests('--cause', 'engine_timeout')).map((r) => r.request_id)).toEqual([timeout]);
+      expect((await requests(p.partnerId, '--company', 'acme', '--status', '4xx')).map((r) => r.request_id)).toEqual([engine422]);
+      expect((await requests('--address', '127.0.0.1', '--limit', '2')).map((r) => r.request_id)).toEqual([down, rateLimited]);
+      expect((await requests(limited.partnerId)).map((r) => r.request_id)).toEqual([rateLimited]);
+      expect((await cli('requests', '--since', '1h')).json().unrecorded).toEqual({ instance: 0, partner: 0, key_pair: 0, token: 0, address: 0, overflow: 0 });
+      const csv = await runCli(['requests', p.partnerId, '--since', '1h', '--cause', 'engine_error', '--csv'], backend.env);
+      expect(csv.stdout.trim().split('\n')).toEqual([
+        'at,request_id,status,cause,method,path,partner_id,company_id,client_address,key_pair_id,token_id,engine_status,engine_ms,trace_id,instance_id',
+        expect.stringMatching(new RegExp(`^[^,]+,${engine500},500,engine_error,GET,/public/v1/prices,${p.partnerId},acme,127\\.0\\.0\\.1,${p.keyPairId},[^,]+,500,\\d+,0af7651916cd43dd8448eb211c80319c,srv_[0-9a-f]+$`)),
+      ]);
+      for (const bad of [['--status', '6xx'], ['--status', 'abc'], ['--cause', 'nope'], ['--limit', '0'], ['--limit', '10001']]) {
+        const refused = await cli('requests', ...bad);
+        expect(refused.code, bad.join(' ')).toBe(2);
+      }
       // The refusals report takes the server's causes as --reason too.
       const byCause = (await cli('refusals', p.partnerId, '--since', '1h', '--reason', 'engine_error')).json();
       expect(byCause.counts).toEqual([{ reason: 'engine_error', refusals: 1, latest_at: expect.any(String) }]);

@@ -6,6 +6,7 @@ import { defineOptions, type OptionsOf } from '../options.js';
 import { iso, type Output } from '../output.js';
 import type { Session } from '../session.js';
 import { leakedValue, signingKeysIfAny } from './leaks.js';
+import { csvField } from '../csv.js';
 
 const EXPOSURE_OPTIONS = defineOptions([
   { flags: '--since <time|duration>', description: 'from this ISO time, or this long ago (2h, 7d); default: everything kept' },
@@ -35,11 +36,6 @@ export const exposureCommand = defineCommand({
   ],
   run: (session, out, { args, options }) => runExposure(session, out, args[0]!, options),
 });
-
-function csvField(value: string | number | null): string {
-  const text = value === null ? '' : String(value);
-  return /[",\n\r]/.test(text) || /^[=+\-@\t]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
-}
 
 function countsJson(row: ExposureReport['companies'][number] | ExposureReport['addresses'][number]) {
   return {

@@ -117,6 +117,11 @@ export interface DecisionFilter {
   reason?: string;
   keyPairId?: string;
   tokenId?: string;
+  /** Statuses from and to (inclusive). */
+  statusFrom?: number;
+  statusTo?: number;
+  companyId?: string;
+  clientAddress?: string;
 }
 
 function where(filter: DecisionFilter, params: unknown[]): string {
@@ -125,6 +130,10 @@ function where(filter: DecisionFilter, params: unknown[]): string {
   if (filter.reason !== undefined) parts.push(`reason = $${params.push(filter.reason)}`);
   if (filter.keyPairId !== undefined) parts.push(`key_pair_id = $${params.push(filter.keyPairId)}`);
   if (filter.tokenId !== undefined) parts.push(`token_id = $${params.push(filter.tokenId)}`);
+  if (filter.statusFrom !== undefined) parts.push(`status >= $${params.push(filter.statusFrom)}`);
+  if (filter.statusTo !== undefined) parts.push(`status <= $${params.push(filter.statusTo)}`);
+  if (filter.companyId !== undefined) parts.push(`company_id = $${params.push(filter.companyId)}`);
+  if (filter.clientAddress !== undefined) parts.push(`client_address = $${params.push(filter.clientAddress)}`);
   return parts.join(' AND ');
 }
 

@@ -330,3 +330,58 @@ export async function refusalsReport(db: Database, options: RefusalsOptions): Pr
     unrecorded: Object.fromEntries(HELD_BY.map((cap) => [cap, unrecorded.get(cap) ?? 0])) as Record<HeldBy, number>,
   };
 }
+
+export interface RequestsOptions {
+  /** A partner id, name, access key or key-pair id; every partner when absent. */
+  partner?: string;
+  since: Date;
+  until: Date;
+  /** Statuses from and to (inclusive): a class (5xx) or one status. */
+  status?: { from: number; to: number };
+  cause?: string;
+  company?: string;
+  address?: string;
+  limit: number;
+}
+
+export interface RequestsReport {
+  partnerId: string | null;
+  since: Date;
+  until: Date;
+  /** The recorded answers, newest first. */
+  requests: DecisionRow[];
+  /** What the caps held back in the window, per cap (the partner's with a partner): not filtered further. */
+  unrecorded: Record<HeldBy, number>;
+}
+
+/** The recorded answers of a window and filter, newest first, with what the caps held back. */
+export async function requestsReport(db: Database, options: RequestsOptions): Promise<RequestsReport> {
+  if (options.cause !== undefined && !(ANSWER_CAUSES as readonly string[]).includes(options.cause)) {
+    throw new AppError('invalid_argument', `no cause '${options.cause.slice(0, 40)}' (docs/reasons.md lists them)`, { field: 'cause' });
+  }
+  const partnerId = options.partner === undefined ? undefined : (await findPartner(db.sql, options.partner)).id;
+  const filter: DecisionFilter = {
+    since: options.since,
+    until: options.until,
+    ...(partnerId !== undefined ? { partnerId } : {}),
+    ...(options.cause !== undefined ? { reason: options.cause } : {}),
+    ...(options.status !== undefined ? { statusFrom: options.status.from, statusTo: options.status.to } : {}),
+    ...(options.company !== undefined ? { companyId: options.company } : {}),
+    ...(options.address !== undefined ? { clientAddress: options.address } : {}),
+  };
+  const [requests, unrecorded] = await Promise.all([
+    latestDecisions(db.sql, filter, options.limit),
+    unrecordedCounts(db.sql, {
+      since: new Date(Math.floor(options.since.getTime() / MINUTE_MS) * MINUTE_MS),
+      until: options.until,
+      ...(partnerId !== undefined ? { partnerId } : {}),
+    }),
+  ]);
+  return {
+    partnerId: partnerId ?? null,
+    since: options.since,
+    until: options.until,
+    requests,
+    unrecorded: Object.fromEntries(HELD_BY.map((cap) => [cap, unrecorded.get(cap) ?? 0])) as Record<HeldBy, number>,
+  };
+}
