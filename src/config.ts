@@ -71,6 +71,8 @@ export interface ServerConfig {
   readonly usage: boolean;
   /** How long the gate's refusals and the exposure counts are kept (PUBLIC_API_DECISION_RETENTION, default 30d). */
   readonly decisionRetentionMs: number;
+  /** Answers recorded per minute by one server in all (PUBLIC_API_RECORDS_PER_MINUTE); beyond, counted only. */
+  readonly recordsPerMinute: number;
   /** The metrics listener's port (--metrics-port / PUBLIC_API_METRICS_PORT); null: no metrics. */
   readonly metricsPort: number | null;
   /** Its address (--metrics-host / PUBLIC_API_METRICS_HOST), loopback by default. */
@@ -192,6 +194,7 @@ function serverConfig(values: Values): ServerConfig {
     redisUrl: values.REDIS_URL ?? null,
     usage: values.PUBLIC_API_USAGE,
     decisionRetentionMs: values.PUBLIC_API_DECISION_RETENTION,
+    recordsPerMinute: values.PUBLIC_API_RECORDS_PER_MINUTE,
     metricsPort,
     metricsHost: values.PUBLIC_API_METRICS_HOST,
     metricsPerPartner: values.PUBLIC_API_METRICS_PER_PARTNER,

@@ -1,6 +1,6 @@
 // One table of stable error codes: each maps to an HTTP status (for serve) and an exit code (for the CLI).
 // Only the CLI entry point and the HTTP error handler turn an AppError into an exit code or a response.
-import type { GateRefusalReason } from './reasons.js';
+import type { AnswerCause } from './reasons.js';
 
 export const EXIT = {
   ok: 0,
@@ -73,12 +73,12 @@ export class AppError extends Error {
   readonly hint: string | undefined;
   /** The input the error is about (`name`, `company_id`…), so that each front end can name its own flag or field. */
   readonly field: string | undefined;
-  /** A refused credential's stable reason code (the verdict's), for the record and for support; undefined otherwise. */
-  readonly reason: GateRefusalReason | undefined;
+  /** Why the answer is not a success, when its thrower knows better than its code (a refused credential's reason, a spent staleness budget): docs/reasons.md. */
+  readonly reason: AnswerCause | undefined;
   /** What to do next, for the front end to word (after `hint`, the layer's own words). */
   readonly next: NextStep | undefined;
 
-  constructor(code: ErrorCode, message: string, options: { hint?: string; field?: string; reason?: GateRefusalReason; next?: NextStep; cause?: unknown } = {}) {
+  constructor(code: ErrorCode, message: string, options: { hint?: string; field?: string; reason?: AnswerCause; next?: NextStep; cause?: unknown } = {}) {
     super(message, { cause: options.cause });
     this.name = 'AppError';
     this.code = code;

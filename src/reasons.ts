@@ -42,3 +42,35 @@ export const GATE_REFUSAL_REASONS = [
 ] as const;
 
 export type GateRefusalReason = (typeof GATE_REFUSAL_REASONS)[number];
+
+/**
+ * Every cause the server itself gives an answer that is not a success (docs/reasons.md): the engine's
+ * failures, its dependencies' (the database, the signing keys, the clock) and the request's own faults
+ * before any credential was read. With the gate's reasons they are one vocabulary (ANSWER_CAUSES).
+ */
+export const SERVER_CAUSES = [
+  'engine_error',
+  'engine_refused',
+  'engine_timeout',
+  'engine_unreachable',
+  'engine_not_configured',
+  'database_unavailable',
+  'stale_budget_spent',
+  'signing_key_unavailable',
+  'clock_skewed',
+  'internal_error',
+  'request_timeout',
+  'body_too_large',
+  'request_malformed',
+  'unsupported_media_type',
+  'expectation_failed',
+  'not_found',
+  'method_not_allowed',
+] as const;
+
+export type ServerCause = (typeof SERVER_CAUSES)[number];
+
+/** The one vocabulary of causes on record: why an answer was not a success. */
+export const ANSWER_CAUSES = [...GATE_REFUSAL_REASONS, ...SERVER_CAUSES] as const;
+
+export type AnswerCause = (typeof ANSWER_CAUSES)[number];

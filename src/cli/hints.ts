@@ -49,6 +49,7 @@ const FLAG_OF: Record<string, string> = {
   allow: '--allow <cidr>',
   url: '--url <https://…> (http:// only with --insecure)',
   reason: '--reason <code> (docs/reasons.md lists them)',
+  cause: '--cause <code> (docs/reasons.md lists them)',
   public_key: '--public-key <file|-> (a PEM SPKI or a JWK: Ed25519, EC P-256, or RSA of at least 2048 bits)',
 };
 

@@ -27,6 +27,7 @@ import { usageCommand } from './commands/usage.js';
 import { explainCommand } from './commands/explain.js';
 import { exposureCommand } from './commands/exposure.js';
 import { refusalsCommand } from './commands/refusals.js';
+import { requestsCommand } from './commands/requests.js';
 import { webhooksCommand } from './commands/webhooks.js';
 import { defineCommand, type CommandDefinition } from './definition.js';
 import { GLOBAL_OPTIONS } from './global-options.js';
@@ -91,6 +92,7 @@ Exit codes: 0 ok, 1 error, 2 bad usage, 3 not found (a partner, or the SQLite
     usageCommand,
     explainCommand,
     refusalsCommand,
+    requestsCommand,
     exposureCommand,
     mintTestTokenCommand,
     auditCommand,

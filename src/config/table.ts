@@ -74,7 +74,8 @@ export const FIXED = {
   decisionCapPerMinute: {
     value: 1_000,
     readBy: 'serve',
-    description: "The gate's [refusals on record](decisions.md) kept per partner and per client address per minute.",
+    description:
+      "[Answers on record](decisions.md) kept per partner and per client address (an IPv6 client by its /64) per minute by one server; one client of a partner (a token, an address) at most a tenth of it, one key pair half.",
   },
   servePoolSize: {
     value: 10,
@@ -265,6 +266,13 @@ export const VARIABLES = {
     parse: parse.onOff,
     default: '1',
     description: '`0` stops counting [usage](limits-usage-metrics.md#usage).',
+  },
+  PUBLIC_API_RECORDS_PER_MINUTE: {
+    readBy: 'serve',
+    parse: parse.whole(100, 10_000_000),
+    default: '10000',
+    description:
+      'Answers that are not a success (and answers in a [recording window](decisions.md)) one server records per minute in all; beyond, they are only counted. Answers of no partner (no token, an unreadable one) take at most half of it, so that a flood of them leaves room for the partners\' own.',
   },
   PUBLIC_API_DECISION_RETENTION: {
     readBy: 'serve',

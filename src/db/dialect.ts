@@ -53,6 +53,13 @@ export interface Dialect {
   readonly isRemote: boolean;
   /** The database is a file, its URL the file's path, which may not exist yet. */
   readonly isFile: boolean;
+  /** The column naming a row physically (SQLite's rowid, PostgreSQL's ctid): a bounded delete picks rows by it. */
+  readonly rowLocator: string;
+  /**
+   * Rows one prune step deletes: SQLite's run on the server's event loop (better-sqlite3 is synchronous), so a
+   * step stays well under 50 ms; PostgreSQL's run on its own server, so a 10 M backlog goes within an hour.
+   */
+  readonly pruneBatchRows: number;
   /**
    * Pending migrations are applied by the first command that finds them: the file is this host's own. A
    * database shared by several servers is migrated once, on purpose, by an operator.
@@ -78,6 +85,8 @@ export const sqliteDialect: Dialect = {
   hasServerClock: false,
   isRemote: false,
   isFile: true,
+  rowLocator: 'rowid',
+  pruneBatchRows: 250,
   migratesItself: true,
   describe: (url) => url,
 };
@@ -104,6 +113,8 @@ export const postgresqlDialect: Dialect = {
   hasServerClock: true,
   isRemote: true,
   isFile: false,
+  rowLocator: 'ctid',
+  pruneBatchRows: 20_000,
   migratesItself: false,
   describe: redactUrl,
 };

@@ -88,7 +88,8 @@ describe('issue 37, what a person reads (SQLite, the server in-process, the real
       expect(lines.filter((line) => line.startsWith('Why: '))).toHaveLength(1);
       // No mapping accepts such an id, so nothing for an operator to run: the only remedy line is the CLI's own.
       expect(lines.filter((line) => line.startsWith('To change the answer: '))).toHaveLength(0);
-      expect(lines.at(-1)).toBe('Nothing for an operator to change: the client must act as above.');
+      expect(lines.slice(-2)).toEqual(['Who can act: the partner\'s client', 'No operator command changes the answer: the one named above must act.']);
+      expect(lines.filter((line) => line.startsWith('Who can act: '))).toHaveLength(1);
       for (const line of lines.filter((each) => each.includes('set-network'))) expect(line).toContain('acme-2\\x0aWhy: forged');
       expect(explained.stdout).toContain('  company:  acme-2\\x0aWhy: forged\\x0aTo change the answer: partnerctl set-network Acme --clear\\x1b[8m\n');
       const json = await runBinary(['explain', requestId, '--json'], backend.env);
@@ -140,9 +141,9 @@ describe('issue 37, what a person reads (SQLite, the server in-process, the real
       const raw = readdirSync(folder)
         .filter((file) => file.endsWith('.ts'))
         .flatMap((file) => [...readFileSync(new URL(file, folder), 'utf8').matchAll(/terminal\.(out|err)\.write\(/g)].map(() => file));
-      // exposure --csv (CSV, documented as exact), completion (a shell script; names with no control character),
-      // export (YAML, its escapes the JSON-safe ones): data, not text for a person.
-      expect(raw.sort()).toEqual(['completion.ts', 'completion.ts', 'exposure.ts', 'runbooks.ts']);
+      // exposure --csv and requests --csv (CSV, documented as exact), completion (a shell script; names with no
+      // control character), export (YAML, its escapes the JSON-safe ones): data, not text for a person.
+      expect(raw.sort()).toEqual(['completion.ts', 'completion.ts', 'exposure.ts', 'requests.ts', 'runbooks.ts']);
     });
 
     it('an error quoting the value is one line, the value escaped (a line feed as \\x0a, not a space)', async () => {

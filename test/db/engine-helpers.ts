@@ -128,7 +128,14 @@ export function foldTableChanges(list: string[]): string[] {
     const retyped = /^ALTER TABLE "([^"]+)" ALTER COLUMN "([^"]+)" SET DATA TYPE (.*)$/.exec(statement);
     const redefined = /^CREATE TABLE "new_([^"]+)" \((.*)$/.exec(statement);
     const nullable = /^ALTER TABLE "([^"]+)" ALTER COLUMN "([^"]+)" DROP NOT NULL$/.exec(statement);
-    if (added && createOf(added[1]!) >= 0) {
+    // PostgreSQL: a column added to the primary key (the constraint dropped, the column added, the key re-made).
+    const rekeyed = /^ALTER TABLE "([^"]+)" DROP CONSTRAINT "([^"]+)", ADD COLUMN (.*), ADD CONSTRAINT "\2" (PRIMARY KEY \(.*\))$/.exec(statement);
+    if (rekeyed && createOf(rekeyed[1]!) >= 0) {
+      const index = createOf(rekeyed[1]!);
+      const create = result[index]!;
+      const constraint = create.indexOf(`, CONSTRAINT "${rekeyed[2]}" `);
+      result[index] = `${create.slice(0, constraint)}, ${rekeyed[3]}, CONSTRAINT "${rekeyed[2]}" ${rekeyed[4]})`;
+    } else if (added && createOf(added[1]!) >= 0) {
       const index = createOf(added[1]!);
       const columns = added[2]!.split(/, ADD COLUMN /).map((part) => part.replace(/^ADD COLUMN /, ''));
       const create = result[index]!;

@@ -6,7 +6,7 @@ import { issueKeyPair, revokeKeyPair, revokeTokens } from '../../src/domain/oper
 import { setNetwork } from '../../src/domain/operations/networks.js';
 import { createPartner, setPartnerStatus } from '../../src/domain/operations/partners.js';
 import { explainRequest, refusalsReport } from '../../src/domain/operations/refusals.js';
-import { GATE_REFUSAL_REASONS } from '../../src/reasons.js';
+import { ANSWER_CAUSES, GATE_REFUSAL_REASONS } from '../../src/reasons.js';
 import { DecisionRecorder } from '../../src/domain/runtime/decision-records.js';
 import { loadConfig } from '../../src/config.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
@@ -22,9 +22,10 @@ describe('the domain of refusals writes no command lines', () => {
     }
   });
 
-  it('docs/reasons.md explains every reason the gate records', () => {
+  it('38.1: docs/reasons.md explains every cause on record, the gate\'s and the server\'s (one list)', () => {
     const text = readFileSync(new URL('../../docs/reasons.md', import.meta.url), 'utf8');
-    for (const reason of GATE_REFUSAL_REASONS) expect(text, reason).toContain(`| \`${reason}\` |`);
+    for (const reason of ANSWER_CAUSES) expect(text, reason).toContain(`| \`${reason}\` |`);
+    expect(new Set(ANSWER_CAUSES).size).toBe(ANSWER_CAUSES.length);
   });
 });
 
@@ -70,6 +71,11 @@ describe.each(BACKENDS)('every reason code explained (%s)', (provider) => {
         clientAddress: '192.0.2.1',
         status: 401,
         reason,
+        method: 'GET',
+        path: '/public/v1/prices',
+        engineStatus: null,
+        engineMs: null,
+        traceId: null,
       }));
       await db.sql.transaction((tx) => insertDecisions(tx, rows), { timeoutMs: 5_000 });
       const explained = new Map<string, Awaited<ReturnType<typeof explainRequest>>>();
@@ -109,6 +115,7 @@ describe.each(BACKENDS)('every reason code explained (%s)', (provider) => {
       const recent = new Date(now - 86_400_000 + 60_000);
       const decision = (requestId: string, at: Date): DecisionRow => ({
         requestId, at, instanceId: 'srv_prune', route: 'data', partnerId: null, keyPairId: null, tokenId: null, companyId: null, clientAddress: '192.0.2.9', status: 401, reason: 'token_missing',
+        method: 'GET', path: '/public/v1/prices', engineStatus: null, engineMs: null, traceId: null,
       });
       await db.sql.transaction(async (tx) => {
         await insertDecisions(tx, [decision('00000000-0000-4000-8000-0000000000a1', old), decision('00000000-0000-4000-8000-0000000000a2', recent)]);

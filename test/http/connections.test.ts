@@ -2,7 +2,7 @@
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../../src/db/client.js';
-import { addressKey } from '../../src/http/server/connections.js';
+import { addressKey } from '../../src/domain/rules/address-key.js';
 import { createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { dribble, type Flood, forwardedFrom, idleConnection, idleFlood, loopbackAlias, statusFrom } from '../support/floods.js';
 import { buildTestApp, type TestApp } from './support.js';

@@ -98,7 +98,8 @@ describe.each(BACKENDS)('refusals on record, explained; exposure (%s)', (provide
       for (const [reason, id] of Object.entries(ids)) {
         const explained = await explain(id);
         expect(Object.keys(explained)).toEqual([
-          'request_id', 'at', 'status', 'reason', 'partner_id', 'key_pair_id', 'token_id', 'company_id', 'client_address', 'instance_id', 'explanation', 'remedy',
+          'request_id', 'at', 'status', 'reason', 'route', 'method', 'path', 'partner_id', 'key_pair_id', 'token_id', 'company_id', 'client_address',
+          'engine_status', 'engine_ms', 'trace_id', 'instance_id', 'explanation', 'actor', 'remedy',
         ]);
         expect(explained, reason).toMatchObject({ request_id: id, reason, instance_id: t.services.registry.instanceId });
         expect(explained.explanation.length, reason).toBeGreaterThan(20);
@@ -127,7 +128,7 @@ describe.each(BACKENDS)('refusals on record, explained; exposure (%s)', (provide
       expect(text.stdout).toContain(`To change the answer: partnerctl map-company ${p.name} --company acme-7`);
       const unknown = await runCli(['explain', '00000000-0000-4000-8000-000000000000'], backend.env);
       expect(unknown.code).toBe(3);
-      expect(unknown.stderr).toMatch(/not_found: no refusal is on record for request/);
+      expect(unknown.stderr).toMatch(/not_found: nothing is on record for request \S+, and its id carries no time/);
 
       // refusals: counts by reason, by company and by address, the latest with their request ids.
       const byReason = (await cli('refusals', p.partnerId, '--since', '1h')).json();
@@ -137,7 +138,8 @@ describe.each(BACKENDS)('refusals on record, explained; exposure (%s)', (provide
       expect(byReason.latest.map((d: { request_id: string }) => d.request_id).sort()).toEqual([ids.company_not_mapped, ids.secret_mismatch, ids.tokens_revoked].sort());
       // Refused before any credential was read: no partner on record.
       expect((await explain(ids.api_key_in_request!)).partner_id).toBeNull();
-      expect(byReason.unrecorded).toEqual({ address: 0, partner: 0, overflow: 0 });
+      expect(byReason.unrecorded).toEqual({ instance: 0, partner: 0, key_pair: 0, token: 0, address: 0, overflow: 0 });
+      expect(byReason.total).toBe(byReason.recorded);
       const byCompany = (await cli('refusals', p.partnerId, '--since', '1h', '--by', 'company', '--reason', 'company_not_mapped')).json();
       expect(byCompany.counts).toEqual([{ reason: 'company_not_mapped', company_id: 'acme-7', refusals: 1, latest_at: expect.any(String) }]);
       const byAddress = (await cli('refusals', '--since', '1h', '--by', 'address', '--reason', 'address_not_allowed')).json();
@@ -155,7 +157,7 @@ describe.each(BACKENDS)('refusals on record, explained; exposure (%s)', (provide
       await written();
       expect(await explain(expired)).toMatchObject({ reason: 'token_expired', partner_id: p.partnerId, key_pair_id: p.keyPairId, token_id: claims.jti });
       const text = await runCli(['explain', malformed], backend.env);
-      expect(text.stdout).toContain('token exchange from');
+      expect(text.stdout).toContain('token exchange POST /public/v1/auth/token from 127.0.0.1');
     });
 
     it('holds the cap under a flood from one address, counting what it did not record', async () => {
@@ -239,6 +241,9 @@ describe.each(BACKENDS)('refusals on record, explained; exposure (%s)', (provide
         'kind,value,requests,accepted,client_errors,server_errors,first_seen,last_seen',
         ...report.companies.map((c: { company_id: string; first_seen: string; last_seen: string }) => expect.stringMatching(new RegExp(`^company,${c.company_id},\\d+,\\d+,0,0,${c.first_seen},${c.last_seen}$`))),
         ...report.addresses.map((r: { client_address: string }) => expect.stringMatching(new RegExp(`^address,${r.client_address.replaceAll('.', '\\.')},`))),
+        // 38.4: where its secret minted tokens: one from each address, two refused attempts from b (most first).
+        expect.stringMatching(new RegExp(`^minted_from,${b.replaceAll('.', '\\.')},3,1,2,0,`)),
+        expect.stringMatching(new RegExp(`^minted_from,${a.replaceAll('.', '\\.')},1,1,0,0,`)),
       ]);
       // A partner, by name: every credential of it (here, the one pair), no containment of its own (no brake).
       const byPartner = (await cli('exposure', leaked.name)).json();

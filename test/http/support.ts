@@ -109,7 +109,7 @@ export interface TestApp {
 }
 
 /** The app built in-process over a real database, with env-style settings; nothing listens. */
-export async function buildTestApp(backend: TestBackend, db: Database, env: NodeJS.ProcessEnv = {}, options: Pick<ServicesOptions, 'clock' | 'metrics' | 'usageFlushMs'> = {}): Promise<TestApp> {
+export async function buildTestApp(backend: TestBackend, db: Database, env: NodeJS.ProcessEnv = {}, options: Pick<ServicesOptions, 'clock' | 'metrics' | 'usageFlushMs' | 'decisionCapPerMinute'> = {}): Promise<TestApp> {
   const config = loadConfig(env, {}).server!;
   const logLines: Record<string, unknown>[] = [];
   const logText: string[] = [];

@@ -1,4 +1,4 @@
-import type { Remedy } from '../../domain/operations/refusals.js';
+import type { Actor, Remedy } from '../../domain/operations/refusals.js';
 import { defineCommand } from '../definition.js';
 import { iso, type Output } from '../output.js';
 import type { Session } from '../session.js';
@@ -18,23 +18,32 @@ export function remedyCommand(remedy: Remedy): string {
   return `partnerctl lookup ${remedy.keyPairId}`;
 }
 
+/** Who can act, in the operator's words. */
+const ACTOR_WORDS: Record<Actor, string> = {
+  client: "the partner's client",
+  operator: 'an operator',
+  engine_owners: "the recommendation engine's owners",
+  database_owners: "the database's owners",
+};
+
 export const explainCommand = defineCommand({
   name: 'explain',
   group: 'Audit and webhooks',
-  summary: "why the gate refused a request, from its request id",
-  description: 'why the gate refused a request, from its request id (error.request_id), whichever instance answered, and what would change the answer',
+  summary: 'why a request was not a success, from its request id',
+  description:
+    'why a request was refused or failed, from its request id (error.request_id), whichever instance answered: its cause (docs/reasons.md), who can act on it, and what would change the answer',
   arguments: [{ name: '<request-id>', description: 'the request id of the error answer (error.request_id, or the X-Request-Id header)' }],
   notes:
-    'Servers write refusals within about a second; an accepted request, or one answered before the gate\n' +
-    '(a malformed request, an unknown path), has none on record: exit 3 (not found). An argument that is\n' +
-    'not a request id (a UUID) is a usage error: exit 2.',
+    'Servers write every answer that is not a success within about a second, with its cause (docs/reasons.md);\n' +
+    'a success has none on record: exit 3 (not found), saying why none is. An argument that is not a request\n' +
+    'id (a UUID) is a usage error: exit 2.',
   examples: [{ lines: ['partnerctl explain 3f0c1f7e-0d3b-4d53-9a55-8f4f0e2f6a10'] }],
   run: (session, out, { args }) => runExplain(session, out, args[0]!),
 });
 
 async function runExplain(session: Session, out: Output, requestId: string): Promise<void> {
   const [{ explainRequest }, db] = await Promise.all([import('../../domain/operations/refusals.js'), session.db()]);
-  const { decision: d, explanation, remedy } = await explainRequest(db, requestId);
+  const { decision: d, explanation, actor, remedy } = await explainRequest(db, requestId);
   const command = remedy ? remedyCommand(remedy) : null;
   if (out.json) {
     out.emitJson({
@@ -42,24 +51,35 @@ async function runExplain(session: Session, out: Output, requestId: string): Pro
       at: iso(d.at),
       status: d.status,
       reason: d.reason,
+      route: d.route,
+      method: d.method,
+      path: d.path,
       partner_id: d.partnerId,
       key_pair_id: d.keyPairId,
       token_id: d.tokenId,
       company_id: d.companyId,
       client_address: d.clientAddress,
+      engine_status: d.engineStatus,
+      engine_ms: d.engineMs,
+      trace_id: d.traceId,
       instance_id: d.instanceId,
       explanation,
+      actor,
       remedy: command,
     });
     return;
   }
   const style = out.style;
-  out.line(say`${style.bold(say`refused ${d.status}`)} (${d.reason}) at ${iso(d.at)} by instance ${d.instanceId}`);
-  out.line(say`  ${d.route === 'exchange' ? 'token exchange' : 'data request'} from ${d.clientAddress}`);
+  out.line(say`${style.bold(say`answered ${d.status}`)} (${d.reason}) at ${iso(d.at)} by instance ${d.instanceId}`);
+  const what = d.route === 'exchange' ? 'token exchange' : d.route === 'data' ? 'data request' : 'request';
+  out.line(say`  ${what}${d.method !== null ? say` ${d.method} ${d.path ?? ''}` : ''} from ${d.clientAddress}`);
   if (d.partnerId !== null) out.line(say`  partner:  ${d.partnerId}`);
   if (d.keyPairId !== null) out.line(say`  key pair: ${d.keyPairId}`);
   if (d.tokenId !== null) out.line(say`  token:    ${d.tokenId}`);
   if (d.companyId !== null) out.line(say`  company:  ${d.companyId}`);
+  if (d.engineStatus !== null || d.engineMs !== null) out.line(say`  engine:   ${d.engineStatus ?? 'no answer'}${d.engineMs !== null ? say` after ${d.engineMs} ms` : ''}`);
+  if (d.traceId !== null) out.line(say`  trace:    ${d.traceId}`);
   out.line(say`Why: ${explanation}`);
-  out.line(command ? say`To change the answer: ${style.bold(command)}` : say`Nothing for an operator to change: the client must act as above.`);
+  out.line(say`Who can act: ${ACTOR_WORDS[actor]}`);
+  out.line(command ? say`To change the answer: ${style.bold(command)}` : say`No operator command changes the answer: the one named above must act.`);
 }

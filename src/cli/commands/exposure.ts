@@ -7,11 +7,12 @@ import { iso, type Output } from '../output.js';
 import type { Session } from '../session.js';
 import { leakedValue, signingKeysIfAny } from './leaks.js';
 import { say } from '../say.js';
+import { csvField } from '../csv.js';
 
 const EXPOSURE_OPTIONS = defineOptions([
   { flags: '--since <time|duration>', description: 'from this ISO time, or this long ago (2h, 7d); default: everything kept' },
   { flags: '--until <time>', description: 'before this ISO time (default: now)' },
-  { flags: '--csv', description: 'one row per company and per client address, for a notice to the partner' },
+  { flags: '--csv', description: 'one row per company, per client address and per address tokens were minted from (minted_from), for a notice to the partner' },
 ]);
 
 export const exposureCommand = defineCommand({
@@ -19,7 +20,7 @@ export const exposureCommand = defineCommand({
   group: 'Keys and leaks',
   summary: "what a credential reached: companies, addresses, when",
   description:
-    'what a credential did: its first and last use, its containment, every company and client address it reached with counts, and what it was refused after containment',
+    'what a credential did: its first and last use, its containment, every company and client address it reached with counts, where its secret minted tokens (addresses, counts, failed attempts), and what it was refused after containment',
   arguments: [
     {
       name: '<value>',
@@ -36,11 +37,6 @@ export const exposureCommand = defineCommand({
   ],
   run: (session, out, { args, options }) => runExposure(session, out, args[0]!, options),
 });
-
-function csvField(value: string | number | null): string {
-  const text = value === null ? '' : String(value);
-  return /[",\n\r]/.test(text) || /^[=+\-@\t]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
-}
 
 function countsJson(row: ExposureReport['companies'][number] | ExposureReport['addresses'][number]) {
   return {
@@ -67,6 +63,8 @@ async function runExposure(session: Session, out: Output, value: string, options
       [kind, key, counts.requests, counts.accepted, counts.client_errors, counts.server_errors, counts.first_seen, counts.last_seen].map(csvField).join(',');
     for (const company of report.companies) lines.push(row('company', company.companyId, countsJson(company)));
     for (const address of report.addresses) lines.push(row('address', address.clientAddress, countsJson(address)));
+    // Tokens minted from an address: accepted = tokens minted, the errors refused attempts at its access key.
+    for (const address of report.mintedFrom) lines.push(row('minted_from', address.clientAddress, countsJson(address)));
     session.terminal.out.write(`${lines.join('\n')}\n`);
     return;
   }
@@ -83,6 +81,13 @@ async function runExposure(session: Session, out: Output, value: string, options
       contained_at: iso(report.containedAt),
       companies: report.companies.map((company) => ({ company_id: company.companyId, ...countsJson(company) })),
       addresses: report.addresses.map((address) => ({ client_address: address.clientAddress, ...countsJson(address) })),
+      tokens_minted_from: report.mintedFrom.map((address) => ({
+        client_address: address.clientAddress,
+        minted: address.accepted,
+        failed_attempts: address.clientErrors + address.serverErrors,
+        first_seen: iso(address.firstAt),
+        last_seen: iso(address.lastAt),
+      })),
       refused_after_containment: refused && {
         refusals: refused.refusals,
         by_reason: refused.byReason,
@@ -112,6 +117,19 @@ async function runExposure(session: Session, out: Output, value: string, options
         report.addresses.map((a) => [a.clientAddress, a.accepted + a.clientErrors + a.serverErrors, out.tableTime(a.firstAt), out.tableTime(a.lastAt)]),
       ),
     );
+  }
+  if (report.kind !== 'token') {
+    out.line();
+    if (report.mintedFrom.length === 0) out.line(say`Tokens minted from: no token exchange on record.`);
+    else {
+      out.line(say`Tokens minted from:`);
+      out.line(
+        await out.table(
+          [{ title: 'ADDRESS' }, { title: 'MINTED', align: 'right' }, { title: 'FAILED', align: 'right' }, { title: 'FIRST' }, { title: 'LAST' }],
+          report.mintedFrom.map((a) => [a.clientAddress, a.accepted, a.clientErrors + a.serverErrors, out.tableTime(a.firstAt), out.tableTime(a.lastAt)]),
+        ),
+      );
+    }
   }
   if (refused) {
     out.line();

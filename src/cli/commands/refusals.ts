@@ -4,9 +4,19 @@ import { defineCommand } from '../definition.js';
 import { defineOptions, type OptionsOf } from '../options.js';
 import { iso, type Output } from '../output.js';
 import type { Session } from '../session.js';
-import { say } from '../say.js';
+import { joined, say } from '../say.js';
 
 const GROUPINGS = ['company', 'address'] as const;
+
+/** Which cap held answers back, in words. */
+const HELD_BY_WORDS = {
+  instance: "over a server's total per minute (PUBLIC_API_RECORDS_PER_MINUTE)",
+  partner: "over the partner's cap",
+  key_pair: "over one key pair's share",
+  token: "over one token's share",
+  address: "over one address's share (an IPv6 client by its /64)",
+  overflow: "beyond a server's buffer",
+} as const;
 const EXAMPLES = 10;
 
 const REFUSALS_OPTIONS = defineOptions([
@@ -19,13 +29,16 @@ const REFUSALS_OPTIONS = defineOptions([
 export const refusalsCommand = defineCommand({
   name: 'refusals',
   group: 'Audit and webhooks',
-  summary: "the gate's refusals on record, by reason",
-  description: "the gate's refusals on record, counted by reason (and company or address), the latest with their request ids, and how many the cap left unrecorded",
+  summary: 'answers on record that were not a success, by cause',
+  description:
+    "answers on record that were not a success (the gate's refusals, the server's failures), counted by cause (and company or address), the latest with their request ids, and how many the caps held back",
   arguments: [{ name: '[partner]', description: 'only this partner (id, unique name, access key or key-pair id)' }],
   options: REFUSALS_OPTIONS,
   notes:
-    'Each server records at most 1,000 refusals per partner and per client address per minute; the rest are\n' +
-    "counted, not recorded ('unrecorded'). With a partner, only what its own cap held back is counted.",
+    'Each server records at most 1,000 answers per partner and per client address (an IPv6 client by its /64) per\n' +
+    'minute, one token or address of a partner at most 100, one key pair 500, and PUBLIC_API_RECORDS_PER_MINUTE in\n' +
+    "all; the rest are counted, not recorded ('unrecorded', by the cap that held them). With a partner, every one of\n" +
+    "its answers held back is counted, whichever cap held it: recorded + unrecorded = all it had ('total').",
   examples: [{ caption: 'why has this partner been refused since 10:00?', lines: ['partnerctl refusals "Acme Pricing" --since 2026-11-26T10:00:00Z --by company'] }],
   run: (session, out, { args, options }) => runRefusals(session, out, args[0], options),
 });
@@ -48,6 +61,7 @@ async function runRefusals(session: Session, out: Output, partner: string | unde
     examples: EXAMPLES,
   });
   const key = by === 'company' ? 'company_id' : 'client_address';
+  const heldBack = Object.values(report.unrecorded).reduce((sum, count) => sum + count, 0);
   if (out.json) {
     out.emitJson({
       partner_id: report.partnerId,
@@ -68,11 +82,12 @@ async function runRefusals(session: Session, out: Output, partner: string | unde
         company_id: d.companyId,
         client_address: d.clientAddress,
       })),
+      recorded: report.recorded,
       unrecorded: report.unrecorded,
+      total: options.reason === undefined ? report.recorded + heldBack : null,
     });
     return;
   }
-  const unrecorded = report.unrecorded.address + report.unrecorded.partner + report.unrecorded.overflow;
   if (report.counts.length === 0) out.line(say`No refusals on record in that period.`);
   else {
     out.line(
@@ -95,9 +110,13 @@ async function runRefusals(session: Session, out: Output, partner: string | unde
       ),
     );
   }
+  const held = Object.entries(report.unrecorded)
+    .filter(([, count]) => count > 0)
+    .map(([cap, count]) => say`${count} ${HELD_BY_WORDS[cap as keyof typeof report.unrecorded]}`);
   out.line(
-    unrecorded === 0
-      ? say`Every refusal of the period is on record (none over the cap).`
-      : say`Unrecorded under the cap: ${unrecorded} (${report.unrecorded.address} over an address's cap, ${report.unrecorded.partner} over a partner's, ${report.unrecorded.overflow} beyond a server's buffer).`,
+    heldBack === 0
+      ? say`Every answer of the period is on record (none held back by the caps).`
+      : say`Held back by the caps, counted only: ${heldBack} (${joined(held)}).`,
   );
+  if (options.reason === undefined) out.line(say`In all: ${report.recorded + heldBack} (${report.recorded} on record + ${heldBack} held back).`);
 }

@@ -2,13 +2,13 @@ import type { Columns } from '../models.js';
 import { toDate } from '../sql.js';
 import { valuesBatches, type Queryable, type SqlTx } from '../unit.js';
 
-/** One refusal by the gate, as gate_decisions holds it. */
+/** One answer that was not a success (a refusal by the gate, a failure of the server's), as gate_decisions holds it. */
 export type DecisionRow = Columns<'GateDecision'>;
 
 /** One counter of refusals not recorded (a minute, an instance, a key over the cap). */
 export type UnrecordedDelta = Columns<'GateDecisionUnrecorded'>;
 
-const COLUMNS = 'request_id, at, instance_id, route, partner_id, key_pair_id, token_id, company_id, client_address, status, reason';
+const COLUMNS = 'request_id, at, instance_id, route, partner_id, key_pair_id, token_id, company_id, client_address, status, reason, method, path, engine_status, engine_ms, trace_id';
 
 type Raw = {
   request_id: string;
@@ -22,7 +22,16 @@ type Raw = {
   client_address: string;
   status: number | string;
   reason: string;
+  method: string | null;
+  path: string | null;
+  engine_status: number | string | null;
+  engine_ms: number | string | null;
+  trace_id: string | null;
 };
+
+function numberOrNull(value: number | string | null): number | null {
+  return value === null ? null : Number(value);
+}
 
 function fromRaw(raw: Raw): DecisionRow {
   return {
@@ -37,6 +46,11 @@ function fromRaw(raw: Raw): DecisionRow {
     clientAddress: raw.client_address,
     status: Number(raw.status),
     reason: raw.reason,
+    method: raw.method,
+    path: raw.path,
+    engineStatus: numberOrNull(raw.engine_status),
+    engineMs: numberOrNull(raw.engine_ms),
+    traceId: raw.trace_id,
   };
 }
 
@@ -57,7 +71,8 @@ export async function partnersOfPairs(q: Queryable, pairIds: readonly string[]):
 /** Records refusals; a request id already recorded keeps its row. */
 export async function insertDecisions(tx: SqlTx, rows: readonly DecisionRow[]): Promise<void> {
   const values = rows.map(
-    (r) => [r.requestId, r.at, r.instanceId, r.route, r.partnerId, r.keyPairId, r.tokenId, r.companyId, r.clientAddress, r.status, r.reason] as const,
+    (r) =>
+      [r.requestId, r.at, r.instanceId, r.route, r.partnerId, r.keyPairId, r.tokenId, r.companyId, r.clientAddress, r.status, r.reason, r.method, r.path, r.engineStatus, r.engineMs, r.traceId] as const,
   );
   for (const { placeholders, params } of valuesBatches(values)) {
     await tx.run(`INSERT INTO gate_decisions (${COLUMNS}) VALUES ${placeholders} ON CONFLICT (request_id) DO NOTHING`, params);
@@ -66,23 +81,27 @@ export async function insertDecisions(tx: SqlTx, rows: readonly DecisionRow[]): 
 
 /** Adds to the counters of refusals not recorded (created when missing). */
 export async function addUnrecorded(tx: SqlTx, deltas: readonly UnrecordedDelta[]): Promise<void> {
-  const values = deltas.map((d) => [d.minute, d.instanceId, d.keyKind, d.keyValue, d.refusals] as const);
+  const values = deltas.map((d) => [d.minute, d.instanceId, d.keyKind, d.keyValue, d.heldBy, d.refusals] as const);
   for (const { placeholders, params } of valuesBatches(values)) {
     await tx.run(
-      `INSERT INTO gate_decisions_unrecorded (minute, instance_id, key_kind, key_value, refusals) VALUES ${placeholders}
-       ON CONFLICT (minute, instance_id, key_kind, key_value) DO UPDATE SET refusals = gate_decisions_unrecorded.refusals + excluded.refusals`,
+      `INSERT INTO gate_decisions_unrecorded (minute, instance_id, key_kind, key_value, held_by, refusals) VALUES ${placeholders}
+       ON CONFLICT (minute, instance_id, key_kind, key_value, held_by) DO UPDATE SET refusals = gate_decisions_unrecorded.refusals + excluded.refusals`,
       params,
     );
   }
 }
 
-/** Drops decisions, counters and exposure hours older than `before`; how many rows went. */
-export async function pruneRecords(tx: SqlTx, before: Date): Promise<number> {
-  return (
-    (await tx.run('DELETE FROM gate_decisions WHERE at < $1', [before])) +
-    (await tx.run('DELETE FROM gate_decisions_unrecorded WHERE minute < $1', [before])) +
-    (await tx.run('DELETE FROM exposure_hours WHERE period_start < $1', [before]))
-  );
+/** The tables pruned past the retention, each with its time column. */
+export const PRUNED_TABLES = [
+  ['gate_decisions', 'at'],
+  ['gate_decisions_unrecorded', 'minute'],
+  ['exposure_hours', 'period_start'],
+] as const;
+
+/** Deletes at most `limit` rows of `table` older than `before` (one bounded step); how many went. */
+export async function pruneBatch(tx: SqlTx, [table, column]: (typeof PRUNED_TABLES)[number], before: Date, limit: number): Promise<number> {
+  const row = tx.dialect.rowLocator;
+  return tx.run(`DELETE FROM ${table} WHERE ${row} IN (SELECT ${row} FROM ${table} WHERE ${column} < $1 LIMIT $2)`, [before, limit]);
 }
 
 export async function decisionByRequestId(q: Queryable, requestId: string): Promise<DecisionRow | null> {
@@ -98,6 +117,11 @@ export interface DecisionFilter {
   reason?: string;
   keyPairId?: string;
   tokenId?: string;
+  /** Statuses from and to (inclusive). */
+  statusFrom?: number;
+  statusTo?: number;
+  companyId?: string;
+  clientAddress?: string;
 }
 
 function where(filter: DecisionFilter, params: unknown[]): string {
@@ -106,6 +130,10 @@ function where(filter: DecisionFilter, params: unknown[]): string {
   if (filter.reason !== undefined) parts.push(`reason = $${params.push(filter.reason)}`);
   if (filter.keyPairId !== undefined) parts.push(`key_pair_id = $${params.push(filter.keyPairId)}`);
   if (filter.tokenId !== undefined) parts.push(`token_id = $${params.push(filter.tokenId)}`);
+  if (filter.statusFrom !== undefined) parts.push(`status >= $${params.push(filter.statusFrom)}`);
+  if (filter.statusTo !== undefined) parts.push(`status <= $${params.push(filter.statusTo)}`);
+  if (filter.companyId !== undefined) parts.push(`company_id = $${params.push(filter.companyId)}`);
+  if (filter.clientAddress !== undefined) parts.push(`client_address = $${params.push(filter.clientAddress)}`);
   return parts.join(' AND ');
 }
 
@@ -146,13 +174,24 @@ export async function latestDecisions(q: Queryable, filter: DecisionFilter, limi
   return rows.map(fromRaw);
 }
 
-/** Refusals not recorded in the window, per key kind (`partner`, `address`, `overflow`); only the partner's with `partnerId`. */
+/**
+ * Answers not recorded in the window, per cap that held them (`instance`, `partner`, `key_pair`, `token`,
+ * `address`, `overflow`); only the partner's with `partnerId` (whichever cap held them).
+ */
 export async function unrecordedCounts(q: Queryable, filter: { since: Date; until: Date; partnerId?: string }): Promise<Map<string, number>> {
   const params: unknown[] = [filter.since, filter.until];
   const partner = filter.partnerId === undefined ? '' : ` AND key_kind = 'partner' AND key_value = $${params.push(filter.partnerId)}`;
-  const rows = await q.query<{ key_kind: string; refusals: number | string }>(
-    `SELECT key_kind, SUM(refusals) AS refusals FROM gate_decisions_unrecorded WHERE minute >= $1 AND minute < $2${partner} GROUP BY key_kind`,
+  const rows = await q.query<{ held_by: string; refusals: number | string }>(
+    // Rows written before held_by ('') were held by the cap of their own kind.
+    `SELECT CASE WHEN held_by = '' THEN key_kind ELSE held_by END AS held_by, SUM(refusals) AS refusals
+     FROM gate_decisions_unrecorded WHERE minute >= $1 AND minute < $2${partner} GROUP BY 1`,
     params,
   );
-  return new Map(rows.map((row) => [row.key_kind, Number(row.refusals)]));
+  return new Map(rows.map((row) => [row.held_by, Number(row.refusals)]));
+}
+
+/** The instant of the oldest record kept; null when there is none. */
+export async function oldestDecisionAt(q: Queryable): Promise<Date | null> {
+  const rows = await q.query<{ at: unknown }>('SELECT MIN(at) AS at FROM gate_decisions');
+  return toDate(rows[0]?.at ?? null);
 }

@@ -37,6 +37,8 @@ export interface ExposureFilter {
   /** Hours starting at or after this (rounded down to the hour by the caller). */
   since: Date;
   until: Date;
+  /** The token exchanges' rows (company '' and token ''), instead of the data requests'. */
+  exchanges?: boolean;
 }
 
 function where(filter: ExposureFilter, params: unknown[]): string {
@@ -44,6 +46,7 @@ function where(filter: ExposureFilter, params: unknown[]): string {
   if (filter.keyPairId !== undefined) parts.push(`key_pair_id = $${params.push(filter.keyPairId)}`);
   if (filter.tokenId !== undefined) parts.push(`token_id = $${params.push(filter.tokenId)}`);
   if (filter.partnerId !== undefined) parts.push(`partner_id = $${params.push(filter.partnerId)}`);
+  parts.push(filter.exchanges ? "company_id = ''" : "company_id <> ''");
   return parts.join(' AND ');
 }
 

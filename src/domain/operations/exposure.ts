@@ -34,6 +34,11 @@ export interface ExposureReport {
   containedAt: Date | null;
   companies: Array<ExposureCounts & { companyId: string }>;
   addresses: Array<ExposureCounts & { clientAddress: string }>;
+  /**
+   * Where its secret was exchanged for tokens, per client address: `accepted` tokens minted, `clientErrors`
+   * and `serverErrors` refused attempts naming its access key. Empty for a token.
+   */
+  mintedFrom: Array<ExposureCounts & { clientAddress: string }>;
   /** Refusals on record from the containment on (the same credential tried again); null when not contained. */
   refusedAfterContainment: {
     refusals: number;
@@ -139,7 +144,11 @@ export async function exposureReport(
   const whose =
     credential.kind === 'token' ? { tokenId: credential.tokenId! } : credential.kind === 'key_pair' ? { keyPairId: credential.keyPairId! } : { partnerId: credential.partnerId };
   const filter: ExposureFilter = { ...whose, since: new Date(Math.floor(since.getTime() / HOUR_MS) * HOUR_MS), until };
-  const cells = await exposureCells(db.sql, filter);
+  const [cells, exchanges] = await Promise.all([
+    exposureCells(db.sql, filter),
+    credential.kind === 'token' ? Promise.resolve([]) : exposureCells(db.sql, { ...filter, exchanges: true }),
+  ]);
+  const mintedFrom = fold(exchanges, (cell) => cell.clientAddress);
   const companies = fold(cells, (cell) => cell.companyId);
   const addresses = fold(cells, (cell) => cell.clientAddress);
   let refusedAfterContainment: ExposureReport['refusedAfterContainment'] = null;
@@ -166,6 +175,7 @@ export async function exposureReport(
     lastUse: bound(addresses.map((row) => row.lastAt), 'last'),
     companies: companies.map(({ key, ...counts }) => ({ companyId: key, ...counts })),
     addresses: addresses.map(({ key, ...counts }) => ({ clientAddress: key, ...counts })),
+    mintedFrom: mintedFrom.map(({ key, ...counts }) => ({ clientAddress: key, ...counts })),
     refusedAfterContainment,
   };
 }

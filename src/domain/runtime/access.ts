@@ -28,8 +28,9 @@ export interface HeldState {
   servingUntil: number;
 }
 
-function unavailable(error: unknown): AppError {
-  return new AppError('database_unavailable', 'the service cannot check access right now', { cause: error });
+/** The gate cannot decide: the database does not answer (and no staleness budget holds, or it is spent). */
+function unavailable(error: unknown, budgetSpent = false): AppError {
+  return new AppError('database_unavailable', 'the service cannot check access right now', { cause: error, ...(budgetSpent ? { reason: 'stale_budget_spent' as const } : {}) });
 }
 
 const NOT_HELD = new Error('the database does not answer; this verdict is not held');
@@ -245,7 +246,7 @@ export class AccessState {
       () => 'fresh',
       (error: unknown) => {
         if (this.judge() === 'held') return 'held';
-        throw unavailable(error);
+        throw unavailable(error, this.staleBudgetMs > 0);
       },
     );
   }

@@ -69,13 +69,13 @@ export class CredentialExchange {
    * `client` is the client's address (the server's determination, protocol/client-address.ts): a partner
    * with network rules is refused from anywhere else with `address_not_allowed`, whatever the secret (the
    * answer tells nothing of it), and a genuine secret refused so is recorded on its pair. `onPair` is told
-   * the pair an access key named (accepted or refused), for the request log: never the secret, never the token.
+   * the pair an access key named and its partner (accepted or refused), for the request log and the records: never the secret, never the token.
    */
   async exchange(
     accessKey: string,
     secretKey: string,
     client = '',
-    onPair?: (keyPairId: string) => void,
+    onPair?: (keyPairId: string, partnerId: string) => void,
   ): Promise<MintedToken & { keyPairId: string }> {
     const wellFormed =
       ACCESS_KEY_PATTERN.test(accessKey) && secretKey.length > 0 && secretKey.length <= MAX_KEY_LENGTH;
@@ -83,7 +83,7 @@ export class CredentialExchange {
     // A public_key pair has no secret: a secret for it costs what a wrong one does, and is one.
     if (!pair || pair.secretHash === null) await verifySecret(await this.warmUp(), secretKey.slice(0, MAX_KEY_LENGTH));
     if (!pair) throw refusalError('pair_unknown', 'exchange');
-    onPair?.(pair.id);
+    onPair?.(pair.id, pair.partnerId);
     const genuine = pair.secretHash !== null && (await this.secretMatches(pair.id, accessKey, pair.secretHash, secretKey));
     return this.conclude(pair, genuine, client, null);
   }
@@ -97,7 +97,7 @@ export class CredentialExchange {
   async exchangeAssertion(
     jwt: string,
     client = '',
-    onPair?: (keyPairId: string) => void,
+    onPair?: (keyPairId: string, partnerId: string) => void,
     /** OAuth's client_id, when the client sends one: it must be the assertion's issuer. */
     clientId?: string,
   ): Promise<MintedToken & { keyPairId: string }> {
@@ -105,7 +105,7 @@ export class CredentialExchange {
     if (!decoded || (clientId !== undefined && clientId !== decoded.issuer)) throw refusalError('assertion_invalid', 'exchange');
     const pair = ACCESS_KEY_PATTERN.test(decoded.issuer) ? await this.pairOf(decoded.issuer) : null;
     if (!pair) throw refusalError('pair_unknown', 'exchange');
-    onPair?.(pair.id);
+    onPair?.(pair.id, pair.partnerId);
     const checked = await this.assertions.check(pair, decoded, decoded.issuer, this.db.clock.now());
     return this.conclude(pair, typeof checked === 'string' ? checked : true, client, typeof checked === 'string' ? null : checked);
   }

@@ -21,7 +21,9 @@ interface Cell {
 }
 
 /**
- * Accepted data requests per key pair and token, company and client address, per hour: counted in memory
+ * Accepted data requests per key pair and token, company and client address, per hour, and token exchanges
+ * per key pair and client address (token and company '': minted as accepted, refused attempts naming the
+ * pair's access key as errors): counted in memory
  * by one instance and added to exposure_hours beside the usage counts, the same way (HourlyCounts): one
  * batched upsert at least every 10 s and on close, never on the request path, never waiting for a lock.
  */
@@ -30,7 +32,10 @@ export class ExposureCounter extends HourlyCounts<Cell, [tokenId: string, compan
     super(db, clock, 3, MAX_CELLS, options);
   }
 
-  /** A data request that passed the gate (its token and company accepted), with the status it was answered. */
+  /**
+   * A data request that passed the gate (its token and company accepted), with the status it was answered;
+   * or a token exchange that named a pair (`exchanged`).
+   */
   record(partnerId: string, keyPairId: string | null, tokenId: string, companyId: string, address: string, status: number): void {
     const now = this.clock.now();
     const hour = Math.floor(now / HOUR_MS);
@@ -49,6 +54,11 @@ export class ExposureCounter extends HourlyCounts<Cell, [tokenId: string, compan
     else if (status < 500) cell.clientErrors++;
     else cell.serverErrors++;
     cell.lastAt = now;
+  }
+
+  /** A token exchange naming a pair's access key, minted (2xx) or refused (an attempt), from this address. */
+  exchanged(partnerId: string, keyPairId: string, address: string, status: number): void {
+    this.record(partnerId, keyPairId, '', '', address, status);
   }
 
   protected merge(known: Cell, cell: Cell): void {

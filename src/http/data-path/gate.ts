@@ -4,7 +4,7 @@ import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { parse as parseQuery } from 'fast-querystring';
 import { ACCESS_KEY_PREFIX, SECRET_KEY_PREFIX } from '../../domain/rules/identifiers.js';
 import { AppError, isAppError } from '../../errors.js';
-import type { GateRefusalReason } from '../../reasons.js';
+import type { AnswerCause } from '../../reasons.js';
 import { refuseCompanyIdAliases } from '../protocol/edges.js';
 import type { RequestBody } from '../protocol/json-body.js';
 
@@ -17,7 +17,7 @@ const KEY_MATERIAL = new RegExp(`(${ACCESS_KEY_PREFIX}|${SECRET_KEY_PREFIX})[0-9
 const PERCENT_ESCAPE = /%([0-9A-Fa-f]{2})/g;
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 
-function unauthorized(answerHeaders: Record<string, string>, tokenGiven: boolean, message: string, reason?: GateRefusalReason): AppError {
+function unauthorized(answerHeaders: Record<string, string>, tokenGiven: boolean, message: string, reason?: AnswerCause): AppError {
   answerHeaders['www-authenticate'] = tokenGiven ? 'Bearer error="invalid_token"' : 'Bearer';
   return new AppError('unauthorized', message, { reason: reason ?? (tokenGiven ? 'token_invalid' : 'token_missing') });
 }

@@ -95,8 +95,10 @@ const EXPECTATION_FAILED =
 
 const GATEWAY_OWN =
   'Every 4xx and 5xx is an error envelope whose `request_id` is also sent as `X-Request-Id`; every answer, ' +
-  'successful or not, carries `X-Request-Id`. Support can explain any refusal (401, 403, 404, 429, a 400 about ' +
-  'credentials) from its `error.request_id` alone: quote it when asking why a request was refused.';
+  'successful or not, carries `X-Request-Id` (a UUIDv7: it carries its time). The operator can explain every ' +
+  "error's `request_id`, whichever server answered: a refusal (401, 403, 404, 429, a 400 about credentials) with " +
+  "the rule that refused it, a 5xx with its cause (the engine's failure, the database's) and who can act on it: " +
+  'quote it when asking why a request was refused or failed.';
 
 const DATA_RULES =
   'Every data request carries `Authorization: Bearer <token>` and names its target company exactly once: as ' +
@@ -412,7 +414,7 @@ export function openApiDocument(): object {
         },
       },
       headers: {
-        RequestId: { schema: { type: 'string', format: 'uuid' }, description: 'The request identifier, also in error envelopes. A client-sent one is ignored.' },
+        RequestId: { schema: { type: 'string', format: 'uuid' }, description: 'The request identifier (a UUIDv7, carrying its time), also in error envelopes; the operator can explain any error from it. A client-sent one is ignored.' },
         WwwAuthenticate: { schema: { type: 'string' }, description: '`Bearer`, or `Bearer error="invalid_token"` when a token was sent.' },
         RetryAfter: { schema: { type: 'integer', minimum: 1 }, description: 'Seconds to wait before retrying.' },
         RateLimitLimit: { schema: { type: 'integer' }, description: 'Requests allowed in the current window.' },

@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { isAppError, statusOf, type ErrorCode } from '../../errors.js';
+import type { AnswerCause } from '../../reasons.js';
 import { newRecord } from './finished-request.js';
 
 export interface ErrorEnvelope {
@@ -71,6 +72,37 @@ export function describeError(error: unknown): { code: ErrorCode; status: number
   return { code: 'internal_error', status: 500, message: SERVER_FALLBACK, internal: true };
 }
 
+/** The cause on record of an error the thrower gave no reason for, by its code (docs/reasons.md). */
+const CAUSE_BY_CODE: Partial<Record<ErrorCode, AnswerCause>> = {
+  bad_gateway: 'engine_unreachable',
+  upstream_timeout: 'engine_timeout',
+  upstream_unavailable: 'engine_not_configured',
+  database_unavailable: 'database_unavailable',
+  schema_out_of_date: 'database_unavailable',
+  signing_key_unavailable: 'signing_key_unavailable',
+  clock_skewed: 'clock_skewed',
+  request_timeout: 'request_timeout',
+  payload_too_large: 'body_too_large',
+  unsupported_media_type: 'unsupported_media_type',
+  expectation_failed: 'expectation_failed',
+  not_found: 'not_found',
+  method_not_allowed: 'method_not_allowed',
+  rate_limited: 'rate_limited',
+  invalid_request: 'request_malformed',
+};
+
+/** Why an error was answered, for the record: the thrower's reason, else its code's cause. */
+export function causeOf(error: unknown): AnswerCause {
+  if (isAppError(error) && error.reason !== undefined) return error.reason;
+  const { code, status } = describeError(error);
+  return CAUSE_BY_CODE[code] ?? (status < 500 ? 'request_malformed' : 'internal_error');
+}
+
+/** The cause of an answer of this status that no error named (written by a step outside the error writer). */
+export function causeOfStatus(status: number): AnswerCause {
+  return causeOf({ statusCode: status });
+}
+
 export function envelope(code: string, message: string, requestId: string): ErrorEnvelope {
   return { error: { code, message, request_id: requestId } };
 }
@@ -104,14 +136,14 @@ export function errorAnswer(error: unknown, requestId: string, safeMessage?: str
 
 /**
  * The one writer of error answers, for every endpoint: errorAnswer through Fastify's reply (headers the reply
- * already holds win); the error's 5xx failure and a refusal's reason go to the finished record.
+ * already holds win); the error's 5xx failure and its cause (docs/reasons.md) go to the finished record.
  */
 export function sendError(reply: FastifyReply, request: FastifyRequest, error: unknown, safeMessage?: string): FastifyReply {
   const answer = errorAnswer(error, request.id, safeMessage);
   // Fastify may refuse a request before the kernel's first hook (a malformed URL): its record starts here.
   request.facts ??= newRecord(request.id, request.method, request.raw.url ?? '', '');
   if (answer.failure !== undefined) request.facts.failure = answer.failure;
-  if (isAppError(error) && error.reason !== undefined) request.facts.reason = error.reason;
+  request.facts.reason = causeOf(error);
   for (const name in answer.headers) if (name === 'content-type' || !reply.hasHeader(name)) reply.header(name, answer.headers[name]!);
   if (!reply.hasHeader('x-request-id')) reply.header('x-request-id', request.id);
   return reply.code(answer.status).send(answer.body);

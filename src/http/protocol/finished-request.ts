@@ -1,4 +1,4 @@
-import type { GateRefusalReason } from '../../reasons.js';
+import type { AnswerCause } from '../../reasons.js';
 import type { RequestSpans } from './spans.js';
 
 /**
@@ -31,14 +31,16 @@ export interface FinishedRequest {
   traceId: string | null;
   /** A data request's spans, ended by the finish step, when spans are exported; else null. */
   spans: RequestSpans | null;
-  /** How long the engine took to answer; 0 when it was not asked or did not answer. */
+  /** How long the engine took to answer (or to fail); 0 when it was not asked. */
   engineMs: number;
-  /** A token exchange (accepted or refused): the pair its access key named, the partner it minted for. */
+  /** The engine's status when it answered; null when it was not asked or did not answer. */
+  engineStatus: number | null;
+  /** A token exchange (accepted or refused): the pair its access key named, that pair's partner. */
   exchange: { keyPairId: string | null; partnerId: string | null; userAgent: string | undefined } | undefined;
   /** Why a 5xx was answered (the client sees a fixed message): for the log. */
   failure: unknown;
-  /** Why the gate refused it (AppError.reason, docs/reasons.md): recorded (docs/decisions.md). */
-  reason: GateRefusalReason | undefined;
+  /** Why the answer is not a success (docs/reasons.md): the gate's reason or the server's cause; recorded (docs/decisions.md). */
+  reason: AnswerCause | undefined;
   status: number;
   durationMs: number;
 }
@@ -58,6 +60,7 @@ export function newRecord(requestId: string, method: string, url: string, client
     traceId: null,
     spans: null,
     engineMs: 0,
+    engineStatus: null,
     exchange: undefined,
     failure: undefined,
     reason: undefined,

@@ -103,10 +103,12 @@ export function registerDataRoutes(app: FastifyInstance, deps: AppDeps, forwarde
       try {
         engine = await forwarder.forward({ method: raw.method!, path, headers: engineHeaders, body: bytes });
       } catch (error) {
+        facts.engineMs = performance.now() - sentAt;
         spans?.engineEnded(null);
         throw upstreamFailure(error);
       }
       facts.engineMs = performance.now() - sentAt;
+      facts.engineStatus = engine.status;
       spans?.engineEnded(engine.status);
 
       // Answer: a success with the engine's headers (the gateway's own unless the engine sent them), an error
@@ -124,6 +126,8 @@ export function registerDataRoutes(app: FastifyInstance, deps: AppDeps, forwarde
       if (translated.logBody !== undefined) {
         logger?.warn({ request_id: request.id, engine_status: engine.status, engine_body: translated.logBody }, 'the engine answered an error');
       }
+      // The engine's 401 or 407 is the gateway's credentials failing there: its owners' to act on, like a 5xx.
+      facts.reason = translated.status >= 500 ? 'engine_error' : 'engine_refused';
       for (const name of ENGINE_ERROR_DROPPED) delete answer[name];
       answer['content-type'] = 'application/json; charset=utf-8';
       reply.code(translated.status).headers(answer).send(translated.body);

@@ -131,8 +131,9 @@ export function registerTokenRoutes(app: FastifyInstance, deps: AppDeps): void {
     const presented = parseTokenRequest(read.fields, read.form);
     // Never a token from state the database cannot confirm; and no wait on a database known not to answer.
     if (access.held !== null) throw new AppError('database_unavailable', 'the service cannot issue a token right now');
-    const onPair = (keyPairId: string) => {
+    const onPair = (keyPairId: string, partnerId: string) => {
       exchanged.keyPairId = keyPairId;
+      exchanged.partnerId = partnerId;
       request.facts.keyPairId = keyPairId;
     };
     // No per-key throttle for an assertion: there is no secret to guess, and its key is checked by signature.

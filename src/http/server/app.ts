@@ -3,14 +3,15 @@
 // CORS (@fastify/cors, one policy), body reading (protocol/json-body.ts: no body is read before a route
 // asks), the answer writer for errors (protocol/errors.ts `sendError`) and the finished record (the last
 // hook). The routes (routes/*.ts) are each one function whose body is their order.
-import { randomUUID } from 'node:crypto';
 import { createServer, METHODS } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import corsPlugin from '@fastify/cors';
 import rateLimit from '@fastify/rate-limit';
 import Fastify, { type FastifyInstance } from 'fastify';
+import type { Clock } from '../../clock.js';
 import { AppError } from '../../errors.js';
+import { newRequestId } from '../../request-id.js';
 import { failoverStore } from '../counters/token-throttles.js';
 import { createForwarder, type Forwarder } from '../data-path/forwarder.js';
 import { parseQueryString } from '../data-path/gate.js';
@@ -35,9 +36,9 @@ const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 // A data path is routed by its whole rest: no length of its own beyond what the server takes for a head.
 const MAX_PATH_PARAM_LENGTH = 65_536;
 
-/** An answer written straight on the socket, still as an envelope, for what never becomes a request. */
-function answerOnSocket(socket: Duplex, status: string, code: string, message: string): void {
-  const id = randomUUID();
+/** An answer written straight on the socket, still as an envelope, for what never becomes a request; its request id. */
+function answerOnSocket(clock: Clock, socket: Duplex, status: string, code: string, message: string): string {
+  const id = newRequestId(clock.now());
   const body = JSON.stringify(envelope(code, message, id));
   socket.end(
     `HTTP/1.1 ${status}\r\n` +
@@ -47,19 +48,29 @@ function answerOnSocket(socket: Duplex, status: string, code: string, message: s
       'Connection: close\r\n\r\n' +
       body,
   );
+  return id;
 }
 
-/** A request so broken that Node's parser gave up. */
-function clientErrorHandler(error: NodeJS.ErrnoException, socket: Socket): void {
-  if (error.code === 'ECONNRESET' || !socket.writable) {
-    socket.destroy();
-    return;
-  }
-  if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
-    answerOnSocket(socket, '408 Request Timeout', 'request_timeout', 'the request was not received in time');
-    return;
-  }
-  answerOnSocket(socket, '400 Bad Request', 'invalid_request', 'the request is malformed');
+/**
+ * A request so broken that Node's parser gave up (or too slow to arrive): answered on the socket, and its
+ * finished record handed to `finish` like any other's (no method or path was read).
+ */
+function clientErrors(clock: Clock, finish: (finished: FinishedRequest) => void): (error: NodeJS.ErrnoException, socket: Socket) => void {
+  return (error, socket) => {
+    if (error.code === 'ECONNRESET' || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const address = socket.remoteAddress ?? '';
+    const [status, answered] =
+      error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, answerOnSocket(clock, socket, '408 Request Timeout', 'request_timeout', 'the request was not received in time')]
+        : [400, answerOnSocket(clock, socket, '400 Bad Request', 'invalid_request', 'the request is malformed')];
+    const record = newRecord(answered, '-', '', address);
+    record.status = status;
+    record.reason = status === 408 ? 'request_timeout' : 'request_malformed';
+    finish(record);
+  };
 }
 
 /** Builds the public API (no listen): the kernel's hooks, then every route. */
@@ -76,11 +87,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const forwarder: Forwarder | null = deps.forwarder ?? ownForwarder;
   const app = Fastify({
     logger: false,
-    genReqId: () => randomUUID(),
+    // Ids that carry their time (UUIDv7): `explain` of one with nothing on record can say why.
+    genReqId: () => newRequestId(deps.db.clock.now()),
     requestIdHeader: false,
     // New requests arriving while closing are served like any other (with Connection: close); the listener is already closed.
     return503OnClosing: false,
-    clientErrorHandler,
+    clientErrorHandler: clientErrors(deps.db.clock, finish),
     routerOptions: { maxParamLength: MAX_PATH_PARAM_LENGTH, querystringParser: parseQueryString },
     // Node would answer a Host-less HTTP/1.1 request with a bare 400 of its own; requestHeadProblem answers
     // it as an envelope instead. A client trickling a request (a slow body, say) is cut off after
@@ -125,7 +137,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installExpectHandling(app.server);
   // Without a listener Node drops CONNECT requests without a word.
   app.server.on('connect', (_request, socket: Duplex) => {
-    answerOnSocket(socket, '405 Method Not Allowed', 'method_not_allowed', 'CONNECT is not served');
+    answerOnSocket(deps.db.clock, socket, '405 Method Not Allowed', 'method_not_allowed', 'CONNECT is not served');
   });
   // The last hook of every request: its one finished record.
   app.addHook('onResponse', (request, reply, done) => {

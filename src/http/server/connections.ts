@@ -3,7 +3,8 @@
 // client is still answered. A connection that has sent no byte once the request timeout has passed is
 // closed; one that sent any is Node's to time out (a partial head gets its 408, an idle keep-alive its close).
 import type { Server } from 'node:http';
-import { isIPv6, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
+import { addressKey } from '../../domain/rules/address-key.js';
 import type { TrustFunction } from '../protocol/client-address.js';
 
 export interface ConnectionLimits {
@@ -13,16 +14,6 @@ export interface ConnectionLimits {
   idleMs: number;
   /** Trusted proxies carry many clients' connections: they are not held to the per-address limit. */
   trusted: TrustFunction | null;
-}
-
-/** What a connection counts against: an IPv4 address as it is, an IPv6 one by its /64 (one client holds 2^64). */
-export function addressKey(address: string): string {
-  if (!isIPv6(address) || address.startsWith('::ffff:')) return address;
-  const [head = '', tail] = address.split('::');
-  const left = head === '' ? [] : head.split(':');
-  const right = tail === undefined || tail === '' ? [] : tail.split(':');
-  const groups = tail === undefined ? left : [...left, ...Array<string>(8 - left.length - right.length).fill('0'), ...right];
-  return `${groups.slice(0, 4).map((group) => Number.parseInt(group, 16).toString(16)).join(':')}::/64`;
 }
 
 export function limitConnections(server: Server, limits: ConnectionLimits): void {

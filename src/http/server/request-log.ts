@@ -1,5 +1,5 @@
 // The last step of every request, whichever way it came in and whoever answered it: one line in the request
-// log, the metrics, the usage and exposure counts, the gate's refusals on record. Nothing here writes on the
+// log, the metrics, the usage and exposure counts, the answers on record that were not a success. Nothing here writes on the
 // request path: counts are kept in memory, refusals take a ring slot, log lines are batched (log-destination.ts).
 import { pino, type Logger } from 'pino';
 import type { Clock } from '../../clock.js';
@@ -10,7 +10,7 @@ import type { Metrics } from '../counters/metrics.js';
 import { redactKeyMaterial } from '../data-path/gate.js';
 import type { FinishedRequest } from '../protocol/finished-request.js';
 import { loggableChain } from '../../domain/runtime/logged-errors.js';
-import { describeError } from '../protocol/errors.js';
+import { causeOfStatus, describeError } from '../protocol/errors.js';
 
 const LOGGED_PATH_MAX = 512;
 const USER_AGENT_LOGGED_MAX = 120;
@@ -76,8 +76,8 @@ function logFailure(logger: Logger, finished: FinishedRequest): void {
 /**
  * The finish step: the failure's log line (5xx), the request line (when info lines are on), the metrics,
  * the usage counts (data requests of a partner whose token was verified, whatever their answer), the
- * exposure counts (data requests that passed the gate: token and company accepted) and the refusals the
- * gate gave a reason for (docs/decisions.md).
+ * exposure counts (data requests that passed the gate: token and company accepted; exchanges naming a pair) and every answer that
+ * was not a success, with its cause (docs/decisions.md, docs/reasons.md).
  */
 export function createFinish(
   clock: Clock,
@@ -95,9 +95,14 @@ export function createFinish(
     stream?.write(requestLine(finished, isoNow()));
     metrics?.response(finished);
     if (usage !== null && finished.partnerId !== null) usage.record(finished.partnerId, finished.companyId ?? '', finished.status, finished.engineMs);
-    if (finished.reason !== undefined) decisions?.refused(finished);
-    else if (exposure !== null && finished.companyId !== null && finished.partnerId !== null && finished.tokenId !== null) {
+    if (finished.status >= 400 && decisions !== null) {
+      finished.reason ??= causeOfStatus(finished.status);
+      decisions.refused(finished, pathOf(finished.url));
+    }
+    if (exposure !== null && finished.companyId !== null && finished.partnerId !== null && finished.tokenId !== null) {
       exposure.record(finished.partnerId, finished.keyPairId, finished.tokenId, finished.companyId, finished.client, finished.status);
+    } else if (exposure !== null && finished.exchange?.keyPairId != null && finished.exchange.partnerId !== null) {
+      exposure.exchanged(finished.exchange.partnerId, finished.exchange.keyPairId, finished.client, finished.status);
     }
   };
 }

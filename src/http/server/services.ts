@@ -143,6 +143,7 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
   const decisions = new DecisionRecorder(db, clock, instances.instanceId, {
     retentionMs: config.server.decisionRetentionMs,
     capPerMinute: options.decisionCapPerMinute ?? config.server.decisionCapPerMinute,
+    totalPerMinute: config.server.recordsPerMinute,
     ...decisionsLog(logger),
   });
   const exposure = new ExposureCounter(db, clock, { intervalMs, ...exposureLog(logger) });
