@@ -129,7 +129,7 @@ export function buildProgram(run: Runner, argv: readonly string[] = []): Command
   program
     .command('help')
     .helpGroup('Setup')
-    .summary("a command's help; 'help global': the global options")
+    .summary("'help <command>': its options, notes, examples; 'help global'")
     .description("show a command's help (its options, notes and examples); 'help global': the global options, the database, the environment and exit codes")
     .argument('[command...]', 'a command, and a subcommand of it')
     .action((words: string[]) => showHelp(program, words));

@@ -299,7 +299,9 @@ describe.each(BACKENDS)('39: private_key_jwt at the token endpoint (%s)', (provi
       expect((await kms.get('/prices', 'acme')).status).toBe(200);
       expect(signed).toBe(1);
       kms.close();
-      expect(() => new PartnerClient({ baseUrl, accessKey: ec.accessKey, secretKey: 'x', privateKey: ec.key.privatePem })).toThrow(TypeError);
+      // Two credentials: the types refuse it, and so does the constructor for a JavaScript caller.
+      const both = { baseUrl, accessKey: ec.accessKey, secretKey: 'x', privateKey: ec.key.privatePem } as unknown as ConstructorParameters<typeof PartnerClient>[0];
+      expect(() => new PartnerClient(both)).toThrow(TypeError);
     });
 
     it('39: explain names the assertion check for the operator (CLI)', async () => {

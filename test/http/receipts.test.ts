@@ -3,7 +3,7 @@
 // are the subject); the commands in-process (runCli), the real binary where its own contract is checked.
 import { setTimeout as sleep } from 'node:timers/promises';
 import BetterSqlite3 from 'better-sqlite3';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Provider } from '../../src/config.js';
 import { backendAvailable, createBackend, type TestBackend } from '../support/backends.js';
 import { runBinary, runCli, type CliResult } from '../support/cli.js';
@@ -155,7 +155,8 @@ function suite(provider: Provider, count: number) {
       expect(row).toMatchObject({ clock_offset_ms: provider === 'postgresql' ? expect.any(Number) : null, clock_skewed: false });
       // A heartbeat every second; stale only after 10 s.
       expect(Date.now() - Date.parse(row.last_seen_at)).toBeLessThan(5_000);
-      expect(server.stdout()).toContain(`"instance_id":"${ids[i]}"`);
+      // serve's log is written in batches, flushed every 250 ms (REQUEST_LOG_FLUSH_MS): the line arrives within that.
+      await vi.waitFor(() => expect(server.stdout()).toContain(`"instance_id":"${ids[i]}"`), { timeout: 2_000, interval: 50 });
       const ready = (await (await fetch(`${server.url}/readyz`)).json()) as { applied_revision: number };
       expect(ready.applied_revision).toBe(revision);
     }

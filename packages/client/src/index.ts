@@ -8,16 +8,11 @@ import { createPrivateKey, randomUUID, sign as cryptoSign, type KeyObject } from
 
 export type QueryValue = string | number | boolean;
 
-export interface PartnerClientOptions {
+/** What every client takes, whatever its credential. */
+export interface PartnerClientCommonOptions {
   /** The API base address including the version segment, e.g. https://api.example.com/public/v1 */
   baseUrl: string;
   accessKey: string;
-  /** A shared-secret pair's secret (pctl_sk_…). Exactly one of secretKey, privateKey and signer. */
-  secretKey?: string;
-  /** A public-key pair's private key, PEM (Ed25519, EC P-256 or RSA): each exchange signs a client assertion with it. */
-  privateKey?: string;
-  /** A public-key pair whose private key stays elsewhere (a KMS): signs each assertion's signing input. */
-  signer?: AssertionSigner;
   /** The key id (its RFC 7638 thumbprint, as issue-keys printed it) put in each assertion's header; optional. */
   kid?: string;
   /** The assertion's aud: the token endpoint's public URL; default `${baseUrl}/auth/token`. */
@@ -30,6 +25,18 @@ export interface PartnerClientOptions {
   /** Milliseconds since the epoch; for tests. */
   now?: () => number;
 }
+
+/**
+ * The pair's credential, exactly one: a shared-secret pair's secret (pctl_sk_…); a public-key pair's private
+ * key, PEM (Ed25519, EC P-256 or RSA), each exchange signing a client assertion with it; or a signer for a
+ * public-key pair whose private key stays elsewhere (a KMS), signing each assertion's signing input.
+ */
+export type PartnerClientCredential =
+  | { secretKey: string; privateKey?: never; signer?: never }
+  | { privateKey: string; secretKey?: never; signer?: never }
+  | { signer: AssertionSigner; secretKey?: never; privateKey?: never };
+
+export type PartnerClientOptions = PartnerClientCommonOptions & PartnerClientCredential;
 
 /** The JWS algorithms a public-key pair signs with (the operator's server accepts these only). */
 export type AssertionAlgorithm = 'EdDSA' | 'ES256' | 'RS256';

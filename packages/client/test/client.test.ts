@@ -2,7 +2,7 @@
 // fresh SQLite file, in front of a fake engine on loopback. The operator's side of each scenario (disable a
 // partner, refuse its tokens) is done with the real CLI.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { PartnerApiError, PartnerClient, type PartnerClientOptions } from '@partnerctl/client';
+import { PartnerApiError, PartnerClient, type PartnerClientCommonOptions } from '@partnerctl/client';
 import { createOperator, sleep, startEngine, startServe, UUID, type FakeEngine, type Operator, type Partner, type Served } from './support.js';
 
 /** Past the server's staleness bound: it applies the operator's changes within a second. */
@@ -16,7 +16,7 @@ describe('partner client against the real partnerctl serve (SQLite)', () => {
   const clients: PartnerClient[] = [];
 
   /** A client of the given partner that also records the status of every HTTP answer it gets. */
-  const clientFor = (who: Partner, options: Partial<PartnerClientOptions> = {}) => {
+  const clientFor = (who: Partner, options: Partial<PartnerClientCommonOptions> = {}) => {
     const statuses: number[] = [];
     const counting: typeof fetch = async (input, init) => {
       const response = await fetch(input, init);

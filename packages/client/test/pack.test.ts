@@ -86,7 +86,7 @@ describe('the packed @partnerctl/client, installed in an empty folder', () => {
         const out = await run(process.execPath, ['--input-type=module', '-e', script], { cwd: consumer, env });
         const seen = JSON.parse(out.stdout) as Record<string, unknown>;
         expect(fileURLToPath(seen.resolved as string)).toBe(join(consumer, 'node_modules/@partnerctl/client/dist/index.js'));
-        expect(seen.exports).toEqual(['PartnerApiError', 'PartnerClient']);
+        expect(seen.exports).toEqual(['PartnerApiError', 'PartnerClient', 'pemSigner', 'signClientAssertion']);
         expect(seen).toMatchObject({ status: 200, data: { engine: 'ok' }, exchanges: 1, refused: { apiError: true, status: 404, code: 'not_found' } });
         expect(seen.requestId).toMatch(UUID);
         expect(JSON.parse(engine.received[0]!.body)).toEqual({ skus: ['a'], company_id: 'acme' });
@@ -107,8 +107,10 @@ describe('the packed @partnerctl/client, installed in an empty folder', () => {
     writeFileSync(
       join(consumer, 'misuse.ts'),
       `import { PartnerClient, type PartnerResponse } from '@partnerctl/client';
-// @ts-expect-error secretKey is required
+// @ts-expect-error a credential is required: secretKey, privateKey or signer
 new PartnerClient({ baseUrl: 'https://api.example.com/public/v1', accessKey: 'a' });
+// @ts-expect-error one credential, never two
+new PartnerClient({ baseUrl: 'https://api.example.com/public/v1', accessKey: 'a', secretKey: 's', privateKey: 'p' });
 const client = new PartnerClient({ baseUrl: 'https://api.example.com/public/v1', accessKey: 'a', secretKey: 's' });
 // @ts-expect-error the company is a string
 void client.get('/x', 42);
