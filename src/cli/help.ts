@@ -101,10 +101,8 @@ function programHelp(program: Command, definition: CommandDefinition): string {
     '',
     ...commandLines,
     '',
-    `Global options (in full, with the database and exit codes: 'partnerctl help ${GLOBAL_TOPIC}'):`,
+    `Global options (all, the database, exit codes: 'partnerctl help ${GLOBAL_TOPIC}'):`,
     ...columns(GLOBAL_OPTIONS.map((option) => [option.flags, option.summary])),
-    '',
-    "A command's options, notes and examples: 'partnerctl help <command>'.",
     '',
   ]
     .map((line) => wrap(line))
