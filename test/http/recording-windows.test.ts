@@ -73,6 +73,11 @@ describe.each(BACKENDS)('38: recording window (%s)', (provider) => {
         partner_id: p.partnerId, key_pair_id: p.keyPairId, company_id: 'acme', engine_status: 200, trace_id: '0af7651916cd43dd8448eb211c80319c',
       });
       expect(explained.json().explanation).toContain('a success (status 200)');
+      expect(explained.json()).toMatchObject({ actor: null, remedy: null });
+      const text = await runCli(['explain', inside], backend.env);
+      expect(text.stdout).toContain('answered 200 (recorded)');
+      expect(text.stdout).toContain('engine:   200 after');
+      expect(text.stdout).not.toContain('Who can act');
       expect(JSON.stringify(explained.json())).not.toContain(token);
       for (const outside of [before, after]) expect((await cli('explain', outside)).code).toBe(3);
       const requests = (await cli('requests', p.partnerId, '--since', '1h')).json().requests as Array<Record<string, unknown>>;

@@ -43,8 +43,8 @@ export interface Explanation {
   decision: DecisionRow;
   /** The rule that refused it, or what failed, in words a partner can be told. */
   explanation: string;
-  /** Who can act on it: `operator` whenever there is a remedy. */
-  actor: Actor;
+  /** Who can act on it: `operator` whenever there is a remedy; null for a success recorded in a window (nothing to mend). */
+  actor: Actor | null;
   remedy: Remedy | null;
 }
 
@@ -94,7 +94,8 @@ const ACTOR_OF: Record<AnswerCause, Actor> = {
 };
 
 /** Who acts on a recorded cause (an unknown one, from a newer server: the operator). */
-function actorOf(cause: string, remedy: Remedy | null): Actor {
+function actorOf(cause: string, remedy: Remedy | null): Actor | null {
+  if (cause === RECORDED_CAUSE) return null;
   return remedy !== null ? 'operator' : (ACTOR_OF[cause as AnswerCause] ?? 'operator');
 }
 
