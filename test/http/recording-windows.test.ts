@@ -117,3 +117,56 @@ describe.each(BACKENDS)('38: recording window (%s)', (provider) => {
     });
   });
 });
+
+describe('38: recording window on two instances of one PostgreSQL database', () => {
+  describe.skipIf(!backendAvailable('postgresql'))('', () => {
+    let backend: TestBackend;
+    let first: Database;
+    let second: Database;
+    let upstream: TestUpstream;
+    let one: TestApp;
+    let two: TestApp;
+
+    beforeAll(async () => {
+      backend = await createBackend('postgresql');
+      first = await openMigrated(backend);
+      second = await openMigrated(backend);
+      upstream = await startUpstream();
+      one = await buildTestApp(backend, first, { PUBLIC_API_UPSTREAM_URL: upstream.url });
+      two = await buildTestApp(backend, second, { PUBLIC_API_UPSTREAM_URL: upstream.url });
+    });
+    afterAll(async () => {
+      await one?.close();
+      await two?.close();
+      await upstream?.close();
+      await first?.close();
+      await second?.close();
+      await backend?.dispose();
+    });
+
+    it('38: recording window: both instances record the accepted requests they answer, each explained', async () => {
+      expect(one.services.registry.instanceId).not.toBe(two.services.registry.instanceId);
+      const p = await seedPartner(first, ['acme']);
+      const exchange = await one.inject({ method: 'POST', url: '/public/v1/auth/token', payload: { access_key: p.accessKey, secret_key: p.secretKey } });
+      const token = exchange.json().access_token as string;
+      const ask = async (app: TestApp) => {
+        const response = await app.inject({ method: 'GET', url: '/public/v1/prices?company_id=acme', headers: bearer(token) });
+        expect(response.statusCode, response.body).toBe(200);
+        return response.headers['x-request-id'] as string;
+      };
+      // Both have the partner's snapshot before the window opens: the revision, not a miss, must bring it.
+      await ask(one);
+      await ask(two);
+      expect((await runCli(['--json', 'record', p.partnerId, '--for', '10m'], backend.env)).code).toBe(0);
+      await Promise.all([one.services.access.refresh(), two.services.access.refresh()]);
+      const viaOne = await ask(one);
+      const viaTwo = await ask(two);
+      expect(await one.services.decisions.flush()).toBe(true);
+      expect(await two.services.decisions.flush()).toBe(true);
+      const a = (await runCli(['--json', 'explain', viaOne], backend.env)).json();
+      const b = (await runCli(['--json', 'explain', viaTwo], backend.env)).json();
+      expect(a).toMatchObject({ status: 200, reason: 'recorded', instance_id: one.services.registry.instanceId });
+      expect(b).toMatchObject({ status: 200, reason: 'recorded', instance_id: two.services.registry.instanceId });
+    });
+  });
+});
