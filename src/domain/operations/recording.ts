@@ -16,7 +16,7 @@ export const RECORDING_MAX_MS = 86_400_000;
 /** A window's length, checked before anything is asked of the database (a longer one is a usage error). */
 export function checkRecordingLength(ms: number): void {
   if (ms > RECORDING_MAX_MS) {
-    throw new AppError('invalid_argument', `--for must be at most ${formatDuration(RECORDING_MAX_MS)} (a recording window lasts a day at most), got ${formatDuration(ms)}`, { field: 'for' });
+    throw new AppError('invalid_argument', `for must be at most ${formatDuration(RECORDING_MAX_MS)} (a recording window lasts a day at most), got ${formatDuration(ms)}`, { field: 'for' });
   }
 }
 
