@@ -111,6 +111,12 @@ describe.each(BACKENDS)('38: recording window (%s)', (provider) => {
       expect((await runCli(['record', p.partnerId, '--stop', '--for', '1h'], backend.env)).code).toBe(2);
       expect((await runCli(['record', p.partnerId, '--stop', '--company', 'acme'], backend.env)).code).toBe(2);
       expect((await runCli(['record', p.partnerId], backend.env)).code).toBe(2);
+      const badCompany = await runCli(['record', p.partnerId, '--for', '1h', '--company', 'a b\u0007'], backend.env);
+      expect(badCompany.code).toBe(2);
+      expect(badCompany.stderr).not.toContain('\u0007');
+      expect((await runCli(['record', p.partnerId, '--for', 'soon'], backend.env)).code).toBe(2);
+      expect((await runCli(['record', '--list', p.partnerId], backend.env)).code).toBe(2);
+      expect((await runCli(['record', 'no-such-partner', '--for', '1h'], backend.env)).code).not.toBe(0);
       expect((await cli('record', '--list')).json().windows.filter((w: { partner_id: string }) => w.partner_id === p.partnerId)).toEqual([]);
       expect((await cli('record', '--for', '24h', p.partnerId)).code).toBe(0);
       await cli('record', p.partnerId, '--stop');
