@@ -82,6 +82,9 @@ describe.each(BACKENDS)('38: recording window (%s)', (provider) => {
       for (const outside of [before, after]) expect((await cli('explain', outside)).code).toBe(3);
       const requests = (await cli('requests', p.partnerId, '--since', '1h')).json().requests as Array<Record<string, unknown>>;
       expect(requests.map((r) => r.request_id)).toEqual([inside]);
+      const refusals = (await cli('refusals', p.partnerId, '--since', '1h')).json();
+      expect(JSON.stringify(refusals)).not.toContain(inside);
+      expect(refusals.recorded).toBe(0);
       expect((await cli('requests', '--since', '1h', '--cause', 'recorded')).json().requests.map((r: { request_id: string }) => r.request_id)).toEqual([inside]);
 
       const events = (await cli('audit', p.partnerId)).json().events as Array<{ action: string }>;

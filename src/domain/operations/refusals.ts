@@ -358,6 +358,8 @@ export async function refusalsReport(db: Database, options: RefusalsOptions): Pr
   const filter: DecisionFilter = {
     since: options.since,
     until: options.until,
+    // Not the successes a recording window put on record: they are no refusals.
+    statusFrom: 400,
     ...(partnerId !== undefined ? { partnerId } : {}),
     ...(options.reason !== undefined ? { reason: options.reason } : {}),
   };
