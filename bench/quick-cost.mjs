@@ -2,11 +2,12 @@
 // proxy and serve alternately under wrk (-t1 -c32), N rounds, CPU per request of each and their ratio per
 // round, then the medians. With QUICK_BASE=<another checkout>/bin/partnerctl, that build's serve runs in the
 // same rounds on the same database, and the ratio of this build to it is printed too: the way to tell what a
-// change bought on a noisy machine. `node bench/quick-cost.mjs [rounds=4] [seconds=4]`.
+// change bought on a noisy machine. `node bench/quick-cost.mjs [rounds=4] [seconds=4]`. With QUICK_RECORD=<duration>
+// (15m), a recording window is open on the benchmarked partner (docs/decisions.md) before the servers start.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { median, postJson, round, startHelper, startServe } from './lib.mjs';
+import { cli, cliEnv, median, postJson, round, startHelper, startServe } from './lib.mjs';
 import { seedDatabase } from './seed.mjs';
 import { wrk } from './wrk.mjs';
 
@@ -17,6 +18,7 @@ const children = [];
 try {
   const file = join(work, 'partnerctl.db');
   const seed = await seedDatabase({ file, partners: 20, mappingsPerPartner: 2, log: () => {} });
+  if (process.env.QUICK_RECORD) cli(['record', seed.partner(3).partnerId, '--for', process.env.QUICK_RECORD], cliEnv(file));
   const upstream = await startHelper('upstream.mjs');
   children.push(upstream);
   const minimal = await startHelper('minimal-proxy.mjs', [upstream.url]);

@@ -74,3 +74,9 @@ export type ServerCause = (typeof SERVER_CAUSES)[number];
 export const ANSWER_CAUSES = [...GATE_REFUSAL_REASONS, ...SERVER_CAUSES] as const;
 
 export type AnswerCause = (typeof ANSWER_CAUSES)[number];
+
+/** The cause on record of a success inside a recording window (docs/decisions.md): not a refusal, a record. */
+export const RECORDED_CAUSE = 'recorded';
+
+/** Every cause a record can carry: the answer causes, and `recorded`. */
+export const RECORD_CAUSES = [...ANSWER_CAUSES, RECORDED_CAUSE] as const;

@@ -60,6 +60,7 @@ const FLAG_NAMED: Record<string, string> = {
   cursor: '--cursor',
   description: '--description',
   events: '--events',
+  for: '--for',
   head: '--head',
   issued_before: '--issued-before',
   limit: '--limit',

@@ -12,6 +12,7 @@ import { listKeysCommand, lookupCommand, revokeTokensCommand } from './commands/
 import { setLimitsCommand } from './commands/limits.js';
 import { dbCommand, signingKeyCommand } from './commands/maintenance.js';
 import { setNetworkCommand } from './commands/networks.js';
+import { recordCommand } from './commands/recording.js';
 import { setCredentialsCommand } from './commands/credentials.js';
 import {
   createPartnerCommand,
@@ -93,6 +94,7 @@ Exit codes: 0 ok, 1 error, 2 bad usage, 3 not found (a partner, or the SQLite
     explainCommand,
     refusalsCommand,
     requestsCommand,
+    recordCommand,
     exposureCommand,
     mintTestTokenCommand,
     auditCommand,

@@ -43,6 +43,8 @@ GRANT INSERT, DELETE ON company_mappings TO ${SUPPORT};
 -- A partner's updated_at moves with every change to it, a mapping included.
 GRANT UPDATE (updated_at) ON partners TO ${SUPPORT};
 GRANT INSERT ON signing_keys TO ${SUPPORT};
+-- Recording windows (record): support opens and stops them.
+GRANT INSERT, UPDATE (ends_at) ON recording_windows TO ${SUPPORT};
 
 -- ${ONCALL}: support's, plus revoke and rotate keys, revoke tokens, disable and enable partners.
 GRANT ${SUPPORT} TO ${ONCALL};
@@ -74,6 +76,8 @@ GRANT INSERT, UPDATE ON usage_hours TO ${SERVER};
 GRANT SELECT, INSERT, UPDATE, DELETE ON gate_decisions, gate_decisions_unrecorded, exposure_hours TO ${SERVER};
 -- Client assertions' jti already accepted (replay protection), pruned once expired.
 GRANT SELECT, INSERT, UPDATE, DELETE ON assertion_jtis TO ${SERVER};
+-- Recording windows: read with a partner's access snapshot (opened and stopped by an operator only).
+GRANT SELECT ON recording_windows TO ${SERVER};
 -- Its own row in the instance registry (heartbeat, applied revision; removed at shutdown).
 GRANT SELECT, INSERT, UPDATE, DELETE ON serve_instances TO ${SERVER};
 GRANT INSERT ON signing_keys TO ${SERVER};

@@ -195,6 +195,9 @@ describe('37.14: every command that can change something has changed (true or fa
       await step('rotate-keys', ['rotate-keys', partner, '--finish'], true);
       await step('rotate-keys', ['rotate-keys', partner, '--finish'], false);
       await step('mint-test-token', ['mint-test-token', partner], true);
+      await step('record', ['record', partner, '--for', '15m'], true);
+      await step('record', ['record', partner, '--stop'], true);
+      await step('record', ['record', partner, '--stop'], false);
       await step('revoke-tokens', ['revoke-tokens', partner, '--yes', '--no-wait'], true);
       await step('revoke-tokens', ['revoke-tokens', partner, '--yes', '--no-wait'], false);
       await step('revoke-keys', ['revoke-keys', partner, '--yes', '--no-wait'], true);

@@ -57,6 +57,7 @@ describe('the SQLite and PostgreSQL schemas', () => {
       'Partner',
       'PartnerLimit',
       'PartnerNetwork',
+      'RecordingWindow',
       'Revision',
       'ServeInstance',
       'SigningKey',

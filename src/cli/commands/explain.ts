@@ -80,6 +80,8 @@ async function runExplain(session: Session, out: Output, requestId: string): Pro
   if (d.engineStatus !== null || d.engineMs !== null) out.line(say`  engine:   ${d.engineStatus ?? 'no answer'}${d.engineMs !== null ? say` after ${d.engineMs} ms` : ''}`);
   if (d.traceId !== null) out.line(say`  trace:    ${d.traceId}`);
   out.line(say`Why: ${explanation}`);
+  // A success on record in a recording window: nothing to mend.
+  if (actor === null) return;
   out.line(say`Who can act: ${ACTOR_WORDS[actor]}`);
   out.line(command ? say`To change the answer: ${style.bold(command)}` : say`No operator command changes the answer: the one named above must act.`);
 }

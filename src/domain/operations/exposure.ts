@@ -153,7 +153,8 @@ export async function exposureReport(
   const addresses = fold(cells, (cell) => cell.clientAddress);
   let refusedAfterContainment: ExposureReport['refusedAfterContainment'] = null;
   if (credential.containedAt !== null) {
-    const refused: DecisionFilter = { ...whose, since: new Date(Math.max(credential.containedAt.getTime(), since.getTime())), until };
+    // Refusals only: not the successes a recording window put on record.
+    const refused: DecisionFilter = { ...whose, since: new Date(Math.max(credential.containedAt.getTime(), since.getTime())), until, statusFrom: 400 };
     const [byAddressAndReason, latest] = await Promise.all([decisionCounts(db.sql, refused, 'address'), latestDecisions(db.sql, refused, LATEST_REFUSALS)]);
     const byReason = new Map<string, number>();
     const byAddress = new Map<string, number>();

@@ -23,7 +23,7 @@ import { rulesFromColumn } from './networks.js';
 import { findPartner } from './partners.js';
 import { TOKEN_TTL_SECONDS } from '../rules/key-pair-state.js';
 import { parseTokenId } from './tokens.js';
-import { ANSWER_CAUSES, type AnswerCause } from '../../reasons.js';
+import { ANSWER_CAUSES, RECORD_CAUSES, RECORDED_CAUSE, type AnswerCause } from '../../reasons.js';
 import { HELD_BY, type HeldBy } from '../runtime/decision-records.js';
 
 /** What an operator can do to change the answer, as a typed action (each front end says it its own way). */
@@ -43,8 +43,8 @@ export interface Explanation {
   decision: DecisionRow;
   /** The rule that refused it, or what failed, in words a partner can be told. */
   explanation: string;
-  /** Who can act on it: `operator` whenever there is a remedy. */
-  actor: Actor;
+  /** Who can act on it: `operator` whenever there is a remedy; null for a success recorded in a window (nothing to mend). */
+  actor: Actor | null;
   remedy: Remedy | null;
 }
 
@@ -94,7 +94,8 @@ const ACTOR_OF: Record<AnswerCause, Actor> = {
 };
 
 /** Who acts on a recorded cause (an unknown one, from a newer server: the operator). */
-function actorOf(cause: string, remedy: Remedy | null): Actor {
+function actorOf(cause: string, remedy: Remedy | null): Actor | null {
+  if (cause === RECORDED_CAUSE) return null;
   return remedy !== null ? 'operator' : (ACTOR_OF[cause as AnswerCause] ?? 'operator');
 }
 
@@ -259,6 +260,11 @@ async function explain(db: Database, d: DecisionRow): Promise<{ explanation: str
         explanation: 'too many token requests from this address or for this access key: the client should keep its token for its lifetime instead of exchanging for every call',
         remedy: null,
       };
+    case RECORDED_CAUSE:
+      return {
+        explanation: `a success (status ${d.status}), on record because a recording window of ${who} was open: ${d.method ?? '?'} ${d.path ?? '?'}${d.companyId === null ? '' : ` for company ${d.companyId}`} from ${d.clientAddress}${d.keyPairId === null ? '' : `, key pair ${d.keyPairId}`}${d.tokenId === null ? '' : `, token ${d.tokenId}`}${engineFacts(d)}`,
+        remedy: null,
+      };
     default:
       return { explanation: serverCause(d), remedy: null };
   }
@@ -352,6 +358,8 @@ export async function refusalsReport(db: Database, options: RefusalsOptions): Pr
   const filter: DecisionFilter = {
     since: options.since,
     until: options.until,
+    // Not the successes a recording window put on record: they are no refusals.
+    statusFrom: 400,
     ...(partnerId !== undefined ? { partnerId } : {}),
     ...(options.reason !== undefined ? { reason: options.reason } : {}),
   };
@@ -400,7 +408,7 @@ export interface RequestsReport {
 
 /** The recorded answers of a window and filter, newest first, with what the caps held back. */
 export async function requestsReport(db: Database, options: RequestsOptions): Promise<RequestsReport> {
-  if (options.cause !== undefined && !(ANSWER_CAUSES as readonly string[]).includes(options.cause)) {
+  if (options.cause !== undefined && !(RECORD_CAUSES as readonly string[]).includes(options.cause)) {
     throw new AppError('invalid_argument', `no cause '${options.cause.slice(0, 40)}' (docs/reasons.md lists them)`, { field: 'cause' });
   }
   const partnerId = options.partner === undefined ? undefined : (await findPartner(db.sql, options.partner)).id;

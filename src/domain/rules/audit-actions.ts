@@ -21,6 +21,8 @@ export const AUDIT_ACTIONS = [
   'webhook.added',
   'webhook.removed',
   'instance.forgotten',
+  'recording.started',
+  'recording.stopped',
 ] as const;
 
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];

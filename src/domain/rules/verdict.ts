@@ -13,6 +13,8 @@ export interface PartnerSnapshot {
   tokensRevokedBefore: number | null;
   /** The partner's network rules as a matcher; null: any address. */
   allows: ((address: string) => boolean) | null;
+  /** The partner's open recording windows (docs/decisions.md): a company (null: any) and the end (ms). */
+  recording?: ReadonlyArray<{ readonly companyId: string | null; readonly endsAt: number }>;
 }
 
 /** What the rules need about a key pair. */

@@ -4,6 +4,7 @@ import type { Database } from '../../db/client.js';
 import { isMapped } from '../../db/repositories/companies.js';
 import { keyPairById } from '../../db/repositories/key-pairs.js';
 import { partnerGateRow } from '../../db/repositories/partners.js';
+import { openRecordingWindows } from '../../db/repositories/recording-windows.js';
 import { AppError } from '../../errors.js';
 import { FreshnessRule, type Freshness } from '../rules/freshness.js';
 import { matcherOf } from '../operations/networks.js';
@@ -259,8 +260,9 @@ export class AccessState {
 
   private partner(state: Freshness, partnerId: string): Maybe<PartnerSnapshot | null> {
     return this.snapshot(this.partners, partnerId, state, async () => {
-      const row = await partnerGateRow(this.db.sql, partnerId);
-      return row && { status: row.status, tokensRevokedBefore: row.tokensRevokedBefore, allows: matcherOf(row.allowFrom) };
+      const [row, windows] = await Promise.all([partnerGateRow(this.db.sql, partnerId), openRecordingWindows(this.db.sql, new Date(this.clock.now()), partnerId)]);
+      const recording = windows.map((window) => ({ companyId: window.companyId, endsAt: window.endsAt.getTime() }));
+      return row && { status: row.status, tokensRevokedBefore: row.tokensRevokedBefore, allows: matcherOf(row.allowFrom), ...(recording.length > 0 ? { recording } : {}) };
     });
   }
 
@@ -349,6 +351,17 @@ export class AccessState {
   private mappedOrRefused(mapped: boolean): void {
     const reason = companyRefusal(true, mapped);
     if (reason !== null) throw refusalError(reason, 'gate');
+  }
+
+  /**
+   * Whether an answer to this partner (naming this company) falls in one of its recording windows: a look at
+   * the partner's snapshot in memory, never a read (the gate loaded it; without a window, one property test).
+   */
+  recording(partnerId: string, companyId: string | null): boolean {
+    const windows = this.partners.peek(partnerId)?.recording;
+    if (windows === undefined) return false;
+    const now = this.clock.now();
+    return windows.some((window) => window.endsAt > now && (window.companyId === null || window.companyId === companyId));
   }
 
   /** The whole gate behind a verified token: `authenticate`, then `authorizeCompany`. */

@@ -8,7 +8,7 @@ import { TUNING } from '../../config.js';
 import type { Database } from '../../db/client.js';
 import { pruneAssertionJtis } from '../../db/repositories/key-pairs.js';
 import { addUnrecorded, insertDecisions, partnersOfPairs, pruneBatch, PRUNED_TABLES, type DecisionRow, type UnrecordedDelta } from '../../db/repositories/decisions.js';
-import type { AnswerCause } from '../../reasons.js';
+import { RECORDED_CAUSE, type AnswerCause } from '../../reasons.js';
 import { DeferredWrites, STOP_WRITE_LIMIT_MS, type OnWriteFailure } from './deferred-writes.js';
 import { parseTokenId } from '../operations/tokens.js';
 import { addressKey } from '../rules/address-key.js';
@@ -118,7 +118,7 @@ export class DecisionRecorder extends DeferredWrites {
     this.interval.unref();
   }
 
-  /** An answer that was not a success, on the request path: a ring slot, or a counter when the ring is full. */
+  /** An answer that was not a success (or a success inside a recording window), on the request path: a ring slot, or a counter when the ring is full. */
   refused(request: RefusedRequest, path: string): void {
     if (this.used === RING_SIZE) {
       this.overflowed++;
@@ -261,7 +261,8 @@ export class DecisionRecorder extends DeferredWrites {
         companyId: request.companyNamed,
         clientAddress: request.client,
         status: request.status,
-        reason: request.reason ?? 'internal_error',
+        // A success is here only inside a recording window (http/server/request-log.ts).
+        reason: request.reason ?? (request.status < 400 ? RECORDED_CAUSE : 'internal_error'),
         method: request.method,
         path,
         engineStatus: request.engineStatus,

@@ -81,7 +81,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const addresses = new ClientAddresses(trusted);
   const connections = { total: config.maxConnections, perAddress: config.maxConnectionsPerAddress, idleMs: config.requestTimeoutMs, trusted };
   const cors = new CorsPolicy(config.corsOrigins);
-  const finish = createFinish(deps.db.clock, logger, deps.metrics ?? null, deps.usage ?? null, deps.decisions ?? null, deps.exposure ?? null);
+  const finish = createFinish(deps.db.clock, logger, deps.metrics ?? null, deps.usage ?? null, deps.decisions ?? null, deps.exposure ?? null, deps.access);
   const upstream = config.upstream;
   const ownForwarder = deps.forwarder === undefined && upstream ? createForwarder(upstream, { timeoutMs: config.upstreamTimeoutMs }) : null;
   const forwarder: Forwarder | null = deps.forwarder ?? ownForwarder;

@@ -3,6 +3,7 @@
 // request path: counts are kept in memory, refusals take a ring slot, log lines are batched (log-destination.ts).
 import { pino, type Logger } from 'pino';
 import type { Clock } from '../../clock.js';
+import type { AccessState } from '../../domain/runtime/access.js';
 import type { DecisionRecorder } from '../../domain/runtime/decision-records.js';
 import type { ExposureCounter } from '../../domain/runtime/exposure-counts.js';
 import type { UsageCounter } from '../../domain/runtime/usage.js';
@@ -76,8 +77,9 @@ function logFailure(logger: Logger, finished: FinishedRequest): void {
 /**
  * The finish step: the failure's log line (5xx), the request line (when info lines are on), the metrics,
  * the usage counts (data requests of a partner whose token was verified, whatever their answer), the
- * exposure counts (data requests that passed the gate: token and company accepted; exchanges naming a pair) and every answer that
- * was not a success, with its cause (docs/decisions.md, docs/reasons.md).
+ * exposure counts (data requests that passed the gate: token and company accepted; exchanges naming a pair), every answer that
+ * was not a success, with its cause (docs/decisions.md, docs/reasons.md), and inside a partner's recording window its
+ * successes too (`recording`: a look at the access snapshot in memory).
  */
 export function createFinish(
   clock: Clock,
@@ -86,6 +88,7 @@ export function createFinish(
   usage: UsageCounter | null,
   decisions: DecisionRecorder | null,
   exposure: ExposureCounter | null,
+  recording: Pick<AccessState, 'recording'> | null = null,
 ): (finished: FinishedRequest) => void {
   const stream = logger?.isLevelEnabled('info') ? (logger as unknown as Record<symbol, { write(line: string): unknown }>)[pino.symbols.streamSym] : undefined;
   const isoNow = stampsOf(clock);
@@ -97,6 +100,9 @@ export function createFinish(
     if (usage !== null && finished.partnerId !== null) usage.record(finished.partnerId, finished.companyId ?? '', finished.status, finished.engineMs);
     if (finished.status >= 400 && decisions !== null) {
       finished.reason ??= causeOfStatus(finished.status);
+      decisions.refused(finished, pathOf(finished.url));
+    } else if (decisions !== null && recording !== null && finished.partnerId !== null && recording.recording(finished.partnerId, finished.companyNamed)) {
+      // Inside a recording window (docs/decisions.md): a success is on record too, its cause `recorded`.
       decisions.refused(finished, pathOf(finished.url));
     }
     if (exposure !== null && finished.companyId !== null && finished.partnerId !== null && finished.tokenId !== null) {
