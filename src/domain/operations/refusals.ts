@@ -349,6 +349,16 @@ export interface RefusalsReport {
 }
 
 
+/** What the caps held back (counted, not recorded) from the minute `since` falls in to `until`, by cap. */
+async function heldBackIn(db: Database, since: Date, until: Date, partnerId: string | undefined): Promise<Record<HeldBy, number>> {
+  const held = await unrecordedCounts(db.sql, {
+    since: new Date(Math.floor(since.getTime() / MINUTE_MS) * MINUTE_MS),
+    until,
+    ...(partnerId !== undefined ? { partnerId } : {}),
+  });
+  return Object.fromEntries(HELD_BY.map((cap) => [cap, held.get(cap) ?? 0])) as Record<HeldBy, number>;
+}
+
 /** Refusals of a window counted by reason (and company or address), the latest ones, and what the cap held back. */
 export async function refusalsReport(db: Database, options: RefusalsOptions): Promise<RefusalsReport> {
   if (options.reason !== undefined && !(ANSWER_CAUSES as readonly string[]).includes(options.reason)) {
@@ -366,11 +376,7 @@ export async function refusalsReport(db: Database, options: RefusalsOptions): Pr
   const [counts, latest, unrecorded] = await Promise.all([
     decisionCounts(db.sql, filter, options.by),
     latestDecisions(db.sql, filter, options.examples),
-    unrecordedCounts(db.sql, {
-      since: new Date(Math.floor(options.since.getTime() / MINUTE_MS) * MINUTE_MS),
-      until: options.until,
-      ...(partnerId !== undefined ? { partnerId } : {}),
-    }),
+    heldBackIn(db, options.since, options.until, partnerId),
   ]);
   return {
     partnerId: partnerId ?? null,
@@ -379,7 +385,7 @@ export async function refusalsReport(db: Database, options: RefusalsOptions): Pr
     counts,
     latest,
     recorded: counts.reduce((sum, count) => sum + count.refusals, 0),
-    unrecorded: Object.fromEntries(HELD_BY.map((cap) => [cap, unrecorded.get(cap) ?? 0])) as Record<HeldBy, number>,
+    unrecorded,
   };
 }
 
@@ -423,17 +429,13 @@ export async function requestsReport(db: Database, options: RequestsOptions): Pr
   };
   const [requests, unrecorded] = await Promise.all([
     latestDecisions(db.sql, filter, options.limit),
-    unrecordedCounts(db.sql, {
-      since: new Date(Math.floor(options.since.getTime() / MINUTE_MS) * MINUTE_MS),
-      until: options.until,
-      ...(partnerId !== undefined ? { partnerId } : {}),
-    }),
+    heldBackIn(db, options.since, options.until, partnerId),
   ]);
   return {
     partnerId: partnerId ?? null,
     since: options.since,
     until: options.until,
     requests,
-    unrecorded: Object.fromEntries(HELD_BY.map((cap) => [cap, unrecorded.get(cap) ?? 0])) as Record<HeldBy, number>,
+    unrecorded,
   };
 }
