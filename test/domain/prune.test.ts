@@ -17,7 +17,7 @@ async function backlog(db: Database, rows: number): Promise<string> {
   const kept = newRequestId(db.clock.now());
   const row = (requestId: string, at: Date) => ({
     requestId, at, instanceId: 'srv_old', route: 'data', partnerId: null, keyPairId: null, tokenId: null, companyId: null, clientAddress: '192.0.2.1',
-    status: 401, reason: 'token_missing', method: 'GET', path: '/public/v1/prices', engineStatus: null, engineMs: null, traceId: null,
+    status: 401, reason: 'token_missing', method: 'GET', path: '/public/v1/prices', engineStatus: null, engineMs: null, traceId: null, bytes: null,
   });
   await db.sql.transaction(
     async (tx) => {

@@ -76,6 +76,7 @@ describe.each(BACKENDS)('every reason code explained (%s)', (provider) => {
         engineStatus: null,
         engineMs: null,
         traceId: null,
+        bytes: null,
       }));
       await db.sql.transaction((tx) => insertDecisions(tx, rows), { timeoutMs: 5_000 });
       const explained = new Map<string, Awaited<ReturnType<typeof explainRequest>>>();
@@ -115,7 +116,7 @@ describe.each(BACKENDS)('every reason code explained (%s)', (provider) => {
       const recent = new Date(now - 86_400_000 + 60_000);
       const decision = (requestId: string, at: Date): DecisionRow => ({
         requestId, at, instanceId: 'srv_prune', route: 'data', partnerId: null, keyPairId: null, tokenId: null, companyId: null, clientAddress: '192.0.2.9', status: 401, reason: 'token_missing',
-        method: 'GET', path: '/public/v1/prices', engineStatus: null, engineMs: null, traceId: null,
+        method: 'GET', path: '/public/v1/prices', engineStatus: null, engineMs: null, traceId: null, bytes: null,
       });
       await db.sql.transaction(async (tx) => {
         await insertDecisions(tx, [decision('00000000-0000-4000-8000-0000000000a1', old), decision('00000000-0000-4000-8000-0000000000a2', recent)]);

@@ -62,7 +62,7 @@ describe.each(BACKENDS)('38.2: explain of an id with nothing on record says why 
           await insertDecisions(tx, [
             {
               requestId: newRequestId(oldest.getTime()), at: oldest, instanceId: 'srv_a', route: 'data', partnerId: null, keyPairId: null, tokenId: null,
-              companyId: null, clientAddress: '192.0.2.1', status: 401, reason: 'token_missing', method: 'GET', path: '/public/v1/prices', engineStatus: null, engineMs: null, traceId: null,
+              companyId: null, clientAddress: '192.0.2.1', status: 401, reason: 'token_missing', method: 'GET', path: '/public/v1/prices', engineStatus: null, engineMs: null, traceId: null, bytes: null,
             },
           ]);
           await addUnrecorded(tx, [

@@ -124,8 +124,8 @@ describe.each(BACKENDS)('38.1: every answer that is not a success, on record wit
       expect((await cli('requests', '--since', '1h')).json().unrecorded).toEqual({ instance: 0, partner: 0, key_pair: 0, token: 0, address: 0, overflow: 0 });
       const csv = await runCli(['requests', p.partnerId, '--since', '1h', '--cause', 'engine_error', '--csv'], backend.env);
       expect(csv.stdout.trim().split('\n')).toEqual([
-        'at,request_id,status,cause,method,path,partner_id,company_id,client_address,key_pair_id,token_id,engine_status,engine_ms,trace_id,instance_id',
-        expect.stringMatching(new RegExp(`^[^,]+,${engine500},500,engine_error,GET,/public/v1/prices,${p.partnerId},acme,127\\.0\\.0\\.1,${p.keyPairId},[^,]+,500,\\d+,0af7651916cd43dd8448eb211c80319c,srv_[0-9a-f]+$`)),
+        'at,request_id,status,cause,method,path,partner_id,company_id,client_address,key_pair_id,token_id,engine_status,engine_ms,bytes,trace_id,instance_id',
+        expect.stringMatching(new RegExp(`^[^,]+,${engine500},500,engine_error,GET,/public/v1/prices,${p.partnerId},acme,127\\.0\\.0\\.1,${p.keyPairId},[^,]+,500,\\d+,[1-9]\\d*,0af7651916cd43dd8448eb211c80319c,srv_[0-9a-f]+$`)),
       ]);
       for (const bad of [['--status', '6xx'], ['--status', 'abc'], ['--cause', 'nope'], ['--limit', '0'], ['--limit', '10001']]) {
         const refused = await cli('requests', ...bad);

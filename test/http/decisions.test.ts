@@ -99,7 +99,7 @@ describe.each(BACKENDS)('refusals on record, explained; exposure (%s)', (provide
         const explained = await explain(id);
         expect(Object.keys(explained)).toEqual([
           'request_id', 'at', 'status', 'reason', 'route', 'method', 'path', 'partner_id', 'key_pair_id', 'token_id', 'company_id', 'client_address',
-          'engine_status', 'engine_ms', 'trace_id', 'instance_id', 'explanation', 'actor', 'remedy',
+          'engine_status', 'engine_ms', 'bytes', 'trace_id', 'instance_id', 'explanation', 'actor', 'remedy',
         ]);
         expect(explained, reason).toMatchObject({ request_id: id, reason, instance_id: t.services.registry.instanceId });
         expect(explained.explanation.length, reason).toBeGreaterThan(20);

@@ -21,9 +21,12 @@ describe.each(BACKENDS)('38: recording window (%s)', (provider) => {
       expect(response.statusCode, response.body).toBe(200);
       return response.json().access_token as string;
     };
+    /** What each accepted answer's body held, in bytes, by request id. */
+    const answeredBytes = new Map<string, number>();
     const accepted = async (token: string, company: string): Promise<string> => {
       const response = await t.inject({ method: 'GET', url: `/public/v1/prices?company_id=${company}`, headers: { ...bearer(token), traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' } });
       expect(response.statusCode, response.body).toBe(200);
+      answeredBytes.set(response.headers['x-request-id'] as string, response.rawPayload.length);
       return response.headers['x-request-id'] as string;
     };
     /** What the servers learn through the revision (within the staleness bound), learnt now. */
@@ -72,6 +75,9 @@ describe.each(BACKENDS)('38: recording window (%s)', (provider) => {
         request_id: inside, status: 200, reason: 'recorded', route: 'data', method: 'GET', path: '/public/v1/prices',
         partner_id: p.partnerId, key_pair_id: p.keyPairId, company_id: 'acme', engine_status: 200, trace_id: '0af7651916cd43dd8448eb211c80319c',
       });
+      // The answer's size as it was sent (its Content-Length).
+      expect(explained.json().bytes).toBe(answeredBytes.get(inside));
+      expect(explained.json().bytes).toBeGreaterThan(0);
       expect(explained.json().explanation).toContain('a success (status 200)');
       expect(explained.json()).toMatchObject({ actor: null, remedy: null });
       const text = await runCli(['explain', inside], backend.env);

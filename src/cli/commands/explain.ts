@@ -61,6 +61,7 @@ async function runExplain(session: Session, out: Output, requestId: string): Pro
       client_address: d.clientAddress,
       engine_status: d.engineStatus,
       engine_ms: d.engineMs,
+      bytes: d.bytes,
       trace_id: d.traceId,
       instance_id: d.instanceId,
       explanation,
@@ -78,6 +79,7 @@ async function runExplain(session: Session, out: Output, requestId: string): Pro
   if (d.tokenId !== null) out.line(say`  token:    ${d.tokenId}`);
   if (d.companyId !== null) out.line(say`  company:  ${d.companyId}`);
   if (d.engineStatus !== null || d.engineMs !== null) out.line(say`  engine:   ${d.engineStatus ?? 'no answer'}${d.engineMs !== null ? say` after ${d.engineMs} ms` : ''}`);
+  if (d.bytes !== null) out.line(say`  bytes:    ${d.bytes}`);
   if (d.traceId !== null) out.line(say`  trace:    ${d.traceId}`);
   out.line(say`Why: ${explanation}`);
   // A success on record in a recording window: nothing to mend.

@@ -24,7 +24,7 @@ export const recordCommand = defineCommand({
   options: RECORD_OPTIONS,
   notes:
     'A window lasts at most 24 hours; running servers learn it within a second. Recorded: method, path, company, ' +
-    'status, the engine\'s status and latency, client address, key pair, token id and trace id; never a body, a ' +
+    'status, the engine\'s status and latency, bytes, client address, key pair, token id and trace id; never a body, a ' +
     "header's value or a token. Records in a window count against the servers' caps (docs/decisions.md). " +
     'A --stop with no open window changes nothing (exit 0).',
   examples: [{ lines: ['partnerctl record acme --for 15m', 'partnerctl record acme --for 2h --company c-42', 'partnerctl record acme --stop', 'partnerctl record --list'] }],

@@ -9,7 +9,7 @@ import { say } from '../say.js';
 
 const DEFAULT_LIMIT = 100;
 const MAX_LIMIT = 10_000;
-const CSV_COLUMNS = ['at', 'request_id', 'status', 'cause', 'method', 'path', 'partner_id', 'company_id', 'client_address', 'key_pair_id', 'token_id', 'engine_status', 'engine_ms', 'trace_id', 'instance_id'];
+const CSV_COLUMNS = ['at', 'request_id', 'status', 'cause', 'method', 'path', 'partner_id', 'company_id', 'client_address', 'key_pair_id', 'token_id', 'engine_status', 'engine_ms', 'bytes', 'trace_id', 'instance_id'];
 
 const REQUESTS_OPTIONS = defineOptions([
   { flags: '--since <time|duration>', description: 'answers from this ISO time, or this long ago (2h, 7d); default 24h' },
@@ -88,6 +88,7 @@ async function runRequests(session: Session, out: Output, partner: string | unde
     token_id: d.tokenId,
     engine_status: d.engineStatus,
     engine_ms: d.engineMs,
+    bytes: d.bytes,
     trace_id: d.traceId,
     instance_id: d.instanceId,
   }));

@@ -8,7 +8,7 @@ export type DecisionRow = Columns<'GateDecision'>;
 /** One counter of refusals not recorded (a minute, an instance, a key over the cap). */
 export type UnrecordedDelta = Columns<'GateDecisionUnrecorded'>;
 
-const COLUMNS = 'request_id, at, instance_id, route, partner_id, key_pair_id, token_id, company_id, client_address, status, reason, method, path, engine_status, engine_ms, trace_id';
+const COLUMNS = 'request_id, at, instance_id, route, partner_id, key_pair_id, token_id, company_id, client_address, status, reason, method, path, engine_status, engine_ms, trace_id, bytes';
 
 type Raw = {
   request_id: string;
@@ -27,6 +27,7 @@ type Raw = {
   engine_status: number | string | null;
   engine_ms: number | string | null;
   trace_id: string | null;
+  bytes: number | string | null;
 };
 
 function numberOrNull(value: number | string | null): number | null {
@@ -51,6 +52,7 @@ function fromRaw(raw: Raw): DecisionRow {
     engineStatus: numberOrNull(raw.engine_status),
     engineMs: numberOrNull(raw.engine_ms),
     traceId: raw.trace_id,
+    bytes: numberOrNull(raw.bytes),
   };
 }
 
@@ -72,7 +74,7 @@ export async function partnersOfPairs(q: Queryable, pairIds: readonly string[]):
 export async function insertDecisions(tx: SqlTx, rows: readonly DecisionRow[]): Promise<void> {
   const values = rows.map(
     (r) =>
-      [r.requestId, r.at, r.instanceId, r.route, r.partnerId, r.keyPairId, r.tokenId, r.companyId, r.clientAddress, r.status, r.reason, r.method, r.path, r.engineStatus, r.engineMs, r.traceId] as const,
+      [r.requestId, r.at, r.instanceId, r.route, r.partnerId, r.keyPairId, r.tokenId, r.companyId, r.clientAddress, r.status, r.reason, r.method, r.path, r.engineStatus, r.engineMs, r.traceId, r.bytes] as const,
   );
   for (const { placeholders, params } of valuesBatches(values)) {
     await tx.run(`INSERT INTO gate_decisions (${COLUMNS}) VALUES ${placeholders} ON CONFLICT (request_id) DO NOTHING`, params);

@@ -43,6 +43,8 @@ export interface RefusedRequest {
   readonly engineStatus: number | null;
   /** 0 when the engine was not asked. */
   readonly engineMs: number;
+  /** The answer's body length (its Content-Length); null when it did not say. */
+  readonly bytes: number | null;
   /** Present on a token exchange: the partner of the pair its access key named, when it named one. */
   readonly exchange?: { readonly partnerId: string | null };
 }
@@ -267,6 +269,7 @@ export class DecisionRecorder extends DeferredWrites {
         path,
         engineStatus: request.engineStatus,
         engineMs: request.engineMs > 0 ? Math.round(request.engineMs) : null,
+        bytes: request.bytes,
         traceId: request.traceId,
       });
     }

@@ -35,6 +35,8 @@ export interface FinishedRequest {
   engineMs: number;
   /** The engine's status when it answered; null when it was not asked or did not answer. */
   engineStatus: number | null;
+  /** The answer's body length in bytes (its Content-Length); null when the answer did not say. */
+  bytes: number | null;
   /** A token exchange (accepted or refused): the pair its access key named, that pair's partner. */
   exchange: { keyPairId: string | null; partnerId: string | null; userAgent: string | undefined } | undefined;
   /** Why a 5xx was answered (the client sees a fixed message): for the log. */
@@ -61,6 +63,7 @@ export function newRecord(requestId: string, method: string, url: string, client
     spans: null,
     engineMs: 0,
     engineStatus: null,
+    bytes: null,
     exchange: undefined,
     failure: undefined,
     reason: undefined,

@@ -51,6 +51,13 @@ function answerOnSocket(clock: Clock, socket: Duplex, status: string, code: stri
   return id;
 }
 
+/** An answer's Content-Length as a number of bytes; null when it sent none (a streamed body) or a strange one. */
+function contentLength(header: number | string | string[] | undefined): number | null {
+  const value = Array.isArray(header) ? header[0] : header;
+  const bytes = typeof value === 'number' ? value : value !== undefined && /^\d{1,15}$/.test(value) ? Number(value) : Number.NaN;
+  return Number.isSafeInteger(bytes) ? bytes : null;
+}
+
 /**
  * A request so broken that Node's parser gave up (or too slow to arrive): answered on the socket, and its
  * finished record handed to `finish` like any other's (no method or path was read).
@@ -146,6 +153,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     if (request.client === null) record.client = addresses.of(request.raw).address;
     record.status = reply.statusCode;
     record.durationMs = reply.elapsedTime;
+    record.bytes = contentLength(reply.getHeader('content-length'));
     finish(record);
     done();
   });

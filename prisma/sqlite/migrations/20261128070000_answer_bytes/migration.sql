@@ -1,0 +1,2 @@
+-- AlterTable
+ALTER TABLE "gate_decisions" ADD COLUMN "bytes" INTEGER;
