@@ -11,7 +11,7 @@ import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBacke
 import { runCli } from '../support/cli.js';
 import { TestClock } from '../support/clock.js';
 import { TcpRelay } from '../support/relay.js';
-import { bearer, buildTestApp, seedPartner, startUpstream, UUID, who, type SeededPartner, type TestApp, type TestUpstream } from './support.js';
+import { bearer, buildTestApp, explained, seedPartner, startUpstream, tokenFor, UUID, who, type TestApp, type TestUpstream } from './support.js';
 
 type Injected = { statusCode: number; body: string; json(): { error: { request_id: string } } };
 
@@ -25,22 +25,13 @@ describe.each(BACKENDS)('38.1: every answer that is not a success, on record wit
     let t: TestApp;
     const cli = (...args: string[]) => runCli(['--json', '--yes', ...args], backend.env);
 
-    const tokenFor = async (keys: SeededPartner) => {
-      const response = await t.inject({ method: 'POST', url: '/public/v1/auth/token', payload: { access_key: keys.accessKey, secret_key: keys.secretKey } });
-      expect(response.statusCode, response.body).toBe(200);
-      return response.json().access_token as string;
-    };
     const idOf = (response: Injected, status: number): string => {
       expect(response.statusCode, response.body).toBe(status);
       const id = response.json().error.request_id;
       expect(id).toMatch(UUID);
       return id;
     };
-    const explain = async (id: string) => {
-      const result = await cli('explain', id);
-      expect(result.code, result.stderr).toBe(0);
-      return result.json();
-    };
+    const explain = (id: string) => explained(backend.env, id);
 
     beforeAll(async () => {
       backend = await createBackend(provider);
@@ -58,7 +49,7 @@ describe.each(BACKENDS)('38.1: every answer that is not a success, on record wit
 
     it('38.1: engine 500, engine timeout, engine down, 413, 404, 429: each explained with its cause, who acts, the engine facts', async () => {
       const p = await seedPartner(db, ['acme']);
-      const token = await tokenFor(p);
+      const token = await tokenFor(t, p);
       const data = (extra: Record<string, unknown> = {}) => t.inject({ method: 'GET', url: '/public/v1/prices?company_id=acme', headers: { ...bearer(token), traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' }, ...extra });
 
       upstream.respond = () => ({ status: 500, body: 'stack trace of the engine' });
@@ -72,7 +63,7 @@ describe.each(BACKENDS)('38.1: every answer that is not a success, on record wit
       const unknownPath = idOf(await t.inject({ method: 'GET', url: '/elsewhere' }), 404);
       const limited = await seedPartner(db, ['acme']);
       await setLimits(db, who, limited.partnerId, { rate: parseRate('1/h', '--rate'), burst: 1 });
-      const limitedToken = await tokenFor(limited);
+      const limitedToken = await tokenFor(t, limited);
       expect((await t.inject({ method: 'GET', url: '/public/v1/prices?company_id=acme', headers: bearer(limitedToken) })).statusCode).toBe(200);
       const rateLimited = idOf(await t.inject({ method: 'GET', url: '/public/v1/prices?company_id=acme', headers: bearer(limitedToken) }), 429);
       const ok = await data();
@@ -190,11 +181,7 @@ describe.skipIf(!backendAvailable('postgresql'))('38.1: the database cut by a re
     expect(await plain.services.decisions.stop()).toBe(true);
     expect(await budgeted.services.decisions.stop()).toBe(true);
 
-    const explain = async (id: string) => {
-      const result = await runCli(['--json', 'explain', id], backend.env);
-      expect(result.code, result.stderr).toBe(0);
-      return result.json();
-    };
+    const explain = (id: string) => explained(backend.env, id);
     expect(await explain(unavailable.json().error.request_id)).toMatchObject({ status: 503, reason: 'database_unavailable', actor: 'database_owners', remedy: null });
     expect(await explain(spent.json().error.request_id)).toMatchObject({ status: 503, reason: 'stale_budget_spent', actor: 'database_owners', remedy: null });
   });

@@ -8,7 +8,7 @@ import { setPartnerStatus } from '../../src/domain/operations/partners.js';
 import { mintTestToken } from '../../src/domain/operations/test-tokens.js';
 import { mintToken, TOKEN_AUDIENCE, TOKEN_ISSUER } from '../../src/domain/operations/tokens.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
-import { bearer, buildTestApp, seedPartner, startUpstream, UUID, who, type SeededPartner, type TestApp, type TestUpstream } from './support.js';
+import { bearer, buildTestApp, seedPartner, startUpstream, tokenFor, UUID, who, type SeededPartner, type TestApp, type TestUpstream } from './support.js';
 
 type Injected = { statusCode: number; headers: Record<string, unknown>; json(): unknown; body: string };
 
@@ -43,11 +43,6 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
     let partner: SeededPartner;
     let token: string;
 
-    const tokenFor = async (who: SeededPartner) => {
-      const response = await t.inject({ method: 'POST', url: '/public/v1/auth/token', payload: { access_key: who.accessKey, secret_key: who.secretKey } });
-      expect(response.statusCode).toBe(200);
-      return response.json().access_token as string;
-    };
 
     beforeAll(async () => {
       backend = await createBackend(provider);
@@ -56,7 +51,7 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
       // 1 s: short enough for the timeout tests, long enough for a first forward on a loaded machine (300 ms was not).
       t = await buildTestApp(backend, db, { PUBLIC_API_UPSTREAM_URL: `${upstream.url}/engine/`, PUBLIC_API_UPSTREAM_TIMEOUT_MS: '1000' });
       partner = await seedPartner(db, ['acme', 'globex']);
-      token = await tokenFor(partner);
+      token = await tokenFor(t, partner);
     });
     beforeEach(() => {
       upstream.received.length = 0;
@@ -342,8 +337,8 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
       it('refuses a token of a revoked pair or of a disabled partner, within the 1 s bound', async () => {
         const revoked = await seedPartner(db);
         const disabled = await seedPartner(db);
-        const revokedToken = await tokenFor(revoked);
-        const disabledToken = await tokenFor(disabled);
+        const revokedToken = await tokenFor(t, revoked);
+        const disabledToken = await tokenFor(t, disabled);
         const getFor = (who: string) => t.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: bearer(who) });
         expect((await getFor(revokedToken)).statusCode).toBe(200);
         expect((await getFor(disabledToken)).statusCode).toBe(200);
@@ -356,19 +351,19 @@ describe.each(BACKENDS)('data requests (%s)', (provider) => {
         await t.access.refresh();
         // Enabling restores the keys, not the tokens issued before: the client exchanges once more.
         expectEnvelope(await getFor(disabledToken), 401, 'unauthorized');
-        expect((await getFor(await tokenFor(disabled))).statusCode).toBe(200);
+        expect((await getFor(await tokenFor(t, disabled))).statusCode).toBe(200);
       });
 
       it('rotation: old keys refused, old token valid until expiry; with revocation every earlier token dies at once', async () => {
         const rotating = await seedPartner(db);
-        const oldToken = await tokenFor(rotating);
+        const oldToken = await tokenFor(t, rotating);
         const rotated = await rotateKeyPair(db, who, rotating.partnerId);
         await t.access.refresh();
         const oldKeys = await t.inject({ method: 'POST', url: '/public/v1/auth/token', payload: { access_key: rotating.accessKey, secret_key: rotating.secretKey } });
         expectEnvelope(oldKeys, 401, 'invalid_credentials');
         const getWith = (value: string) => t.inject({ method: 'GET', url: '/public/v1/x?company_id=acme', headers: bearer(value) });
         expect((await getWith(oldToken)).statusCode).toBe(200);
-        const newToken = await tokenFor({ ...rotating, accessKey: rotated.accessKey, secretKey: rotated.secretKey });
+        const newToken = await tokenFor(t, { ...rotating, accessKey: rotated.accessKey, secretKey: rotated.secretKey });
         expect((await getWith(newToken)).statusCode).toBe(200);
 
         await rotateKeyPair(db, who, rotating.partnerId, { revokeIssuedTokens: true });

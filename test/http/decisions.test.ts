@@ -9,7 +9,7 @@ import { mintToken } from '../../src/domain/operations/tokens.js';
 import { parseRate } from '../../src/rates.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
-import { bearer, buildTestApp, seedPartner, startUpstream, UUID, who, type SeededPartner, type TestApp, type TestUpstream } from './support.js';
+import { bearer, buildTestApp, exchangeSecret, explained, seedPartner, startUpstream, tokenFor, UUID, who, type TestApp, type TestUpstream } from './support.js';
 
 type Injected = { statusCode: number; body: string; json(): { error: { request_id: string } } };
 
@@ -24,13 +24,7 @@ describe.each(BACKENDS)('refusals on record, explained; exposure (%s)', (provide
     let t: TestApp;
     const cli = (...args: string[]) => runCli(['--json', '--yes', ...args], backend.env);
 
-    const exchange = (keys: { accessKey: string; secretKey: string }, remoteAddress = '127.0.0.1') =>
-      t.inject({ method: 'POST', url: '/public/v1/auth/token', remoteAddress, payload: { access_key: keys.accessKey, secret_key: keys.secretKey } });
-    const tokenFor = async (keys: SeededPartner, remoteAddress?: string) => {
-      const response = await exchange(keys, remoteAddress);
-      expect(response.statusCode, response.body).toBe(200);
-      return response.json().access_token as string;
-    };
+    const exchange = (keys: { accessKey: string; secretKey: string }, remoteAddress?: string) => exchangeSecret(t, keys, remoteAddress);
     const data = (token: string | null, company: string, remoteAddress = '127.0.0.1', extra = '') =>
       t.inject({ method: 'GET', url: `/public/v1/prices?company_id=${company}${extra}`, remoteAddress, headers: token === null ? {} : bearer(token) });
     /** The request id of an error answer, from its envelope. */
@@ -44,11 +38,7 @@ describe.each(BACKENDS)('refusals on record, explained; exposure (%s)', (provide
       expect(await t.services.decisions.flush()).toBe(true);
       expect(await t.services.exposure.flush()).toBe(true);
     };
-    const explain = async (id: string) => {
-      const result = await cli('explain', id);
-      expect(result.code, result.stderr).toBe(0);
-      return result.json();
-    };
+    const explain = (id: string) => explained(backend.env, id);
 
     beforeAll(async () => {
       backend = await createBackend(provider);
@@ -66,7 +56,7 @@ describe.each(BACKENDS)('refusals on record, explained; exposure (%s)', (provide
 
     it('records each refusal with its reason code, and explains it from the request id of the error envelope', async () => {
       const p = await seedPartner(db, ['acme']);
-      const token = await tokenFor(p);
+      const token = await tokenFor(t, p);
       const ids: Record<string, string> = {};
       ids.token_missing = refusedId(await data(null, 'acme'), 401);
       ids.token_invalid = refusedId(await data('eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJ4In0.c2ln', 'acme'), 401);
@@ -83,14 +73,14 @@ describe.each(BACKENDS)('refusals on record, explained; exposure (%s)', (provide
       const walled = await seedPartner(db, ['acme']);
       await setNetwork(db, who, walled.partnerId, ['10.9.0.0/16']);
       const disabled = await seedPartner(db, ['acme']);
-      const disabledToken = await tokenFor(disabled);
+      const disabledToken = await tokenFor(t, disabled);
       await revokeTokens(db, who, p.partnerId);
       await setPartnerStatus(db, who, disabled.partnerId, 'disabled');
       await t.access.refresh();
       ids.tokens_revoked = refusedId(await data(token, 'acme'), 401);
       ids.partner_disabled = refusedId(await data(disabledToken, 'acme'), 401);
       ids.address_not_allowed = refusedId(await exchange(walled, '192.0.2.7'), 403);
-      const limitedToken = await tokenFor(limited);
+      const limitedToken = await tokenFor(t, limited);
       expect((await data(limitedToken, 'acme')).statusCode).toBe(200);
       ids.rate_limited = refusedId(await data(limitedToken, 'acme'), 429);
       await written();
@@ -192,8 +182,8 @@ describe.each(BACKENDS)('refusals on record, explained; exposure (%s)', (provide
     it('reports what a leaked secret reached from two addresses on three companies, its containment, and what it was refused after', async () => {
       const leaked = await seedPartner(db, ['c1', 'c2', 'c3']);
       const [a, b] = ['203.0.113.1', '203.0.113.2'];
-      const fromA = await tokenFor(leaked, a);
-      const fromB = await tokenFor(leaked, b);
+      const fromA = await tokenFor(t, leaked, a);
+      const fromB = await tokenFor(t, leaked, b);
       for (const [token, address, company, times] of [
         [fromA, a, 'c1', 2],
         [fromA, a, 'c2', 1],

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../../src/db/client.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
-import { bearer, buildTestApp, seedPartner, startUpstream, type SeededPartner, type TestApp, type TestUpstream } from './support.js';
+import { bearer, buildTestApp, seedPartner, startUpstream, tokenFor, type TestApp, type TestUpstream } from './support.js';
 
 describe.each(BACKENDS)('38: recording window (%s)', (provider) => {
   describe.skipIf(!backendAvailable(provider))('', () => {
@@ -16,11 +16,6 @@ describe.each(BACKENDS)('38: recording window (%s)', (provider) => {
     let t: TestApp;
     const cli = (...args: string[]) => runCli(['--json', '--yes', ...args], backend.env);
 
-    const tokenFor = async (keys: SeededPartner) => {
-      const response = await t.inject({ method: 'POST', url: '/public/v1/auth/token', payload: { access_key: keys.accessKey, secret_key: keys.secretKey } });
-      expect(response.statusCode, response.body).toBe(200);
-      return response.json().access_token as string;
-    };
     /** What each accepted answer's body held, in bytes, by request id. */
     const answeredBytes = new Map<string, number>();
     const accepted = async (token: string, company: string): Promise<string> => {
@@ -48,7 +43,7 @@ describe.each(BACKENDS)('38: recording window (%s)', (provider) => {
 
     it('38: recording window: an accepted request inside one is explained with its facts, one outside is not; --stop ends it; audited', async () => {
       const p = await seedPartner(db, ['acme', 'beta']);
-      const token = await tokenFor(p);
+      const token = await tokenFor(t, p);
       const before = await accepted(token, 'acme');
 
       const opened = await cli('record', p.partnerId, '--for', '15m');
@@ -99,7 +94,7 @@ describe.each(BACKENDS)('38: recording window (%s)', (provider) => {
 
     it('38: recording window: --company narrows it to requests naming that company', async () => {
       const p = await seedPartner(db, ['acme', 'beta']);
-      const token = await tokenFor(p);
+      const token = await tokenFor(t, p);
       expect((await cli('record', p.partnerId, '--for', '1h', '--company', 'beta')).json()).toMatchObject({ company_id: 'beta', changed: true });
       await learn();
       const acme = await accepted(token, 'acme');

@@ -14,6 +14,8 @@ import { buildApp } from '../../src/http/server/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createServices, type ServicesOptions, type Services } from '../../src/http/server/services.js';
 import type { TestBackend } from '../support/backends.js';
+import { runCli } from '../support/cli.js';
+import { expect } from 'vitest';
 
 export const who = { actor: 'test' };
 export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -152,4 +154,24 @@ export async function buildTestApp(backend: TestBackend, db: Database, env: Node
 
 export function bearer(token: string): Record<string, string> {
   return { authorization: `Bearer ${token}` };
+}
+
+/** A secret pair's exchange at the token endpoint, through the kernel (inject), from `remoteAddress`. */
+export function exchangeSecret(t: TestApp, keys: { accessKey: string; secretKey: string }, remoteAddress = '127.0.0.1'): Promise<InjectedResponse> {
+  return t.inject({ method: 'POST', url: '/public/v1/auth/token', remoteAddress, payload: { access_key: keys.accessKey, secret_key: keys.secretKey } });
+}
+
+/** A token for the pair: its exchange must be answered 200. */
+export async function tokenFor(t: TestApp, keys: { accessKey: string; secretKey: string }, remoteAddress?: string): Promise<string> {
+  const response = await exchangeSecret(t, keys, remoteAddress);
+  expect(response.statusCode, response.body).toBe(200);
+  return response.json().access_token as string;
+}
+
+/** `partnerctl --json explain <id>` in-process: it must exit 0; its JSON. */
+// biome-ignore lint/suspicious/noExplicitAny: JSON read by the tests' own assertions
+export async function explained(env: NodeJS.ProcessEnv, id: string): Promise<Record<string, any>> {
+  const result = await runCli(['--json', 'explain', id], env);
+  expect(result.code, result.stderr).toBe(0);
+  return result.json();
 }
