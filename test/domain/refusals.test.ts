@@ -136,5 +136,23 @@ describe.each(BACKENDS)('every reason code explained (%s)', (provider) => {
       expect(await left("SELECT COUNT(*) AS n FROM exposure_hours WHERE key_pair_id = 'kp_prune'")).toBe(1);
       await recorder.stop();
     });
+
+    it('flush() writes what was refused before it, even while a write that took its batch earlier is under way', async () => {
+      const recorder = new DecisionRecorder(db, db.clock, 'srv_flush', { retentionMs: 86_400_000 });
+      const refusal = (requestId: string) => ({
+        requestId, method: 'GET', partnerId: null, keyPairId: null, tokenId: null, companyNamed: null, client: '192.0.2.10',
+        status: 401, reason: 'token_missing' as const, traceId: null, engineStatus: null, engineMs: 0, bytes: 96,
+      });
+      recorder.refused(refusal('00000000-0000-7000-8000-0000000000f1'), '/public/v1/prices');
+      const earlier = recorder.flush();
+      // Refused after the write above took its batch: a flush called now answers for it too.
+      recorder.refused(refusal('00000000-0000-7000-8000-0000000000f2'), '/public/v1/prices');
+      expect(await recorder.flush()).toBe(true);
+      expect(await earlier).toBe(true);
+      expect(recorder.pending).toBe(0);
+      const rows = await db.sql.query<{ request_id: string }>("SELECT request_id FROM gate_decisions WHERE instance_id = 'srv_flush' ORDER BY request_id");
+      expect(rows.map((row) => row.request_id)).toEqual(['00000000-0000-7000-8000-0000000000f1', '00000000-0000-7000-8000-0000000000f2']);
+      await recorder.stop();
+    });
   });
 });

@@ -61,8 +61,13 @@ export abstract class DeferredWrites {
     this.timer = undefined;
   }
 
-  /** Writes what is pending, one write at a time; resolves whether it was written. Never waits for a lock. */
-  flush(): Promise<boolean> {
+  /**
+   * Writes what is pending at the call, one write at a time; resolves whether it was written. Never waits for
+   * a lock. A write under way took its batch before this call, so what came since waits for the next one: it
+   * does not answer for this call.
+   */
+  async flush(): Promise<boolean> {
+    if (this.flushing) await this.flushing;
     this.flushing ??= this.writeOnce().finally(() => {
       this.flushing = undefined;
     });
