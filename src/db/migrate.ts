@@ -79,21 +79,30 @@ export async function applyMigrations(config: DatabaseConfig, options: { through
   } catch (error) {
     throw databaseUnavailable(config, error);
   }
-  let applied: string[];
+  let applied: string[] = [];
   try {
-    await withDatabase(config, refuseNameCollisions);
-    const adapters = await trackedAdapterFactory(config);
-    const path = schemaPath(config.provider);
-    const engine = await openSchemaEngine(path, readFileSync(path, 'utf8'), adapters.factory);
-    try {
-      const result = await engine.applyMigrations({
-        migrationsList: committedMigrations(config.provider, options.through),
-        filters: NO_FILTERS,
-      });
-      applied = result.appliedMigrationNames;
-    } finally {
-      engine.free();
-      await adapters.disposeAll();
+    let upToDate = false;
+    await withDatabase(config, async (db) => {
+      await refuseNameCollisions(db);
+      const status = await migrationStatus(db);
+      const through = options.through;
+      upToDate = status.failed.length === 0 && status.pending.every((name) => through !== undefined && name > through);
+    });
+    // Nothing to apply: the schema engine (a WebAssembly module compiled on every start) is not started.
+    if (!upToDate) {
+      const adapters = await trackedAdapterFactory(config);
+      const path = schemaPath(config.provider);
+      const engine = await openSchemaEngine(path, readFileSync(path, 'utf8'), adapters.factory);
+      try {
+        const result = await engine.applyMigrations({
+          migrationsList: committedMigrations(config.provider, options.through),
+          filters: NO_FILTERS,
+        });
+        applied = result.appliedMigrationNames;
+      } finally {
+        engine.free();
+        await adapters.disposeAll();
+      }
     }
     await withDatabase(config, fillNameKeys);
     await chainAuditTrail(config);

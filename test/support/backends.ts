@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -7,6 +7,9 @@ import { inject } from 'vitest';
 import { resolveDatabase, type Provider } from '../../src/config.js';
 import { openDatabase, type Database } from '../../src/db/client.js';
 import { applyMigrations } from '../../src/db/migrate.js';
+import { adminQuery, copySqliteTemplate, migratedTemplate } from './templates.js';
+
+export { adminQuery };
 
 /**
  * The backends a parametrised suite runs against: SQLite always, PostgreSQL when the server answered in
@@ -83,20 +86,37 @@ export async function createBackend(provider: Provider): Promise<TestBackend> {
   };
 }
 
-/** Runs SQL (one statement or a script) on its own short-lived connection. */
-export async function adminQuery(adminUrl: string, sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: adminUrl });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
-}
-
-/** A fresh database with the committed migrations applied, opened through the app's own factory. */
+/**
+ * A database with the committed migrations applied, opened through the app's own factory. A database still
+ * empty (as createBackend made it) becomes a copy of the run's migrated template first (test/support/
+ * templates.ts); `applyMigrations` then finds nothing pending.
+ */
 export async function openMigrated(backend: TestBackend): Promise<Database> {
+  await fillFromTemplate(backend);
   const config = resolveDatabase(backend.url, {});
   await applyMigrations(config);
   return openDatabase(config);
+}
+
+async function fillFromTemplate(backend: TestBackend): Promise<void> {
+  if (backend.provider === 'sqlite') {
+    const file = backend.url.slice('file:'.length);
+    if (statSync(file, { throwIfNoEntry: false })?.size === 0) copySqliteTemplate(await migratedTemplate('sqlite', inject('templateRun'), null), file);
+    return;
+  }
+  const adminUrl = inject('postgresAdminUrl');
+  if (adminUrl === null) return;
+  const name = new URL(backend.url).pathname.slice(1);
+  const client = new pg.Client({ connectionString: backend.url });
+  await client.connect();
+  let tables: number;
+  try {
+    tables = Number((await client.query("SELECT COUNT(*) AS n FROM pg_tables WHERE schemaname = 'public'")).rows[0].n);
+  } finally {
+    await client.end();
+  }
+  if (tables > 0) return;
+  const template = await migratedTemplate('postgresql', inject('templateRun'), adminUrl);
+  await adminQuery(adminUrl, `DROP DATABASE ${name} WITH (FORCE)`);
+  await adminQuery(adminUrl, `CREATE DATABASE ${name} TEMPLATE ${template}`);
 }

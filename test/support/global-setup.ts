@@ -1,6 +1,11 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { Redis } from 'ioredis';
 import pg from 'pg';
+import { removeTemplates, type TemplateRun } from './templates.js';
 
 export const DEFAULT_POSTGRES_ADMIN_URL = 'postgresql://postgres@127.0.0.1:5432/postgres';
 export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
@@ -23,6 +28,11 @@ async function redisReachable(url: string): Promise<boolean> {
   }
 }
 
+/** This run's templates: a folder of its own and an id naming its PostgreSQL templates. */
+export function templateRun(): TemplateRun {
+  return { dir: mkdtempSync(join(tmpdir(), 'partnerctl-templates-')), id: `${process.pid}_${randomBytes(3).toString('hex')}` };
+}
+
 /** Finds out once whether a PostgreSQL server is there; says so loudly when it is not. */
 export default async function setup(project: TestProject) {
   const adminUrl = process.env.PARTNERCTL_TEST_POSTGRES_URL || DEFAULT_POSTGRES_ADMIN_URL;
@@ -43,11 +53,16 @@ export default async function setup(project: TestProject) {
   project.provide('postgresAdminUrl', reachable ? adminUrl : null);
   const redisUrl = process.env.PARTNERCTL_TEST_REDIS_URL || DEFAULT_REDIS_URL;
   project.provide('redisUrl', (await redisReachable(redisUrl)) ? redisUrl : null);
+  const run = templateRun();
+  project.provide('templateRun', run);
+  return () => removeTemplates(run, reachable ? adminUrl : null);
 }
 
 declare module 'vitest' {
   export interface ProvidedContext {
     postgresAdminUrl: string | null;
     redisUrl: string | null;
+    /** Where this run's migrated templates go (test/support/templates.ts). */
+    templateRun: TemplateRun;
   }
 }

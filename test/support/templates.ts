@@ -1,0 +1,84 @@
+import { copyFileSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import pg from 'pg';
+import { resolveDatabase } from '../../src/config.js';
+import type { Provider } from '../../src/config.js';
+import { applyMigrations } from '../../src/db/migrate.js';
+
+/**
+ * Migrated templates: a test that wants a migrated database gets a copy (`openMigrated`,
+ * test/support/backends.ts) instead of running every migration through Prisma's schema engine again (0.3 to
+ * 2 s a database on two cores). Each test worker migrates one template per backend, on first use, with the
+ * same `applyMigrations` the product runs; test/db/migrations.test.ts and every test that migrates an
+ * empty database through the CLI keep applying the migrations from scratch. The global setups give the run
+ * its folder and id, and remove what the workers made (`templatesOfRun`).
+ */
+export interface TemplateRun {
+  /** Where the workers' SQLite templates go. */
+  dir: string;
+  /** Names this run's PostgreSQL templates: `partnerctl_tpl_<id>_<worker pid>`. */
+  id: string;
+}
+
+const made = ((globalThis as { partnerctlTemplates?: Map<string, Promise<string>> }).partnerctlTemplates ??= new Map());
+
+/** This worker's migrated template of `provider`: a SQLite file's path, or a PostgreSQL database's name. */
+export function migratedTemplate(provider: Provider, run: TemplateRun, postgresAdminUrl: string | null): Promise<string> {
+  let template = made.get(provider);
+  if (template === undefined) {
+    template = provider === 'sqlite' ? sqliteTemplate(run) : postgresqlTemplate(run, postgresAdminUrl!);
+    made.set(provider, template);
+    // A failed attempt is not kept: the next test tries again and reports its own error.
+    template.catch(() => made.delete(provider));
+  }
+  return template;
+}
+
+async function sqliteTemplate(run: TemplateRun): Promise<string> {
+  mkdirSync(run.dir, { recursive: true });
+  const file = join(run.dir, `template-${process.pid}.db`);
+  writeFileSync(file, '');
+  await applyMigrations(resolveDatabase(`file:${file}`, {}));
+  return file;
+}
+
+async function postgresqlTemplate(run: TemplateRun, adminUrl: string): Promise<string> {
+  const name = `partnerctl_tpl_${run.id}_${process.pid}`;
+  await adminQuery(adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  await adminQuery(adminUrl, `CREATE DATABASE ${name}`);
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  // Every connection it opened is closed when applyMigrations returns: a template must have none.
+  await applyMigrations(resolveDatabase(url.toString(), {}));
+  return name;
+}
+
+/** A copy of a migrated SQLite template at `file`. */
+export function copySqliteTemplate(template: string, file: string): void {
+  copyFileSync(template, file);
+}
+
+/** What a run's workers made, removed by its global setup's teardown. */
+export async function removeTemplates(run: TemplateRun, postgresAdminUrl: string | null): Promise<void> {
+  rmSync(run.dir, { recursive: true, force: true });
+  if (postgresAdminUrl === null) return;
+  const client = new pg.Client({ connectionString: postgresAdminUrl });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ datname: string }>('SELECT datname FROM pg_database WHERE datname LIKE $1', [`partnerctl_tpl_${run.id}_%`]);
+    for (const { datname } of rows) await client.query(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`);
+  } finally {
+    await client.end();
+  }
+}
+
+/** Runs SQL (one statement or a script) on its own short-lived connection. */
+export async function adminQuery(adminUrl: string, sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
