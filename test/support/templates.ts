@@ -20,7 +20,8 @@ export interface TemplateRun {
   id: string;
 }
 
-const made = ((globalThis as { partnerctlTemplates?: Map<string, Promise<string>> }).partnerctlTemplates ??= new Map());
+// Module state lasts as long as the worker (isolate: false), so one template serves all of its files.
+const made = new Map<Provider, Promise<string>>();
 
 /** This worker's migrated template of `provider`: a SQLite file's path, or a PostgreSQL database's name. */
 export function migratedTemplate(provider: Provider, run: TemplateRun, postgresAdminUrl: string | null): Promise<string> {

@@ -67,7 +67,7 @@ export abstract class DeferredWrites {
    * does not answer for this call.
    */
   async flush(): Promise<boolean> {
-    if (this.flushing) await this.flushing;
+    if (this.flushing !== undefined) await this.flushing;
     this.flushing ??= this.writeOnce().finally(() => {
       this.flushing = undefined;
     });
