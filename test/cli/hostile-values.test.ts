@@ -111,9 +111,9 @@ describe('hostile values through every field a person or a program reads (SQLite
       }
     }
     for (const args of [['refusals', '--by', 'company'], ['refusals', '--by', 'address'], ['refusals', 'Hostile Requests'], ['explain', refused[0]!.requestId]]) {
-      clean(await runBinary(args, backend.env), args.join(' '));
+      clean(await runCli(args, backend.env), args.join(' '));
     }
-    const counts = (await runBinary(['refusals', '--by', 'company', '--json'], backend.env)).json().counts as { company_id: string | null }[];
+    const counts = (await runCli(['refusals', '--by', 'company', '--json'], backend.env)).json().counts as { company_id: string | null }[];
     expect(counts.map((count) => count.company_id)).toContain(HOSTILE_VALUES[0]!.value);
     // The request log is JSON, one object a line, whatever the request held.
     for (const line of t.logText) expect(() => JSON.parse(line)).not.toThrow();
@@ -130,9 +130,9 @@ describe('hostile values through every field a person or a program reads (SQLite
     }
     file.close();
     for (const args of [['list-partners', '--limit', '1000'], ['audit', '--limit', '1000'], ['list-keys'], ['usage'], ['export'], ['show-partner', ids[0]!], ['show-partner', ids[2]!]]) {
-      clean(await runBinary(args, backend.env), args.join(' '));
+      clean(await runCli(args, backend.env), args.join(' '));
     }
-    const names = (await runBinary(['list-partners', '--limit', '1000', '--json'], backend.env)).json().partners.map((partner: { name: string }) => partner.name);
+    const names = (await runCli(['list-partners', '--limit', '1000', '--json'], backend.env)).json().partners.map((partner: { name: string }) => partner.name);
     for (const { name, value } of HOSTILE_VALUES) {
       if (/[\ud800-\udfff]/.test(value)) continue;
       expect(names, name).toContain(`db:${value}`);

@@ -1,13 +1,14 @@
 // Issue 37's points about what a person reads (5, 15, 16), each named after its point. The refusals and the
 // exchanges are made by the server in-process over a real SQLite file; what support reads is printed by the
-// real binary (a pipe) or by runCli on an injected terminal (a TTY of 80 columns, colour on).
+// CLI in-process, through a pipe (runCli: stdout no TTY, as the binary's in a pipeline) or on an injected
+// terminal (a TTY of 80 columns, colour on).
 import { EventEmitter } from 'node:events';
 import { PassThrough, Readable } from 'node:stream';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Database } from '../../src/db/client.js';
 import { runCli as runCommandLine } from '../../src/cli/run.js';
 import { createBackend, openMigrated, type TestBackend } from '../support/backends.js';
-import { runBinary } from '../support/cli.js';
+import { runCli } from '../support/cli.js';
 import { serve } from '../support/serve.js';
 import { escapedForm, RAW_CONTROL, RAW_CONTROL_BUT_ESC } from '../support/hostile-values.js';
 import { bearer, buildTestApp, seedPartner, startUpstream, type SeededPartner, type TestApp, type TestUpstream } from '../http/support.js';
@@ -81,7 +82,7 @@ describe('issue 37, what a person reads (SQLite, the server in-process, the real
     });
 
     it('explain prints one Why: and no forged remedy, the company id escaped on its own line; JSON keeps the exact value', async () => {
-      const explained = await runBinary(['explain', requestId], backend.env);
+      const explained = await runCli(['explain', requestId], backend.env);
       expect(explained.code, explained.stderr).toBe(0);
       expect(explained.stdout).not.toMatch(RAW_CONTROL);
       const lines = explained.stdout.trimEnd().split('\n');
@@ -92,7 +93,7 @@ describe('issue 37, what a person reads (SQLite, the server in-process, the real
       expect(lines.filter((line) => line.startsWith('Who can act: '))).toHaveLength(1);
       for (const line of lines.filter((each) => each.includes('set-network'))) expect(line).toContain('acme-2\\x0aWhy: forged');
       expect(explained.stdout).toContain('  company:  acme-2\\x0aWhy: forged\\x0aTo change the answer: partnerctl set-network Acme --clear\\x1b[8m\n');
-      const json = await runBinary(['explain', requestId, '--json'], backend.env);
+      const json = await runCli(['explain', requestId, '--json'], backend.env);
       expect(json.stdout).not.toMatch(RAW_CONTROL);
       expect(json.json().company_id).toBe(forged);
       expect(json.json().explanation).toContain(forged);
@@ -100,11 +101,11 @@ describe('issue 37, what a person reads (SQLite, the server in-process, the real
     });
 
     it('refusals --by company passes no escape, and each count stays one line', async () => {
-      const counted = await runBinary(['refusals', '--by', 'company'], backend.env);
+      const counted = await runCli(['refusals', '--by', 'company'], backend.env);
       expect(counted.code, counted.stderr).toBe(0);
       expect(counted.stdout).not.toMatch(RAW_CONTROL);
       expect(counted.stdout).toContain('acme-2\\x0aWhy: forged\\x0aTo change the answer: partnerctl set-network Acme --clear\\x1b[8m\t1\t');
-      expect((await runBinary(['refusals', '--by', 'company', '--json'], backend.env)).json().counts.map((count: { company_id: string }) => count.company_id)).toContain(forged);
+      expect((await runCli(['refusals', '--by', 'company', '--json'], backend.env)).json().counts.map((count: { company_id: string }) => count.company_id)).toContain(forged);
     });
 
     it('on a colour terminal the value is escaped too: only the CLI writes colour sequences', async () => {
@@ -147,7 +148,7 @@ describe('issue 37, what a person reads (SQLite, the server in-process, the real
     });
 
     it('an error quoting the value is one line, the value escaped (a line feed as \\x0a, not a space)', async () => {
-      const refused = await runBinary(['refusals', '--by', forged.slice(0, 30)], backend.env);
+      const refused = await runCli(['refusals', '--by', forged.slice(0, 30)], backend.env);
       expect(refused.code).toBe(2);
       expect(refused.stderr.trimEnd().split('\n')).toHaveLength(1);
       expect(refused.stderr).not.toMatch(RAW_CONTROL);
@@ -166,7 +167,7 @@ describe('issue 37, what a person reads (SQLite, the server in-process, the real
     });
 
     it('exposure shows every client address whole at 80 columns', async () => {
-      const pairs = (await runBinary(['list-keys', '--json'], backend.env)).json().keys as { key_pair_id: string; partner_name: string }[];
+      const pairs = (await runCli(['list-keys', '--json'], backend.env)).json().keys as { key_pair_id: string; partner_name: string }[];
       const pair = pairs.find((each) => each.partner_name.startsWith('A partner whose name'))!;
       const shown = await onTerminal(['exposure', pair.key_pair_id], backend.env, 80);
       expect(shown.code, shown.stderr).toBe(0);
@@ -176,7 +177,7 @@ describe('issue 37, what a person reads (SQLite, the server in-process, the real
     });
 
     it('list-keys, audit and list-partners show every partner id whole at 80 columns, and cut only names', async () => {
-      const partners = (await runBinary(['list-partners', '--json'], backend.env)).json().partners as { partner_id: string }[];
+      const partners = (await runCli(['list-partners', '--json'], backend.env)).json().partners as { partner_id: string }[];
       for (const args of [['list-keys'], ['audit'], ['list-partners']]) {
         const shown = await onTerminal(args, backend.env, 80);
         expect(shown.code, shown.stderr).toBe(0);
@@ -192,11 +193,15 @@ describe('issue 37, what a person reads (SQLite, the server in-process, the real
     it('instances shows the client address whole (a real serve registered)', async () => {
       const served = await serve(backend.env);
       try {
-        let listed: { instance_id: string; address: string | null }[] = [];
-        for (let tries = 0; tries < 50 && listed.length === 0; tries++) {
-          listed = (await runBinary(['instances', '--json'], backend.env)).json().instances;
-        }
-        expect(listed.length).toBeGreaterThan(0);
+        // The instance registers right after its listening line (polled: a spawned process's pace is its own).
+        const listed = await vi.waitFor(
+          async () => {
+            const instances: { instance_id: string; address: string | null }[] = (await runCli(['instances', '--json'], backend.env)).json().instances;
+            expect(instances.length).toBeGreaterThan(0);
+            return instances;
+          },
+          { timeout: 10_000, interval: 50 },
+        );
         const shown = await onTerminal(['instances'], backend.env, 80);
         expect(shown.code, shown.stderr).toBe(0);
         for (const instance of listed) {
@@ -218,11 +223,11 @@ describe('issue 37, what a person reads (SQLite, the server in-process, the real
       const used = await seedPartner(db, ['acme'], 'Used Recently');
       await exchange(used);
       expect(await t.services.bookkeeping.flush()).toBe(true);
-      const stored = (await runBinary(['lookup', used.keyPairId, '--json'], backend.env)).json().last_used_at as string;
+      const stored = (await runCli(['lookup', used.keyPairId, '--json'], backend.env)).json().last_used_at as string;
       expect(stored).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
       const from = stored.slice(0, 19).replace('T', ' ');
       // Through a pipe: an ISO 8601 interval to the second; on a terminal: the interval, to the second.
-      const piped = await runBinary(['lookup', used.keyPairId], backend.env);
+      const piped = await runCli(['lookup', used.keyPairId], backend.env);
       expect(piped.code, piped.stderr).toBe(0);
       const line = piped.stdout.split('\n').find((each) => each.startsWith('  last used'))!;
       expect(line).toMatch(/^ {2}last used +\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z\/\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/);
@@ -234,7 +239,7 @@ describe('issue 37, what a person reads (SQLite, the server in-process, the real
         const table = await onTerminal(args, backend.env, 200);
         expect(table.code, table.stderr).toBe(0);
         expect(table.stdout, args.join(' ')).toContain(`${from}–`);
-        const pipedTable = await runBinary(args, backend.env);
+        const pipedTable = await runCli(args, backend.env);
         expect(pipedTable.stdout, args.join(' ')).not.toContain(stored);
         expect(pipedTable.stdout, args.join(' ')).toContain(`${stored.slice(0, 19)}Z/`);
       }

@@ -70,7 +70,9 @@ describe('what reaches the terminal (SQLite, the real binary)', () => {
     const secret = keys.secret_key as string;
     for (const pasted of [`"${secret}"`, `'${secret}'`, `SECRET=${secret}`, `export PARTNER_SECRET="${secret}";`, `Bearer ${secret}`,
       `Authorization: Bearer ${secret}`, `${secret},`, `"secret_key": "${secret}",`, `  ${secret}\n`]) {
-      const result = await runBinary(['lookup', pasted, '--json'], backend.env);
+      // The wrappings are the parser's matter: in-process, the same code as the binary's minus its start-up
+      // (the binary itself is run on the last wrapping below).
+      const result = await runCli(['lookup', pasted, '--json'], backend.env);
       expect(result.code, pasted).toBe(0);
       expect(result.json(), pasted).toMatchObject({ kind: 'secret_key', genuine: true, key_pair_id: keys.key_pair_id });
     }
@@ -79,7 +81,7 @@ describe('what reaches the terminal (SQLite, the real binary)', () => {
     for (const args of [['lookup', `<${secret}>`], ['lookup', `x${secret}`], ['lookup', `secret is ${secret}`], ['show-partner', `x${secret}`],
       ['show-partner', `${secret.slice(8)}`], ['lookup', 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl!']]) {
       for (const json of [[], ['--json']]) {
-        const result = await runBinary([...args, ...json], backend.env);
+        const result = await runCli([...args, ...json], backend.env);
         expect(result.code, args.join(' ')).toBeGreaterThanOrEqual(2);
         expect(result.stderr, args.join(' ')).not.toContain(body);
         expect(result.stdout, args.join(' ')).not.toContain(body);
@@ -87,6 +89,14 @@ describe('what reaches the terminal (SQLite, the real binary)', () => {
         expect(result.stderr).not.toMatch(/\n\s+at /);
       }
     }
+    // The real binary, on a wrapping it takes and on one it refuses.
+    const taken = await runBinary(['lookup', `  ${secret}\n`, '--json'], backend.env);
+    expect(taken.code, taken.stderr).toBe(0);
+    expect(taken.json()).toMatchObject({ kind: 'secret_key', genuine: true, key_pair_id: keys.key_pair_id });
+    const refused = await runBinary(['lookup', `secret is ${secret}`], backend.env);
+    expect(refused.code).toBeGreaterThanOrEqual(2);
+    expect(refused.stderr + refused.stdout).not.toContain(body);
+    expect(refused.stderr).not.toMatch(/\n\s+at /);
   });
 
   it('lookup says whose status it shows, and prints no Contain: when there is nothing to contain (a revoked pair)', async () => {

@@ -185,17 +185,20 @@ describe.skipIf(!backendAvailable('postgresql'))('postgresql: through a database
       const notReady = await timed(`${server.url}/readyz`);
       expect([notReady.status, notReady.ms < ANSWER_WITHIN_MS]).toEqual([503, true]);
 
-      // Back: the revision is read again before anything is trusted, and the revocation holds within 1 s.
+      // Back: the revision is read again before anything is trusted, and the revocation holds within the 1 s
+      // staleness bound, plus the gate's 1 s wait for the read the cut left in flight (docs/server.md: "the
+      // gate never waits past 1 s"; that read is answered when the held bytes go through).
       relay.set('forward');
       const restoredAt = performance.now();
+      const RESTORED_WITHIN_MS = 1_000 + 1_000;
       let answer = await data(server, token);
       while (answer.status !== 401) {
         expect(answer.status === 200 || answer.status === 503, `answered ${answer.status} after restore`).toBe(true);
-        expect(performance.now() - restoredAt).toBeLessThan(1_000);
+        expect(performance.now() - restoredAt).toBeLessThan(RESTORED_WITHIN_MS);
         await sleep(20);
         answer = await data(server, token);
       }
-      expect(performance.now() - restoredAt).toBeLessThan(1_000);
+      expect(performance.now() - restoredAt).toBeLessThan(RESTORED_WITHIN_MS);
       expect((await exchange(server.url, partner.accessKey, partner.secretKey)).status).toBe(401);
       await vi.waitFor(async () => expect((await timed(`${server.url}/readyz`)).status).toBe(200), { timeout: 5_000 });
 

@@ -13,7 +13,7 @@ import type { Clock } from '../../clock.js';
 import { AppError } from '../../errors.js';
 import { newRequestId } from '../../request-id.js';
 import { failoverStore } from '../counters/token-throttles.js';
-import { createForwarder, type Forwarder } from '../data-path/forwarder.js';
+import type { Forwarder } from '../data-path/forwarder.js';
 import { parseQueryString } from '../data-path/gate.js';
 import { ClientAddresses, compileTrust, type ClientAddress } from '../protocol/client-address.js';
 import { CorsPolicy } from '../protocol/cors.js';
@@ -90,7 +90,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const cors = new CorsPolicy(config.corsOrigins);
   const finish = createFinish(deps.db.clock, logger, deps.metrics ?? null, deps.usage ?? null, deps.decisions ?? null, deps.exposure ?? null, deps.access);
   const upstream = config.upstream;
-  const ownForwarder = deps.forwarder === undefined && upstream ? createForwarder(upstream, { timeoutMs: config.upstreamTimeoutMs }) : null;
+  // undici is loaded only for an engine to forward to (without one, data requests are 503 and it is not needed).
+  const ownForwarder =
+    deps.forwarder === undefined && upstream ? (await import('../data-path/forwarder.js')).createForwarder(upstream, { timeoutMs: config.upstreamTimeoutMs }) : null;
   const forwarder: Forwarder | null = deps.forwarder ?? ownForwarder;
   const app = Fastify({
     logger: false,
