@@ -7,8 +7,10 @@ import { median, openProbe, provision, startServe, tokenFor } from './support.js
 
 /**
  * Refusals that must not tell their causes apart by time, measured against the real `partnerctl serve`:
- * samples of the two causes are interleaved in random order (drift hits both alike), and their medians must
- * be within 10 %. A noisy two-core machine gets up to three measurements before the test fails.
+ * samples of the two causes are taken in pairs, back to back in random order, and the median of the pairs'
+ * ratios must be within 10 % of 1. A pair's two samples share whatever else the machine is doing at that
+ * moment (the rest of the suite, busy loops), so the ratio of each pair cancels it, where medians of all a
+ * and all b would carry it. A noisy two-core machine gets up to three measurements before the test fails.
  */
 
 const TOLERANCE = 0.1;
@@ -20,33 +22,53 @@ interface Measured {
   a: number;
   b: number;
   ratio: number;
+  /** Pairs taken again because one of them was answered 503 (the database starved past its bound). */
+  retaken: number;
 }
 
-/** Medians of interleaved samples of `a` and `b`; ratio = slower / faster. */
-async function interleaved(pairs: number, a: (i: number) => Promise<void>, b: (i: number) => Promise<void>): Promise<Measured> {
+/**
+ * A sample: resolves true when it was answered as the path under test answers, false when it was answered
+ * 503 database_unavailable instead (a database starved past the gate's bound on a loaded machine: not a
+ * sample of the path; its pair is taken again).
+ */
+type Sample = (i: number) => Promise<boolean>;
+
+/** Pairs of `a` and `b` back to back; ratio = the median of the pairs' slower / faster, as one factor. */
+async function interleaved(pairs: number, a: Sample, b: Sample): Promise<Measured> {
   const times = { a: [] as number[], b: [] as number[] };
-  const time = async (which: 'a' | 'b', i: number) => {
+  const logRatios: number[] = [];
+  const time = async (sample: Sample, i: number): Promise<number | null> => {
     const started = performance.now();
-    await (which === 'a' ? a(i) : b(i));
-    times[which].push(performance.now() - started);
+    return (await sample(i)) ? performance.now() - started : null;
   };
   // Two of each first, unmeasured, to warm both paths.
   for (let i = 0; i < 2; i++) {
     await a(-1 - i);
     await b(-1 - i);
   }
-  for (let i = 0; i < pairs; i++) {
-    if (Math.random() < 0.5) {
-      await time('a', i);
-      await time('b', i);
-    } else {
-      await time('b', i);
-      await time('a', i);
+  let retaken = 0;
+  for (let i = 0; logRatios.length < pairs; i++) {
+    const aFirst = Math.random() < 0.5;
+    const first = await time(aFirst ? a : b, i);
+    const second = await time(aFirst ? b : a, i);
+    if (first === null || second === null) {
+      retaken++;
+      expect(retaken, 'pairs answered 503: the database did not answer within its bound').toBeLessThanOrEqual(pairs);
+      continue;
     }
+    const [timeA, timeB] = aFirst ? [first, second] : [second, first];
+    times.a.push(timeA);
+    times.b.push(timeB);
+    logRatios.push(Math.log(timeA / timeB));
   }
-  const medianA = median(times.a);
-  const medianB = median(times.b);
-  return { a: medianA, b: medianB, ratio: Math.max(medianA, medianB) / Math.min(medianA, medianB) };
+  return { a: median(times.a), b: median(times.b), ratio: Math.exp(Math.abs(median(logRatios))), retaken };
+}
+
+/** True for the answer of the path under test; false for a 503 database_unavailable (see Sample); anything else fails. */
+function answeredAs(response: Response, status: number): boolean {
+  if (response.status === 503) return false;
+  expect(response.status).toBe(status);
+  return true;
 }
 
 async function withinTolerance(label: string, measure: (attempt: number) => Promise<Measured>): Promise<Measured[]> {
@@ -54,7 +76,7 @@ async function withinTolerance(label: string, measure: (attempt: number) => Prom
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
     const measured = await measure(attempt);
     attempts.push(measured);
-    console.info(`[hardening] timing ${label}, attempt ${attempt + 1}: medians ${measured.a.toFixed(2)} ms vs ${measured.b.toFixed(2)} ms, ratio ${measured.ratio.toFixed(3)}`);
+    console.info(`[hardening] timing ${label}, attempt ${attempt + 1}: medians ${measured.a.toFixed(2)} ms vs ${measured.b.toFixed(2)} ms, paired ratio ${measured.ratio.toFixed(3)} (${measured.retaken} pairs taken again after a 503)`);
     if (measured.ratio - 1 <= TOLERANCE) return attempts;
   }
   expect(attempts.at(-1)!.ratio - 1, `${label}: ${JSON.stringify(attempts)}`).toBeLessThanOrEqual(TOLERANCE);
@@ -111,8 +133,8 @@ describe('timing (slow)', () => {
           headers: { 'content-type': 'application/json' },
           body: JSON.stringify({ access_key: accessKey, secret_key: secretKey }),
         });
-        expect(response.status).toBe(401);
         await response.arrayBuffer();
+        return answeredAs(response, 401);
       };
       const randomSecret = () => `pctl_sk_${randomBytes(32).toString('base64url').replace(/[-_]/g, 'x').slice(0, 43)}`;
 
@@ -131,8 +153,8 @@ describe('timing (slow)', () => {
         const token = await tokenFor(server.url, alice.accessKey, alice.secretKey);
         const get = async (company: string) => {
           const response = await fetch(`${server.url}/public/v1/prices?company_id=${company}`, { headers: { authorization: `Bearer ${token}` } });
-          expect(response.status).toBe(404);
           await response.arrayBuffer();
+          return answeredAs(response, 404);
         };
         let next = 0;
         const attempts = await withinTolerance(`${provider} data request (unmapped vs nonexistent company)`, () =>
