@@ -72,5 +72,7 @@ export default defineConfig({
     hookTimeout: 120_000,
     // As in the whole suite: every test builds its own databases, so a worker keeps its modules.
     isolate: false,
+    // Three workers on two cores: a file waits too (SQLite's fsync, argon2 on libuv's threads, loopback).
+    maxWorkers: 3,
   },
 });
