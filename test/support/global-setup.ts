@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { removeTemplates, type TemplateRun } from './templates.js';
+import { removeOrphanTemplates, removeTemplates, type TemplateRun } from './templates.js';
 
 export const DEFAULT_POSTGRES_ADMIN_URL = 'postgresql://postgres@127.0.0.1:5432/postgres';
 export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
@@ -53,6 +53,7 @@ export default async function setup(project: TestProject) {
   project.provide('postgresAdminUrl', reachable ? adminUrl : null);
   const redisUrl = process.env.PARTNERCTL_TEST_REDIS_URL || DEFAULT_REDIS_URL;
   project.provide('redisUrl', (await redisReachable(redisUrl)) ? redisUrl : null);
+  if (reachable) await removeOrphanTemplates(adminUrl);
   const run = templateRun();
   project.provide('templateRun', run);
   return () => removeTemplates(run, reachable ? adminUrl : null);

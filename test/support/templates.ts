@@ -73,6 +73,34 @@ export async function removeTemplates(run: TemplateRun, postgresAdminUrl: string
   }
 }
 
+/**
+ * Templates left by runs that were killed before their teardown (their main process is gone), removed by the
+ * next run's global setup so that they do not pile up on a shared server.
+ */
+export async function removeOrphanTemplates(postgresAdminUrl: string): Promise<void> {
+  const client = new pg.Client({ connectionString: postgresAdminUrl });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname LIKE 'partnerctl\\_tpl\\_%'");
+    for (const { datname } of rows) {
+      const pid = Number(/^partnerctl_tpl_(\d+)_/.exec(datname)?.[1]);
+      if (!Number.isInteger(pid) || alive(pid)) continue;
+      await client.query(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`).catch(() => {});
+    }
+  } finally {
+    await client.end();
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
 /** Runs SQL (one statement or a script) on its own short-lived connection. */
 export async function adminQuery(adminUrl: string, sql: string): Promise<void> {
   const client = new pg.Client({ connectionString: adminUrl });
