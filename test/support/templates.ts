@@ -11,7 +11,7 @@ import { applyMigrations } from '../../src/db/migrate.js';
  * 2 s a database on two cores). Each test worker migrates one template per backend, on first use, with the
  * same `applyMigrations` the product runs; test/db/migrations.test.ts and every test that migrates an
  * empty database through the CLI keep applying the migrations from scratch. The global setups give the run
- * its folder and id, and remove what the workers made (`templatesOfRun`).
+ * its folder and id, and remove what the workers made (`removeTemplates`, `removeOrphanTemplates`).
  */
 export interface TemplateRun {
   /** Where the workers' SQLite templates go. */
@@ -62,29 +62,27 @@ export function copySqliteTemplate(template: string, file: string): void {
 /** What a run's workers made, removed by its global setup's teardown. */
 export async function removeTemplates(run: TemplateRun, postgresAdminUrl: string | null): Promise<void> {
   rmSync(run.dir, { recursive: true, force: true });
-  if (postgresAdminUrl === null) return;
-  const client = new pg.Client({ connectionString: postgresAdminUrl });
-  await client.connect();
-  try {
-    const { rows } = await client.query<{ datname: string }>('SELECT datname FROM pg_database WHERE datname LIKE $1', [`partnerctl_tpl_${run.id}_%`]);
-    for (const { datname } of rows) await client.query(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`);
-  } finally {
-    await client.end();
-  }
+  if (postgresAdminUrl !== null) await dropTemplates(postgresAdminUrl, (runPid, id) => id === run.id && runPid !== null);
 }
 
 /**
  * Templates left by runs that were killed before their teardown (their main process is gone), removed by the
  * next run's global setup so that they do not pile up on a shared server.
  */
-export async function removeOrphanTemplates(postgresAdminUrl: string): Promise<void> {
-  const client = new pg.Client({ connectionString: postgresAdminUrl });
+export function removeOrphanTemplates(postgresAdminUrl: string): Promise<void> {
+  return dropTemplates(postgresAdminUrl, (runPid) => runPid !== null && !alive(runPid));
+}
+
+/** Drops the PostgreSQL templates (`partnerctl_tpl_<run pid>_<hex>_<worker pid>`) that `which` picks. */
+async function dropTemplates(adminUrl: string, which: (runPid: number | null, runId: string) => boolean): Promise<void> {
+  const client = new pg.Client({ connectionString: adminUrl });
   await client.connect();
   try {
     const { rows } = await client.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname LIKE 'partnerctl\\_tpl\\_%'");
     for (const { datname } of rows) {
-      const pid = Number(/^partnerctl_tpl_(\d+)_/.exec(datname)?.[1]);
-      if (!Number.isInteger(pid) || alive(pid)) continue;
+      const [, pid, hex] = /^partnerctl_tpl_(\d+)_([0-9a-f]+)_\d+$/.exec(datname) ?? [];
+      if (!which(pid === undefined ? null : Number(pid), `${pid}_${hex}`)) continue;
+      // Another run may drop it at the same moment: gone is gone.
       await client.query(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`).catch(() => {});
     }
   } finally {
