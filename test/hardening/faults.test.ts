@@ -9,7 +9,7 @@ import { adminQuery, backendAvailable, BACKENDS, createBackend, type TestBackend
 import { runCli } from '../support/cli.js';
 import { serve } from '../support/serve.js';
 import { startUpstream, type TestUpstream } from '../http/support.js';
-import { cliOk, exchange, openProbe, provision, startServe, tokenFor, type Probe } from './support.js';
+import { cliOk, exchange, openProbe, provision, startServeProcess, tokenFor, type Probe } from './support.js';
 
 /**
  * Faults injected into what the server depends on, against the real `partnerctl serve`: another process
@@ -25,7 +25,7 @@ const PAST_STALENESS_BOUND_MS = 1_300;
  */
 const FROZEN_MS = 3_000;
 
-type Server = Awaited<ReturnType<typeof startServe>>;
+type Server = Awaited<ReturnType<typeof startServeProcess>>;
 
 async function status(url: string, init: RequestInit = {}): Promise<number> {
   const response = await fetch(url, { ...init, signal: AbortSignal.timeout(FROZEN_MS) });
@@ -63,7 +63,7 @@ describe.each(BACKENDS)('%s: faults', (provider) => {
         // Today's behaviour past the 1 s bound (503); serving through an outage: test/http/outage.test.ts.
         PUBLIC_API_STALE_BUDGET: '0',
       };
-      server = await startServe(env);
+      server = await startServeProcess(env);
       probe = await openProbe(backend);
     });
 

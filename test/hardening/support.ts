@@ -1,8 +1,11 @@
+import { EventEmitter } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
+import { PassThrough, Readable } from 'node:stream';
 import BetterSqlite3 from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, expect } from 'vitest';
+import { runCli as runCommandLine } from '../../src/cli/run.js';
 import type { Provider } from '../../src/config.js';
 import { createBackend, type TestBackend } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
@@ -26,7 +29,65 @@ export async function provision(backend: TestBackend, name: string, companies: s
 }
 
 /** The real `partnerctl serve`; stop() sends SIGTERM and waits, falling back to SIGKILL. */
-export async function startServe(env: NodeJS.ProcessEnv): Promise<Served & { stop(): Promise<number | null> }> {
+export interface ServedInProcess {
+  url: string;
+  /** The request log (JSON lines), as the binary writes it to stdout. */
+  stdout: () => string;
+  /** The start-up and shutdown lines, as the binary writes them to stderr. */
+  stderr: () => string;
+  /** SIGTERM, as the binary gets it; resolves with the exit code. Safe to call twice. */
+  stop(): Promise<number>;
+}
+
+/**
+ * `partnerctl serve --port 0` in this process: the CLI's own serve command on an injected terminal (its log
+ * and its lines in buffers, SIGTERM from an emitter), listening on a real port of loopback. The server is the
+ * subject here (what an attacker on the network sees), not the process, so no process is started; the
+ * process's own contract (signals, exit codes, a SIGKILL) is tested with the spawned `serve`
+ * (test/support/serve.ts).
+ */
+export async function startServe(env: NodeJS.ProcessEnv): Promise<ServedInProcess> {
+  const out = new PassThrough();
+  const err = new PassThrough();
+  let stdout = '';
+  let stderr = '';
+  out.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  const signals = new EventEmitter();
+  const listening = new Promise<string>((resolve) => {
+    err.setEncoding('utf8').on('data', (chunk: string) => {
+      stderr += chunk;
+      const match = /partnerctl serve: listening on (http:\/\/\S+) \(/.exec(stderr);
+      if (match) resolve(match[1]!);
+    });
+  });
+  const exited = runCommandLine(['node', 'partnerctl', 'serve', '--port', '0'], {
+    out,
+    err,
+    in: Readable.from(['']),
+    env: { ...env },
+    inIsTTY: false,
+    outIsTTY: false,
+    signals,
+  });
+  const url = await Promise.race([
+    listening,
+    exited.then((code) => {
+      throw new Error(`serve exited with ${code}: ${stderr}`);
+    }),
+  ]);
+  return {
+    url,
+    stdout: () => stdout,
+    stderr: () => stderr,
+    stop: async () => {
+      signals.emit('SIGTERM');
+      return exited;
+    },
+  };
+}
+
+/** The spawned `partnerctl serve` (for faults from outside the process: a lock another process holds, a file replaced). */
+export async function startServeProcess(env: NodeJS.ProcessEnv): Promise<Served & { stop(): Promise<number | null> }> {
   const served = await serve(env);
   return {
     ...served,

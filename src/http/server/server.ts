@@ -30,6 +30,8 @@ export interface ServerTerminal {
   readonly err: NodeJS.WritableStream;
   /** The request log's destination: the file descriptor behind stdout (the log writes to it directly). */
   readonly outFd?: number;
+  /** Without a file descriptor (a terminal given as streams, as tests give it): the log's lines go here. */
+  readonly out?: NodeJS.WritableStream;
   /** stdout is a terminal: the log is written for a person (pino-pretty), JSON lines otherwise. */
   readonly outIsTTY?: boolean;
   /** SIGTERM and SIGINT arrive here (the process, for the binary). */
@@ -41,8 +43,11 @@ export interface StartOptions {
   config: Config;
   /** --database-url, when given (it wins over DATABASE_URL). */
   databaseUrl?: string | undefined;
-  /** The request log: pino JSON lines to this file descriptor (default stdout), a logger of the caller's, or false for none. */
-  logger?: Logger | false | { fd: number };
+  /**
+   * The request log: pino JSON lines to this file descriptor (default stdout) or to this stream, a logger of
+   * the caller's, or false for none.
+   */
+  logger?: Logger | false | { fd: number } | { lines: NodeJS.WritableStream };
 }
 
 export interface RunningServer {
@@ -76,11 +81,12 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     requested !== false && 'fd' in requested
       ? new BatchedLines(pino.destination({ dest: requested.fd, sync: false }), REQUEST_LOG_BATCH_CHARS, REQUEST_LOG_FLUSH_MS)
       : undefined;
+  const lines = requested !== false && 'lines' in requested ? requested.lines : undefined;
   const logger =
     requested === false
       ? undefined
-      : destination !== undefined
-        ? pino({ level: config.logLevel, base: null, timestamp: pino.stdTimeFunctions.isoTime }, destination)
+      : destination !== undefined || lines !== undefined
+        ? pino({ level: config.logLevel, base: null, timestamp: pino.stdTimeFunctions.isoTime }, destination ?? lines)
         : (requested as Logger);
   const services = await createServices(
     { server: config, database, signingKeyFile: resolveSigningKeyFile(database, env), webhookRetryDelaysMs: options.config.webhookRetryDelaysMs },
@@ -199,7 +205,12 @@ export function readableLines(lines: string): string {
 }
 
 export async function runServer(options: StartOptions, terminal: ServerTerminal): Promise<void> {
-  const server = await startServer({ ...options, logger: options.logger ?? (terminal.outIsTTY ? await readableLog(options.config, terminal) : { fd: terminal.outFd ?? 1 }) });
+  const log = terminal.outIsTTY
+    ? await readableLog(options.config, terminal)
+    : terminal.outFd === undefined && terminal.out !== undefined
+      ? { lines: terminal.out }
+      : { fd: terminal.outFd ?? 1 };
+  const server = await startServer({ ...options, logger: options.logger ?? log });
   const say = (line: string) => terminal.err.write(`partnerctl serve: ${line}\n`);
   const signals: NodeJS.Signals[] = ['SIGTERM', 'SIGINT'];
   const listeners = new Map<NodeJS.Signals, () => void>();
