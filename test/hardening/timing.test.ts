@@ -3,7 +3,7 @@ import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { startUpstream, type TestUpstream } from '../http/support.js';
-import { median, openProbe, provision, startServe, tokenFor } from './support.js';
+import { median, openProbe, provision, startServeProcess, tokenFor } from './support.js';
 
 /**
  * Refusals that must not tell their causes apart by time, measured against the real `partnerctl serve`:
@@ -88,7 +88,7 @@ describe('timing (slow)', () => {
     describe.skipIf(!backendAvailable(provider))('', () => {
       let backend: TestBackend;
       let upstream: TestUpstream;
-      let server: Awaited<ReturnType<typeof startServe>>;
+      let server: Awaited<ReturnType<typeof startServeProcess>>;
       let alice: Awaited<ReturnType<typeof provision>>;
       let unmapped: string[];
 
@@ -113,7 +113,9 @@ describe('timing (slow)', () => {
         } finally {
           await probe.close();
         }
-        server = await startServe({
+        // Its own process: what is timed is the server's work alone, as a client on the network sees it, not
+        // shared with the test's event loop (in-process, sub-millisecond differences carried the client's noise).
+        server = await startServeProcess({
           ...backend.env,
           PUBLIC_API_UPSTREAM_URL: upstream.url,
           PUBLIC_API_TOKEN_RATE_LIMIT_PER_KEY: '0',
