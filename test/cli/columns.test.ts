@@ -1,32 +1,13 @@
-import { EventEmitter } from 'node:events';
 import { join } from 'node:path';
-import { PassThrough, Readable } from 'node:stream';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli as runCommandLine } from '../../src/cli/run.js';
 import { createBackend, type TestBackend } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
 
 /** A command line in-process against a terminal of the given width (stdout a TTY). */
 async function onTerminal(args: string[], env: NodeJS.ProcessEnv, columns: number): Promise<{ code: number; stdout: string; stderr: string }> {
-  const out = new PassThrough();
-  const err = new PassThrough();
-  let stdout = '';
-  let stderr = '';
-  out.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-  err.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  const code = await runCommandLine(['node', 'partnerctl', ...args], {
-    out,
-    err,
-    in: Readable.from(['']),
-    env: { ...env },
-    inIsTTY: false,
-    outIsTTY: true,
-    columns,
-    signals: new EventEmitter(),
-  });
-  await new Promise((resolve) => setImmediate(resolve));
-  return { code, stdout, stderr };
+  const result = await runCli(args, env, { outIsTTY: true, columns });
+  return { code: result.code ?? 1, stdout: result.stdout, stderr: result.stderr };
 }
 
 const SHORT_TIME = /\b\d{4}-\d{2}-\d{2} \d{2}:\d{2}\b/;

@@ -2,11 +2,8 @@
 // exchanges are made by the server in-process over a real SQLite file; what support reads is printed by the
 // CLI in-process, through a pipe (runCli: stdout no TTY, as the binary's in a pipeline) or on an injected
 // terminal (a TTY of 80 columns, colour on).
-import { EventEmitter } from 'node:events';
-import { PassThrough, Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Database } from '../../src/db/client.js';
-import { runCli as runCommandLine } from '../../src/cli/run.js';
 import { createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
 import { serve } from '../support/serve.js';
@@ -15,24 +12,8 @@ import { bearer, buildTestApp, seedPartner, startUpstream, type SeededPartner, t
 
 /** A command line in-process on a terminal of `columns` (stdout a TTY; colour on unless NO_COLOR is set). */
 async function onTerminal(args: string[], env: NodeJS.ProcessEnv, columns: number): Promise<{ code: number; stdout: string; stderr: string }> {
-  const out = new PassThrough();
-  const err = new PassThrough();
-  let stdout = '';
-  let stderr = '';
-  out.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-  err.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  const code = await runCommandLine(['node', 'partnerctl', ...args], {
-    out,
-    err,
-    in: Readable.from(['']),
-    env: { ...env },
-    inIsTTY: false,
-    outIsTTY: true,
-    columns,
-    signals: new EventEmitter(),
-  });
-  await new Promise((resolve) => setImmediate(resolve));
-  return { code, stdout, stderr };
+  const result = await runCli(args, env, { outIsTTY: true, columns });
+  return { code: result.code ?? 1, stdout: result.stdout, stderr: result.stderr };
 }
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: the colour sequences the CLI itself writes

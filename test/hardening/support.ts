@@ -1,14 +1,11 @@
-import { EventEmitter } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
-import { PassThrough, Readable } from 'node:stream';
 import BetterSqlite3 from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, expect } from 'vitest';
-import { runCli as runCommandLine } from '../../src/cli/run.js';
 import type { Provider } from '../../src/config.js';
 import { createBackend, type TestBackend } from '../support/backends.js';
-import { runCli } from '../support/cli.js';
+import { runCli, startCli } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
 
 export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -47,41 +44,27 @@ export interface ServedInProcess {
  * (test/support/serve.ts).
  */
 export async function startServe(env: NodeJS.ProcessEnv): Promise<ServedInProcess> {
-  const out = new PassThrough();
-  const err = new PassThrough();
-  let stdout = '';
-  let stderr = '';
-  out.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-  const signals = new EventEmitter();
-  const listening = new Promise<string>((resolve) => {
-    err.setEncoding('utf8').on('data', (chunk: string) => {
-      stderr += chunk;
-      const match = /partnerctl serve: listening on (http:\/\/\S+) \(/.exec(stderr);
-      if (match) resolve(match[1]!);
+  const served = startCli(['serve', '--port', '0'], env);
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setInterval(() => {
+      const match = /partnerctl serve: listening on (http:\/\/\S+) \(/.exec(served.stderr());
+      if (match) {
+        clearInterval(timer);
+        resolve(match[1]!);
+      }
+    }, 10);
+    void served.exited.then((code) => {
+      clearInterval(timer);
+      reject(new Error(`serve exited with ${code}: ${served.stderr()}`));
     });
   });
-  const exited = runCommandLine(['node', 'partnerctl', 'serve', '--port', '0'], {
-    out,
-    err,
-    in: Readable.from(['']),
-    env: { ...env },
-    inIsTTY: false,
-    outIsTTY: false,
-    signals,
-  });
-  const url = await Promise.race([
-    listening,
-    exited.then((code) => {
-      throw new Error(`serve exited with ${code}: ${stderr}`);
-    }),
-  ]);
   return {
     url,
-    stdout: () => stdout,
-    stderr: () => stderr,
+    stdout: served.stdout,
+    stderr: served.stderr,
     stop: async () => {
-      signals.emit('SIGTERM');
-      return exited;
+      served.signals.emit('SIGTERM');
+      return served.exited;
     },
   };
 }

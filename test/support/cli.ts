@@ -20,28 +20,51 @@ export interface CliOptions {
   input?: string;
 }
 
+export interface InProcessCommand {
+  /** Resolves with the exit code once the command is done. */
+  exited: Promise<number>;
+  stdout(): string;
+  stderr(): string;
+  /** Where SIGTERM and SIGINT reach the command (emit them here). */
+  signals: EventEmitter;
+}
+
 /**
- * Runs a command line in-process through an injected terminal (buffers, no TTY): the same code path as the
- * binary minus process start-up. Most CLI tests use this; `runBinary` is the end-to-end proof.
+ * Starts a command line in-process on an injected terminal (buffers; no TTY unless `outIsTTY`): the same
+ * code path as the binary minus process start-up. `runCli` waits for it; a long-running one (`serve`) is
+ * read while it runs and stopped through `signals`.
  */
-export async function runCli(args: string[], env: NodeJS.ProcessEnv, options: CliOptions = {}): Promise<CliResult> {
+export function startCli(args: string[], env: NodeJS.ProcessEnv, options: CliOptions & { outIsTTY?: boolean; columns?: number } = {}): InProcessCommand {
   const out = new PassThrough();
   const err = new PassThrough();
   let stdout = '';
   let stderr = '';
   out.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
   err.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  const code = await runCommandLine(['node', 'partnerctl', ...args], {
+  const signals = new EventEmitter();
+  const exited = runCommandLine(['node', 'partnerctl', ...args], {
     out,
     err,
     in: Readable.from([options.input ?? '']),
     env: { ...env },
     inIsTTY: false,
-    outIsTTY: false,
-    signals: new EventEmitter(),
+    outIsTTY: options.outIsTTY ?? false,
+    ...(options.columns === undefined ? {} : { columns: options.columns }),
+    signals,
+  }).then(async (code) => {
+    // The last chunks of the buffers arrive on the next turn.
+    await new Promise((resolve) => setImmediate(resolve));
+    return code;
   });
-  await new Promise((resolve) => setImmediate(resolve));
-  return { code, stdout, stderr, json: () => JSON.parse(stdout) };
+  return { exited, stdout: () => stdout, stderr: () => stderr, signals };
+}
+
+/** Runs a command line in-process through an injected terminal (`startCli`) and waits for it. Most CLI tests use this; `runBinary` is the end-to-end proof. */
+export async function runCli(args: string[], env: NodeJS.ProcessEnv, options: CliOptions & { outIsTTY?: boolean; columns?: number } = {}): Promise<CliResult> {
+  const started = startCli(args, env, options);
+  const code = await started.exited;
+  const stdout = started.stdout();
+  return { code, stdout, stderr: started.stderr(), json: () => JSON.parse(stdout) };
 }
 
 /** Spawns the real, built CLI (bin/partnerctl -> dist/) with no terminal attached. */
