@@ -155,6 +155,7 @@ export class WebhookDeliverer {
   private readonly unwritten = new Map<string, { eventId: string; endpointId: string; outcome: AttemptOutcome }>();
   private timer: NodeJS.Timeout | undefined;
   private lastReminderScan = 0;
+  private started = false;
   private stopped = false;
   private ticking: Promise<void> | undefined;
   private readonly controller = new AbortController();
@@ -167,8 +168,10 @@ export class WebhookDeliverer {
     private readonly options: DelivererOptions,
   ) {}
 
-  /** Runs in the background until stop(); on PostgreSQL only while this instance holds the delivery lease. */
+  /** Runs in the background until stop(); on PostgreSQL only while this instance holds the delivery lease. Once: a second call, or one after stop(), does nothing. */
   start(): void {
+    if (this.started || this.stopped) return;
+    this.started = true;
     if (this.db.dialect.hasLeases) {
       const log = this.options.log;
       this.leadership = holdLeadership(this.db.sql, 'webhook_delivery', {

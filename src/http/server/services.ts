@@ -132,7 +132,12 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
   });
   registry = new InstanceRegistry(db, clock, VERSION, () => access.appliedRevision, () => clockSync?.offsetMs ?? null, {
     ...registryLog(logger),
-    onBeat: (lastSeenAt) => access.heartbeatWritten(lastSeenAt.getTime()),
+    onBeat: (lastSeenAt) => {
+      access.heartbeatWritten(lastSeenAt.getTime());
+      // Delivery starts once the instance is registered: the delivery lease's holder is always an instance
+      // that `partnerctl instances` lists (its first heartbeat is its registration; later ones do nothing).
+      webhooks?.start();
+    },
   }, staleBudgetMs);
   const instances = registry;
   const bookkeeping = new Bookkeeping(db, { clock, ...bookkeepingLog(logger) });
@@ -214,7 +219,6 @@ export async function createServices(config: ServicesConfig, options: ServicesOp
         usage?.start();
         decisions.start();
         exposure.start();
-        webhooks?.start();
       },
     },
     {
