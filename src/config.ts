@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { PACKAGE_ROOT } from './package-root.js';
 import { homedir } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
 import { redactUrl } from './config/parsers.js';
@@ -15,10 +16,10 @@ export { redactUrl };
  */
 export type Environment = Readonly<Record<string, string | undefined>>;
 
-/** The version of this package, from its package.json (dist/config.js sits one folder below it). */
+/** The version of this package, from its package.json. */
 export const VERSION: string = (() => {
   try {
-    const manifest = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version?: unknown };
+    const manifest = JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8')) as { version?: unknown };
     return typeof manifest.version === 'string' ? manifest.version : 'unknown';
   } catch {
     return 'unknown';

@@ -1,15 +1,15 @@
 import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 import type { SqlDriverAdapter, SqlMigrationAwareDriverAdapterFactory } from '@prisma/driver-adapter-utils';
 import type { DatabaseConfig, Provider } from '../config.js';
 import { AppError, firstLine } from '../errors.js';
 import { nameKey } from '../text.js';
+import { PACKAGE_ROOT } from '../package-root.js';
 import { databaseUnavailable, openDatabase, type Database } from './client.js';
 import { SQLITE_BUSY_TIMEOUT_MS } from './sqlite.js';
 import { NO_FILTERS, openSchemaEngine, type MigrationList } from './schema-engine.js';
 
-const PRISMA_DIR = fileURLToPath(new URL('../../prisma/', import.meta.url));
+const PRISMA_DIR = join(PACKAGE_ROOT, 'prisma');
 
 export function schemaPath(provider: Provider): string {
   return join(PRISMA_DIR, provider, 'schema.prisma');
