@@ -163,16 +163,23 @@ describe.each(BACKENDS)('refusals on record, explained; exposure (%s)', (provide
           : 'SELECT substr(at, 12, 5) AS minute, COUNT(*) AS rows FROM gate_decisions WHERE client_address = $1 GROUP BY 1',
         [flooder],
       );
-      const unrecorded = await db.sql.query<{ refusals: number | string }>(
-        "SELECT refusals FROM gate_decisions_unrecorded WHERE key_kind = 'address' AND key_value = $1",
+      const unrecorded = await db.sql.query<{ minute: string; refusals: number | string }>(
+        provider === 'postgresql'
+          ? "SELECT to_char(minute, 'HH24:MI') AS minute, refusals FROM gate_decisions_unrecorded WHERE key_kind = 'address' AND key_value = $1"
+          : "SELECT substr(minute, 12, 5) AS minute, refusals FROM gate_decisions_unrecorded WHERE key_kind = 'address' AND key_value = $1",
         [flooder],
       );
       const recorded = perMinute.reduce((sum, row) => sum + Number(row.rows), 0);
       const notRecorded = unrecorded.reduce((sum, row) => sum + Number(row.refusals), 0);
-      // A flood that straddles a minute gets the cap in each minute.
-      expect(perMinute.every((row) => Number(row.rows) <= CAP)).toBe(true);
-      expect(recorded).toBe(CAP * perMinute.length);
-      expect(unrecorded.length).toBe(perMinute.length);
+      // The cap is per minute: a flood that straddles a minute is capped in each minute it fills, and a
+      // minute that never reached the cap (the flood's tail on a slow machine) records all of its refusals.
+      for (const row of perMinute) {
+        const over = unrecorded.filter((u) => u.minute === row.minute).reduce((sum, u) => sum + Number(u.refusals), 0);
+        expect(Number(row.rows)).toBe(over > 0 ? CAP : Number(row.rows));
+        expect(Number(row.rows)).toBeLessThanOrEqual(CAP);
+      }
+      expect(unrecorded.every((u) => perMinute.some((row) => row.minute === u.minute))).toBe(true);
+      expect(notRecorded).toBeGreaterThan(0);
       expect(recorded + notRecorded).toBe(FLOOD);
       const shown = (await cli('refusals', '--since', '1h', '--by', 'address', '--reason', 'token_missing')).json();
       expect(shown.counts).toContainEqual({ reason: 'token_missing', client_address: flooder, refusals: recorded, latest_at: expect.any(String) });
