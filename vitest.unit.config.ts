@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
 /**
@@ -68,6 +69,8 @@ export default defineConfig({
     setupFiles: ['test/support/unit-lane.ts'],
     reporters: ['default', './test/support/summary-reporter.ts'],
     include: UNIT,
+    // argon2 at a test's cost in the workers and every process they start (test/support/argon2-cost.cjs).
+    execArgv: ['--require', fileURLToPath(new URL('./test/support/argon2-cost.cjs', import.meta.url))],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     // As in the whole suite: every test builds its own databases, so a worker keeps its modules.

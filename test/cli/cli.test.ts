@@ -1,7 +1,11 @@
 import { readdirSync, statSync, readFileSync } from 'node:fs';
+import argon2 from 'argon2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, backendAvailable, createBackend, type TestBackend } from '../support/backends.js';
 import { runBinary, runCli } from '../support/cli.js';
+import { productCostEnv } from '../support/argon2-cost.js';
+import { resolveDatabase } from '../../src/config.js';
+import { openDatabase } from '../../src/db/client.js';
 
 describe.each(BACKENDS)('partnerctl CLI on %s', (provider) => {
   describe.skipIf(!backendAvailable(provider))('', () => {
@@ -17,6 +21,22 @@ describe.each(BACKENDS)('partnerctl CLI on %s', (provider) => {
       }
     });
     afterAll(() => backend.dispose());
+
+    it('the binary stores an argon2id hash at the product\'s parameters (19 MiB, two passes, one lane), never the tests\' cost', async () => {
+      const created = await cli('create-partner', '--name', 'Hash Parameters', '--json');
+      expect(created.code, created.stderr).toBe(0);
+      // Without the tests' argon2 preload (test/support/argon2-cost.cjs): the process as an operator runs it.
+      const issued = await runBinary(['issue-keys', 'Hash Parameters', '--json'], productCostEnv(backend.env));
+      expect(issued.code, issued.stderr).toBe(0);
+      const db = await openDatabase(resolveDatabase(backend.url, {}));
+      try {
+        const [row] = await db.sql.query<{ secret_hash: string }>('SELECT secret_hash FROM key_pairs WHERE id = $1', [issued.json().key_pair_id]);
+        expect(row!.secret_hash).toMatch(/^\$argon2id\$v=19\$m=19456,p=1,t=2\$/);
+        expect(await argon2.verify(row!.secret_hash, issued.json().secret_key)).toBe(true);
+      } finally {
+        await db.close();
+      }
+    });
 
     it('provisions a partner end to end with --json', async () => {
       const created = await cli('create-partner', '--name', 'Acme Pricing', '--json');

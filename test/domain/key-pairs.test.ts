@@ -7,6 +7,7 @@ import type { Database } from '../../src/db/client.js';
 import { issueKeyPair, revokeKeyPair, rotateKeyPair } from '../../src/domain/operations/key-pairs.js';
 import { ACCESS_KEY_FORMAT as ACCESS_KEY_PATTERN, SECRET_KEY_FORMAT as SECRET_KEY_PATTERN } from '../support/key-format.js';
 import { createPartner } from '../../src/domain/operations/partners.js';
+import { atProductCost } from '../support/argon2-cost.js';
 import { backendAvailable, BACKENDS } from '../support/backends.js';
 import { hintFor } from '../../src/cli/hints.js';
 import { ALICE, auditCount, expectAppError, revisionOf, uniqueName, useMigratedDatabase } from './fixtures.js';
@@ -60,9 +61,16 @@ describe.each(BACKENDS)('key pairs on %s', (provider) => {
     const newPartner = async () => (await createPartner(ctx.db, ALICE, { name: uniqueName() })).partner;
 
     describe('issueKeyPair', () => {
+      it("hashes at the tests' own argon2 cost outside atProductCost (test/support/argon2-cost.cjs is in force)", async () => {
+        const issued = await issueKeyPair(ctx.db, ALICE, (await newPartner()).name);
+        const [row] = await ctx.db.sql.query<{ secret_hash: string }>('SELECT secret_hash FROM key_pairs WHERE id = $1', [issued.keyPairId]);
+        expect(argon2Parameters(row!.secret_hash)).toEqual({ type: 'argon2id', version: 19, m: 1024, t: 1, p: 1 });
+        expect(await argon2.verify(row!.secret_hash, issued.secretKey)).toBe(true);
+      });
+
       it('returns the secret once and stores only its argon2id hash (OWASP parameters)', async () => {
         const partner = await newPartner();
-        const issued = await issueKeyPair(ctx.db, ALICE, partner.name);
+        const issued = await atProductCost(() => issueKeyPair(ctx.db, ALICE, partner.name));
         expect(issued.partner.id).toBe(partner.id);
         expect(issued.accessKey).toMatch(ACCESS_KEY_PATTERN);
         expect(issued.secretKey).toMatch(SECRET_KEY_PATTERN);

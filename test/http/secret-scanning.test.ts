@@ -1,4 +1,5 @@
 import argon2 from 'argon2';
+import { atProductCost } from '../support/argon2-cost.js';
 import BetterSqlite3 from 'better-sqlite3';
 import pg from 'pg';
 import { generateKeyPairSync, randomBytes, sign, type KeyObject } from 'node:crypto';
@@ -202,7 +203,8 @@ describe.each(BACKENDS)('secret scanning on %s: a real serve, a local key server
     });
 
     it('a false positive is recorded: the same batch again is answered from its records, with no argon2 check', async () => {
-      const keys = await newPartner();
+      // Its secret hashed at the product's argon2 cost: a verification costs what the stored hash's parameters say.
+      const keys = await atProductCost(() => newPartner());
       const head = (await cli('audit', 'head')).hash;
       // Well-formed secrets of an existing pair, valid checksums: each costs an argon2 verification once.
       const secrets = Array.from({ length: 20 }, (_, i) => ({ ...alert(newKeyMaterial(keys.key_pair_id).secretKey), url: `https://github.com/o/r/replay/${i}` }));

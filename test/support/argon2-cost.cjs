@@ -1,0 +1,27 @@
+// Preloaded into the tests' processes (vitest's workers, by execArgv in the vitest configs) and passed on to
+// every process they start with their environment (NODE_OPTIONS): argon2id hashes at a test's cost, 1 MiB
+// and one pass, instead of the product's 19 MiB and two passes (src/domain/rules/secrets.ts), as Django's
+// test settings swap in a fast hasher. About 0.5 ms a hash or verification instead of 20-25 ms, over some
+// 1,600 of them a run. What a test checks of a secret is unchanged: a hash carries its own parameters, so
+// verification follows them, and a wrong secret is refused the same way.
+//
+// Never in the product: this file is in test/ and only `--require` loads it. The product's parameters stay
+// tested: `atProductCost` (argon2-cost.ts) lets a test run the product's call as it is, and processes
+// started with `productCostEnv(env)` never load this file (the end-to-end check of the stored hash, the
+// timing of refusals).
+const argon2 = require('argon2');
+
+const PATCHED = Symbol.for('partnerctl.test.argon2Cost');
+/** Set by `atProductCost` while a test needs the product's own parameters. */
+const PRODUCT_COST = Symbol.for('partnerctl.test.argon2ProductCost');
+
+if (!argon2[PATCHED]) {
+  const hash = argon2.hash;
+  argon2.hash = (plain, options) => (globalThis[PRODUCT_COST] ? hash(plain, options) : hash(plain, { ...options, memoryCost: 1024, timeCost: 1 }));
+  argon2[PATCHED] = true;
+}
+
+const flag = `--require ${JSON.stringify(__filename)}`;
+if (!(process.env.NODE_OPTIONS ?? '').includes(__filename)) {
+  process.env.NODE_OPTIONS = `${process.env.NODE_OPTIONS ?? ''} ${flag}`.trim();
+}

@@ -1,0 +1,24 @@
+import { fileURLToPath } from 'node:url';
+
+/** The preload that gives the tests' processes argon2 at a test's cost (argon2-cost.cjs says why and how). */
+export const ARGON2_TEST_COST = fileURLToPath(new URL('./argon2-cost.cjs', import.meta.url));
+
+const PRODUCT_COST = Symbol.for('partnerctl.test.argon2ProductCost');
+
+/** Runs `fn` with argon2 hashing at the product's own parameters in this process (one file at a time runs in a worker). */
+export async function atProductCost<T>(fn: () => Promise<T>): Promise<T> {
+  const global = globalThis as Record<symbol, unknown>;
+  global[PRODUCT_COST] = true;
+  try {
+    return await fn();
+  } finally {
+    delete global[PRODUCT_COST];
+  }
+}
+
+/** `env` for a process that must hash at the product's cost: without the test-cost preload in NODE_OPTIONS. */
+export function productCostEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const options = (env.NODE_OPTIONS ?? '').replace(`--require ${JSON.stringify(ARGON2_TEST_COST)}`, '').trim();
+  const { NODE_OPTIONS: _, ...rest } = env;
+  return options === '' ? rest : { ...rest, NODE_OPTIONS: options };
+}
