@@ -24,8 +24,8 @@ function payloadOf(token: string): { jti: string; exp: number; [claim: string]: 
   return JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString('utf8'));
 }
 
-describe.each(BACKENDS)('leaked credentials on %s: lookup and containment against a running server', (provider) => {
-  describe.skipIf(!backendAvailable(provider))('', () => {
+describe.concurrent.each(BACKENDS)('leaked credentials on %s: lookup and containment against a running server', (provider) => {
+  describe.skipIf(!backendAvailable(provider))('', { sequential: true }, () => {
     let backend: TestBackend;
     let upstream: TestUpstream;
     let server: Served;

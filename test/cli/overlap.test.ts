@@ -33,8 +33,8 @@ interface Rotated extends Keys {
  * old pair exchanges during the overlap and is refused (401 invalid_credentials) within 1 s after each way
  * of ending it (time, the switch seen on the other instance, --finish, another rotation, the brake).
  */
-describe.each(BACKENDS)('planned rotation with an overlap (%s, two serve instances)', (provider) => {
-  describe.skipIf(!backendAvailable(provider))('', () => {
+describe.concurrent.each(BACKENDS)('planned rotation with an overlap (%s, two serve instances)', (provider) => {
+  describe.skipIf(!backendAvailable(provider))('', { sequential: true }, () => {
     let backend: TestBackend;
     let upstream: TestUpstream;
     let servers: Served[] = [];

@@ -10,8 +10,8 @@ import { applyMigrations } from '../../src/db/migrate.js';
 import { backendAvailable, BACKENDS, createBackend, type TestBackend } from '../support/backends.js';
 import { runBinary, runCli } from '../support/cli.js';
 
-describe.each(BACKENDS)('%s: the audit chain', (provider) => {
-  describe.skipIf(!backendAvailable(provider))(provider, () => {
+describe.concurrent.each(BACKENDS)('%s: the audit chain', (provider) => {
+  describe.skipIf(!backendAvailable(provider))(provider, { sequential: true }, () => {
     const opened: { backend: TestBackend; db: Database }[] = [];
     afterEach(async () => {
       for (const { backend, db } of opened.splice(0)) {

@@ -43,8 +43,8 @@ function dataUrl(server: Server, company = 'acme'): string {
 
 const bearer = (token: string) => ({ headers: { authorization: `Bearer ${token}` } });
 
-describe.each(BACKENDS)('%s: faults', (provider) => {
-  describe.skipIf(!backendAvailable(provider))('', () => {
+describe.concurrent.each(BACKENDS)('%s: faults', (provider) => {
+  describe.skipIf(!backendAvailable(provider))('', { sequential: true }, () => {
     let backend: TestBackend;
     let upstream: TestUpstream;
     let server: Server;

@@ -39,8 +39,8 @@ function expectCleanFailure(result: CliResult, label: string) {
   expect(result.stderr, label).not.toMatch(RAW_DATABASE_TEXT);
 }
 
-describe.each(BACKENDS)('rotate-keys under concurrency and crashes (%s)', (provider) => {
-  describe.skipIf(!backendAvailable(provider))('', () => {
+describe.concurrent.each(BACKENDS)('rotate-keys under concurrency and crashes (%s)', (provider) => {
+  describe.skipIf(!backendAvailable(provider))('', { sequential: true }, () => {
     let backend: TestBackend;
     let probe: Probe;
 

@@ -99,8 +99,8 @@ async function eventually<T>(read: () => Promise<T>, ok: (value: T) => boolean, 
 
 const attribute = (span: ReceivedSpan, key: string) => span.attributes.find((a) => a.key === key)?.value.stringValue;
 
-describe.each(BACKENDS)('behind a trusted balancer (%s)', (provider) => {
-  describe.skipIf(!backendAvailable(provider))('', () => {
+describe.concurrent.each(BACKENDS)('behind a trusted balancer (%s)', (provider) => {
+  describe.skipIf(!backendAvailable(provider))('', { sequential: true }, () => {
     let backend: TestBackend;
     let upstream: TestUpstream;
     let receiver: Awaited<ReturnType<typeof startReceiver>>;

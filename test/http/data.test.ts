@@ -34,8 +34,8 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-describe.each(BACKENDS)('data requests (%s)', (provider) => {
-  describe.skipIf(!backendAvailable(provider))('', () => {
+describe.concurrent.each(BACKENDS)('data requests (%s)', (provider) => {
+  describe.skipIf(!backendAvailable(provider))('', { sequential: true }, () => {
     let backend: TestBackend;
     let db: Database;
     let upstream: TestUpstream;

@@ -42,8 +42,8 @@ async function partnerWith(env: NodeJS.ProcessEnv, name: string, limits: string[
   return { id, keys };
 }
 
-describe.each(BACKENDS)('limits shared through Redis by two serve instances on one database (%s)', (provider) => {
-  describe.skipIf(!backendAvailable(provider) || !REDIS_URL)('', () => {
+describe.concurrent.each(BACKENDS)('limits shared through Redis by two serve instances on one database (%s)', (provider) => {
+  describe.skipIf(!backendAvailable(provider) || !REDIS_URL)('', { sequential: true }, () => {
     let backend: TestBackend;
     let upstream: TestUpstream;
     let instances: [Served, Served];

@@ -33,8 +33,8 @@ async function holdLock(backend: TestBackend): Promise<() => Promise<void>> {
   };
 }
 
-describe.each(BACKENDS)('usage counts at shutdown with the database busy (%s)', (provider) => {
-  describe.skipIf(!backendAvailable(provider))('', () => {
+describe.concurrent.each(BACKENDS)('usage counts at shutdown with the database busy (%s)', (provider) => {
+  describe.skipIf(!backendAvailable(provider))('', { sequential: true }, () => {
     let backend: TestBackend;
     let upstream: TestUpstream;
 

@@ -73,8 +73,8 @@ async function until<T>(check: () => T | undefined | false, limitMs: number, wha
   }
 }
 
-describe.each(BACKENDS)('webhooks on %s: a real serve delivers to a local receiver', (provider) => {
-  describe.skipIf(!backendAvailable(provider))('', () => {
+describe.concurrent.each(BACKENDS)('webhooks on %s: a real serve delivers to a local receiver', (provider) => {
+  describe.skipIf(!backendAvailable(provider))('', { sequential: true }, () => {
     let backend: TestBackend;
     let receiver: Awaited<ReturnType<typeof startReceiver>>;
     let server: Served;
