@@ -78,12 +78,16 @@ class LeaseLeadership implements Leadership {
 
   private async renew(): Promise<void> {
     const sentAt = performance.now();
+    let taken: boolean | undefined;
     try {
-      const taken = await takeLease(this.sql, this.fence.name, this.fence.holder, this.ttlMs);
-      this.validUntil = taken ? sentAt + this.ttlMs : Number.NEGATIVE_INFINITY;
+      taken = await takeLease(this.sql, this.fence.name, this.fence.holder, this.ttlMs);
     } catch {
       // The database did not answer: the lease, if held, stays this process's until it expires.
     }
+    // A lapse while this renewal hung is told before its answer counts, even when the timer that tells it has
+    // not run yet (a busy event loop): the holder did stop counting itself one meanwhile.
+    this.tell();
+    if (taken !== undefined) this.validUntil = taken ? sentAt + this.ttlMs : Number.NEGATIVE_INFINITY;
     if (this.stopped) return;
     this.tell();
     clearTimeout(this.lapse);
