@@ -64,20 +64,31 @@ describe.skipIf(!backendAvailable('sqlite'))('38.5: a large backlog pruned on SQ
     void pruned.finally(() => {
       done = true;
     });
+    /** How late each probe was answered: its 5 ms wait and its answer, past the 5 ms. */
     const latencies: number[] = [];
+    /** The CPU this process spent meanwhile: the step of the prune that ran in the wait, and the answer. */
+    const held: number[] = [];
     while (!done) {
+      const cpu = process.cpuUsage();
       const started = performance.now();
-      const response = await t.inject({ method: 'GET', url: '/healthz' });
-      latencies.push(performance.now() - started);
-      expect(response.statusCode).toBe(200);
-      // A probe every 5 ms (an in-process answer never passes the event loop's check phase the prune yields to).
+      // A probe every 5 ms: a step of the prune runs in the wait (the event loop's check phase it yields to)
+      // and delays the probe by as long as it holds the loop.
       await new Promise((resolve) => setTimeout(resolve, 5));
+      const response = await t.inject({ method: 'GET', url: '/healthz' });
+      const spent = process.cpuUsage(cpu);
+      latencies.push(performance.now() - started - 5);
+      held.push((spent.user + spent.system) / 1000);
+      expect(response.statusCode).toBe(200);
     }
     expect(await pruned).toBe(true);
     expect(await count(db)).toBe(1);
     // The prune spanned many probes: answered between its steps, not after one long delete.
     expect(latencies.length).toBeGreaterThan(20);
-    expect(Math.max(...latencies)).toBeLessThan(100);
+    // No probe waited on more than 100 ms of the event loop's work (a step is a few ms: docs/decisions.md).
+    // Counted in CPU time, which a machine busy with other work does not stretch; the wall time it does
+    // (125 ms seen under two busy loops) is printed beside it.
+    console.log(`prune: ${latencies.length} probes, the latest answered ${Math.round(Math.max(...latencies))} ms late, the most CPU before an answer ${Math.round(Math.max(...held))} ms`);
+    expect(Math.max(...held)).toBeLessThan(100);
   }, 300_000);
 });
 
