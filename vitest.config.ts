@@ -1,12 +1,12 @@
-import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
+import { ARGON2_TEST_COST } from './test/support/argon2-cost.js';
 
 export default defineConfig({
   test: {
     globalSetup: ['test/support/global-setup.ts'],
     reporters: ['default', './test/support/summary-reporter.ts'],
     // argon2 at a test's cost in the workers and every process they start (test/support/argon2-cost.cjs).
-    execArgv: ['--require', fileURLToPath(new URL('./test/support/argon2-cost.cjs', import.meta.url))],
+    execArgv: ['--require', ARGON2_TEST_COST],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     include: ['test/**/*.test.ts', 'packages/*/test/**/*.test.ts'],

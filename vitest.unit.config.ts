@@ -1,5 +1,5 @@
-import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
+import { ARGON2_TEST_COST } from './test/support/argon2-cost.js';
 
 /**
  * `npm run test:unit`: the fast lane (docs/development.md, "Test lanes"). The rules, the domain on SQLite
@@ -70,7 +70,7 @@ export default defineConfig({
     reporters: ['default', './test/support/summary-reporter.ts'],
     include: UNIT,
     // argon2 at a test's cost in the workers and every process they start (test/support/argon2-cost.cjs).
-    execArgv: ['--require', fileURLToPath(new URL('./test/support/argon2-cost.cjs', import.meta.url))],
+    execArgv: ['--require', ARGON2_TEST_COST],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     // As in the whole suite: every test builds its own databases, so a worker keeps its modules.

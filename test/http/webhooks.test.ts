@@ -8,6 +8,7 @@ import { runBinary, runCli, type CliResult } from '../support/cli.js';
 import { clearOfHourBoundary } from '../support/hours.js';
 import { serve, type Served } from '../support/serve.js';
 import { startUpstream } from './support.js';
+import { exchange } from '../hardening/support.js';
 
 interface Delivery {
   path: string;
@@ -336,11 +337,7 @@ describe.concurrent.each(BACKENDS)('webhooks on %s: a real serve delivers to a l
           // taken again; any other refusal fails here with its envelope, not later as a 401 for a missing token.
           let exchanged: Response;
           for (let attempt = 1; ; attempt++) {
-            exchanged = await fetch(`${engine.url}/public/v1/auth/token`, {
-              method: 'POST',
-              headers: { 'content-type': 'application/json' },
-              body: JSON.stringify({ access_key: keys.access_key, secret_key: keys.secret_key }),
-            });
+            exchanged = await exchange(engine.url, keys.access_key, keys.secret_key);
             if (exchanged.status !== 503 || attempt === 5) break;
             console.log(`webhooks (${provider}): the exchange answered 503, taken again: ${await exchanged.text()}`);
           }
