@@ -18,7 +18,12 @@ export async function atProductCost<T>(fn: () => Promise<T>): Promise<T> {
 
 /** `env` for a process that must hash at the product's cost: without the test-cost preload in NODE_OPTIONS. */
 export function productCostEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  const options = (env.NODE_OPTIONS ?? '').replace(`--require ${JSON.stringify(ARGON2_TEST_COST)}`, '').trim();
+  // Whatever form the flag was given in (quoted, as the preload passes itself on, or bare).
+  const options = (env.NODE_OPTIONS ?? '')
+    .split(/\s+(?=--)/)
+    .filter((flag) => !flag.includes(ARGON2_TEST_COST))
+    .join(' ')
+    .trim();
   const { NODE_OPTIONS: _, ...rest } = env;
   return options === '' ? rest : { ...rest, NODE_OPTIONS: options };
 }
