@@ -12,6 +12,7 @@ import { refusalError, tokenRefusal } from '../../src/domain/rules/verdict.js';
 import { backendAvailable, BACKENDS } from '../support/backends.js';
 import { ALICE, auditCount, expectAppError, uniqueName, useMigratedDatabase } from './fixtures.js';
 import { systemClock } from '../../src/clock.js';
+import { TestClock } from '../support/clock.js';
 
 const folder = mkdtempSync(join(tmpdir(), 'partnerctl-token-test-'));
 afterAll(() => rmSync(folder, { recursive: true, force: true }));
@@ -294,6 +295,14 @@ describe.each(BACKENDS)('mintTestToken on %s', (provider) => {
       const minted = await mintTestToken(ctx.db, ALICE, keys, partner.id);
       expect(minted.expiresIn).toBe(900);
       expect(await auditCount(ctx.db, partner.id)).toBe(5);
+    });
+
+    it('issues the token at the database\'s time (its clock), not at this host\'s', async () => {
+      const { partner } = await createPartner(ctx.db, ALICE, { name: uniqueName() });
+      const clock = new TestClock(Date.UTC(2031, 0, 2, 3, 4, 5, 678));
+      const minted = await mintTestToken({ ...ctx.db, clock }, ALICE, keys, partner.id, 1);
+      expect(minted.claims.issuedAtMs).toBe(clock.now());
+      expect(decodeJwt(minted.accessToken)).toMatchObject({ iat: Math.floor(clock.now() / 1000), exp: Math.floor(clock.now() / 1000) + 1 });
     });
 
     it.each([0, -1, 901, 3_600, 1.5, Number.NaN, Number.POSITIVE_INFINITY])('refuses a ttl of %s', async (ttl) => {

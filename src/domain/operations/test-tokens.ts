@@ -23,7 +23,7 @@ export async function mintTestToken(
     if (partner.status !== 'active') {
       throw new AppError('partner_disabled', `partner '${partner.name}' is disabled`);
     }
-    const minted = await mintToken(keys, { partnerId: partner.id, keyPairId: null }, ttlSeconds);
+    const minted = await mintToken(keys, { partnerId: partner.id, keyPairId: null }, ttlSeconds, unit.clock);
     // The database remembers which keys have signed tokens, so a lost key file is never silently replaced.
     await recordSigningKeys(unit.tx, keys.kids(), new Date(unit.clock.now()));
     unit.audit({ action: 'token.test_minted', partnerId: partner.id, details: { jti: minted.claims.jti, ttl: ttlSeconds } });
