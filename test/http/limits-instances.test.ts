@@ -79,9 +79,16 @@ describe.concurrent.each(BACKENDS)('limits shared through Redis by two serve ins
 
     it('both report Redis in their readiness', async () => {
       for (const instance of instances) {
-        const response = await fetch(`${instance.url}/readyz`);
-        expect(response.status).toBe(200);
-        expect(await response.json()).toMatchObject({ status: 'ok', redis: 'ok' });
+        // Readiness says degraded while a database probe takes over its 1 s bound (a loaded machine): Redis is
+        // reported either way, and the instance is ready again once the database answers within the bound.
+        await vi.waitFor(
+          async () => {
+            const response = await fetch(`${instance.url}/readyz`);
+            expect(response.status).toBe(200);
+            expect(await response.json()).toMatchObject({ status: 'ok', redis: 'ok' });
+          },
+          { timeout: 15_000, interval: 250 },
+        );
       }
     });
 
