@@ -4,7 +4,7 @@
 // and the database that the test cuts and restores (the test's own CLI reaches the database directly).
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, type TestContext, vi } from 'vitest';
 import { backendAvailable, createBackend, type TestBackend } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
 import { TcpRelay, type RelayMode } from '../support/relay.js';
@@ -48,61 +48,73 @@ async function timed(url: string, init: RequestInit = {}): Promise<{ status: num
   return { status: response.status, code, ms };
 }
 
-describe.skipIf(!backendAvailable('postgresql'))('postgresql: through a database outage', () => {
-  let backend: TestBackend;
-  let upstream: TestUpstream;
-  let relay: TcpRelay;
-  let direct: pg.Client;
+/** One outage's world: a database of its own, a relay to it, an upstream, and the servers started through it. */
+interface Outage {
+  backend: TestBackend;
+  relay: TcpRelay;
+  /** The test's own connection to the database, past the relay. */
+  direct: pg.Client;
+  /** `partnerctl serve` through the relay, with metrics. */
+  start(budget: string): Promise<{ server: Served; metricsUrl: string }>;
+}
+
+/**
+ * A world for one test, torn down when it finishes: the relay restored (a failed test leaves no cut behind),
+ * its servers stopped, its database dropped. Each test has a database of its own because a receipt waits for
+ * every instance registered on its database: so the tests run side by side without seeing each other's
+ * servers (their bounds are each server's own, measured through its own relay). The teardown is the test's
+ * own (its context's onTestFinished: the global one cannot tell concurrent tests apart).
+ */
+async function outage({ onTestFinished }: TestContext): Promise<Outage> {
+  const backend = await createBackend('postgresql');
   const servers: Served[] = [];
-
-  beforeAll(async () => {
-    backend = await createBackend('postgresql');
-    await cliOk(backend, 'db', 'migrate');
-    upstream = await startUpstream();
-    const target = new URL(backend.url);
-    relay = await TcpRelay.start(target.hostname, Number(target.port || 5432));
-    direct = new pg.Client({ connectionString: backend.url });
-    await direct.connect();
-  });
-
-  // A failed test leaves neither a cut nor a registered instance behind (a later receipt would wait for it).
-  afterEach(async () => {
-    relay.set('forward');
-    for (const server of servers.splice(0)) {
+  let upstream: TestUpstream | undefined;
+  let relay: TcpRelay | undefined;
+  let direct: pg.Client | undefined;
+  onTestFinished(async () => {
+    relay?.set('forward');
+    for (const server of servers) {
       if (server.child.exitCode !== null || server.child.signalCode !== null) continue;
       server.child.kill('SIGTERM');
       await server.exited;
     }
-  });
-
-  afterAll(async () => {
     await direct?.end();
     await relay?.close();
     await upstream?.close();
-    await backend?.dispose();
+    await backend.dispose();
   });
+  await cliOk(backend, 'db', 'migrate');
+  upstream = await startUpstream();
+  const target = new URL(backend.url);
+  relay = await TcpRelay.start(target.hostname, Number(target.port || 5432));
+  direct = new pg.Client({ connectionString: backend.url });
+  await direct.connect();
+  const through = relay;
+  const upstreamUrl = upstream.url;
+  return {
+    backend,
+    relay,
+    direct,
+    async start(budget) {
+      const server = await serve(
+        { ...backend.env, DATABASE_URL: TcpRelay.through(backend.url, through), PUBLIC_API_UPSTREAM_URL: upstreamUrl, PUBLIC_API_STALE_BUDGET: budget },
+        ['--metrics-port', '0'],
+      );
+      servers.push(server);
+      // The metrics line follows the listening line.
+      const metricsUrl = await vi.waitFor(() => /partnerctl serve: metrics on (http:\/\/\S+)\n/.exec(server.stderr())![1]!, { timeout: 5_000 });
+      return { server, metricsUrl };
+    },
+  };
+}
 
-  /** `partnerctl serve` through the relay, with metrics. */
-  async function start(budget: string): Promise<{ server: Served; metricsUrl: string }> {
-    const server = await serve(
-      {
-        ...backend.env,
-        DATABASE_URL: TcpRelay.through(backend.url, relay),
-        PUBLIC_API_UPSTREAM_URL: upstream.url,
-        PUBLIC_API_STALE_BUDGET: budget,
-      },
-      ['--metrics-port', '0'],
-    );
-    servers.push(server);
-    // The metrics line follows the listening line.
-    const metricsUrl = await vi.waitFor(() => /partnerctl serve: metrics on (http:\/\/\S+)\n/.exec(server.stderr())![1]!, { timeout: 5_000 });
-    return { server, metricsUrl };
-  }
-
+// The three tests run side by side, each in a world of its own (outage()): most of their time is the
+// budget and the bounds passing.
+describe.skipIf(!backendAvailable('postgresql'))('postgresql: through a database outage', { concurrent: true }, () => {
   const data = (server: Served, token: string) =>
     timed(`${server.url}/public/v1/prices?company_id=acme`, { headers: { authorization: `Bearer ${token}` } });
 
-  async function accepted(partnerId: string): Promise<number> {
+  async function accepted(direct: pg.Client, partnerId: string): Promise<number> {
     const { rows } = await direct.query<{ sum: string | null }>('SELECT SUM(accepted) AS sum FROM usage_hours WHERE partner_id = $1', [partnerId]);
     return Number(rows[0]!.sum ?? 0);
   }
@@ -111,9 +123,11 @@ describe.skipIf(!backendAvailable('postgresql'))('postgresql: through a database
     return Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)![1]);
   }
 
-  it.each(['blackhole', 'refuse'] as RelayMode[])(
+  it.for(['blackhole', 'refuse'] as RelayMode[])(
     'relay cut (%s): existing tokens 200 for the budget then 503, exchanges 503, /readyz degraded then 503; a revocation committed meanwhile is named in the receipt and refused within 1 s of restore',
-    async (mode) => {
+    { timeout: 90_000 },
+    async (mode, context) => {
+      const { backend, relay, direct, start } = await outage(context);
       const { server, metricsUrl } = await start(`${BUDGET_MS / 1000}s`);
       const id = instanceIdOf(server);
       const partner = await provision(backend, `outage-${mode}`, ['acme']);
@@ -127,7 +141,7 @@ describe.skipIf(!backendAvailable('postgresql'))('postgresql: through a database
         },
         { timeout: 5_000 },
       );
-      const usageBefore = await accepted(partner.partnerId);
+      const usageBefore = await accepted(direct, partner.partnerId);
 
       relay.set(mode);
       const cutAt = performance.now();
@@ -203,7 +217,7 @@ describe.skipIf(!backendAvailable('postgresql'))('postgresql: through a database
       await vi.waitFor(async () => expect((await timed(`${server.url}/readyz`)).status).toBe(200), { timeout: 5_000 });
 
       // The outage's usage counts reach the database (the next flush, every 10 s).
-      await vi.waitFor(async () => expect(await accepted(partner.partnerId)).toBeGreaterThanOrEqual(usageBefore + servedDuringCut), {
+      await vi.waitFor(async () => expect(await accepted(direct, partner.partnerId)).toBeGreaterThanOrEqual(usageBefore + servedDuringCut), {
         timeout: 15_000,
         interval: 250,
       });
@@ -226,10 +240,10 @@ describe.skipIf(!backendAvailable('postgresql'))('postgresql: through a database
       expect(servedUnconfirmed).toBeGreaterThan(5);
       expect(Date.parse(ended.ended_at)).toBeGreaterThan(Date.parse(ended.since));
     },
-    90_000,
   );
 
-  it('PUBLIC_API_STALE_BUDGET=0 is today: 503 past the 1 s bound in either mode, /readyz 503, /healthz 200; SIGTERM during the outage reports the usage it could not write', async () => {
+  it('PUBLIC_API_STALE_BUDGET=0 is today: 503 past the 1 s bound in either mode, /readyz 503, /healthz 200; SIGTERM during the outage reports the usage it could not write', async (context) => {
+    const { backend, relay, start } = await outage(context);
     const { server } = await start('0');
     const partner = await provision(backend, 'outage-no-budget', ['acme']);
     const token = await tokenFor(server.url, partner.accessKey, partner.secretKey);
