@@ -14,8 +14,7 @@ describe.skipIf(!backendAvailable('postgresql'))('37.6: --secret-to keeps the on
   const cli = (...args: string[]) => runCli(args, backend.env);
 
   beforeAll(async () => {
-    backend = await createBackend('postgresql');
-    expect((await cli('db', 'migrate')).code).toBe(0);
+    backend = await createBackend('postgresql', { migrated: true });
     const target = new URL(backend.url);
     relay = await TcpRelay.start(target.hostname, Number(target.port || 5432));
     through = { ...backend.env, DATABASE_URL: TcpRelay.through(backend.url, relay) };

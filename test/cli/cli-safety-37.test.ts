@@ -250,9 +250,8 @@ describe('37.14: every command that can change something has changed (true or fa
       await db?.close();
     }
     if (backendAvailable('postgresql')) {
-      const postgres = await createBackend('postgresql');
+      const postgres = await createBackend('postgresql', { migrated: true });
       try {
-        expect((await runCli(['db', 'migrate'], postgres.env)).code).toBe(0);
         const first = await runCli(['db', 'roles', '--apply', '--json'], postgres.env);
         expect(first.code, first.stderr).toBe(0);
         expect(typeof first.json().changed).toBe('boolean');
@@ -277,10 +276,8 @@ describe('37.9: --context beats DATABASE_URL, and says so', () => {
   });
 
   it('a partner created with --context lands in the context\'s database, with one line on stderr naming the conflict', async () => {
-    intended = await createBackend('sqlite');
-    stray = await createBackend('sqlite');
-    expect((await runCli(['db', 'migrate'], intended.env)).code).toBe(0);
-    expect((await runCli(['db', 'migrate'], stray.env)).code).toBe(0);
+    intended = await createBackend('sqlite', { migrated: true });
+    stray = await createBackend('sqlite', { migrated: true });
     // The contexts live with the stray environment's config folder; DATABASE_URL names the stray database.
     expect((await runCli(['context', 'add', 'prod', '--database-url', intended.url], stray.env)).code).toBe(0);
     const created = await runCli(['--context', 'prod', 'create-partner', '--name', 'Right Place', '--json'], stray.env);

@@ -106,8 +106,7 @@ describe.skipIf(!backendAvailable('postgresql'))('context show on PostgreSQL', (
   let backend: TestBackend;
   const login = `pctl_ctx_${process.pid}_${randomBytes(3).toString('hex')}`;
   beforeAll(async () => {
-    backend = await createBackend('postgresql');
-    expect((await runCli(['db', 'migrate'], backend.env)).code).toBe(0);
+    backend = await createBackend('postgresql', { migrated: true });
     expect((await runCli(['db', 'roles', '--apply'], backend.env)).code).toBe(0);
     await adminQuery(backend.url, `CREATE ROLE ${login} LOGIN PASSWORD 'pg-secret-pw' IN ROLE partnerctl_oncall`);
   });

@@ -46,8 +46,7 @@ describe.each(BACKENDS)('a partner that is not found on %s', (provider) => {
     let backend: TestBackend;
     const ids: Record<string, string> = {};
     beforeAll(async () => {
-      backend = await createBackend(provider);
-      expect((await runCli(['db', 'migrate'], backend.env)).code).toBe(0);
+      backend = await createBackend(provider, { migrated: true });
       for (const name of ['Acme Pricing', 'Acme Rates', 'Initech']) {
         ids[name] = (await runCli(['create-partner', '--name', name, '--json'], backend.env)).json().partner_id;
       }

@@ -16,8 +16,7 @@ describe.each(BACKENDS)('re-runnable provisioning on %s', (provider) => {
     const keyPairs = async (partner: string) => (await cli('show-partner', partner, '--json')).json().key_pairs as { id: string; status: string }[];
 
     beforeAll(async () => {
-      backend = await createBackend(provider);
-      expect((await cli('db', 'migrate', '--json')).code).toBe(0);
+      backend = await createBackend(provider, { migrated: true });
     });
     afterAll(() => backend.dispose());
 

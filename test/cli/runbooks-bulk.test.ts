@@ -23,8 +23,7 @@ describe.each(BACKENDS)('bulk mapping and support queries on %s', (provider) => 
     };
 
     beforeAll(async () => {
-      backend = await createBackend(provider);
-      if (provider === 'postgresql') expect((await cli('db', 'migrate', '--json')).code).toBe(0);
+      backend = await createBackend(provider, { migrated: true });
       for (const name of ['Bulk One', 'Bulk Two']) expect((await cli('create-partner', '--name', name)).code).toBe(0);
     });
     afterAll(() => backend.dispose());

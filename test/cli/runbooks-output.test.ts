@@ -84,8 +84,7 @@ describe.each(BACKENDS)('output for people and pipes on %s', (provider) => {
     const cli = (...args: string[]) => runCli(args, backend.env);
 
     beforeAll(async () => {
-      backend = await createBackend(provider);
-      expect((await cli('db', 'migrate')).code).toBe(0);
+      backend = await createBackend(provider, { migrated: true });
       const names = ['Acme Pricing', 'A partner whose name is far too long for any reasonable table column', 'Zed'];
       for (const name of names) expect((await cli('create-partner', '--name', name)).code).toBe(0);
       await cli('issue-keys', 'Acme Pricing');

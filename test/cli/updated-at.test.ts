@@ -12,8 +12,7 @@ describe.each(BACKENDS)("show-partner's updated_at on %s", (provider) => {
       return result.json();
     };
     beforeAll(async () => {
-      backend = await createBackend(provider);
-      await cli('db', 'migrate');
+      backend = await createBackend(provider, { migrated: true });
     });
     afterAll(() => backend.dispose());
 

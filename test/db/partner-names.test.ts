@@ -46,8 +46,7 @@ describe.each(BACKENDS)('partner names on %s', (provider) => {
 
   beforeAll(async () => {
     if (!backendAvailable(provider)) return;
-    backend = await createBackend(provider);
-    expect((await runBinary(['db', 'migrate'], backend.env)).code).toBe(0);
+    backend = await createBackend(provider, { migrated: true });
   });
   afterAll(async () => backend?.dispose());
 

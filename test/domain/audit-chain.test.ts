@@ -22,9 +22,8 @@ describe.concurrent.each(BACKENDS)('%s: the audit chain', (provider) => {
 
     /** A database with a partner and `mappings` company.mapped events after its partner.created. */
     async function chainOf(mappings: number) {
-      const backend = await createBackend(provider);
+      const backend = await createBackend(provider, { migrated: true });
       const cli = (...args: string[]) => runCli(['--yes', ...args], backend.env);
-      expect((await cli('db', 'migrate')).code).toBe(0);
       const db = await openDatabase(resolveDatabase(backend.url, {}));
       opened.push({ backend, db });
       expect((await cli('create-partner', '--name', 'acme')).code).toBe(0);

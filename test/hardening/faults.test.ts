@@ -52,8 +52,7 @@ describe.concurrent.each(BACKENDS)('%s: faults', (provider) => {
     let env: NodeJS.ProcessEnv;
 
     beforeAll(async () => {
-      backend = await createBackend(provider);
-      await cliOk(backend, 'db', 'migrate');
+      backend = await createBackend(provider, { migrated: true });
       upstream = await startUpstream();
       env = {
         ...backend.env,

@@ -310,8 +310,7 @@ export function gatewayUnderTest(name: string, options: { companies?: string[]; 
     host: '',
   };
   beforeAll(async () => {
-    gateway.backend = await createBackend('sqlite');
-    await cliOk(gateway.backend, 'db', 'migrate');
+    gateway.backend = await createBackend('sqlite', { migrated: true });
     gateway.engine = await recordingEngine();
     gateway.partner = await provision(gateway.backend, name, options.companies ?? ['acme']);
     await options.prepare?.(gateway.backend);

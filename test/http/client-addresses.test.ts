@@ -142,8 +142,7 @@ describe.concurrent.each(BACKENDS)('behind a trusted balancer (%s)', (provider) 
         .map((line) => JSON.parse(line) as Record<string, unknown>);
 
     beforeAll(async () => {
-      backend = await createBackend(provider);
-      if (provider === 'postgresql') await cli('db', 'migrate');
+      backend = await createBackend(provider, { migrated: true });
       upstream = await startUpstream();
       receiver = await startReceiver();
       server = await serve({

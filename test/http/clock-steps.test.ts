@@ -39,8 +39,7 @@ describe.skipIf(!backendAvailable('postgresql'))('postgresql: a host clock that 
   const clocks: SteppingClock[] = [];
 
   beforeAll(async () => {
-    backend = await createBackend('postgresql');
-    await cliOk(backend, 'db', 'migrate');
+    backend = await createBackend('postgresql', { migrated: true });
     upstream = await startUpstream();
     const target = new URL(backend.url);
     relay = await TcpRelay.start(target.hostname, Number(target.port || 5432));

@@ -33,8 +33,7 @@ describe('refusals and exposure recorded by two serve instances on one PostgreSQ
     };
 
     beforeAll(async () => {
-      backend = await createBackend('postgresql');
-      await ok('db', 'migrate');
+      backend = await createBackend('postgresql', { migrated: true });
       upstream = await startUpstream();
       const env = { ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url };
       instances = await Promise.all([serve(env), serve(env)]);

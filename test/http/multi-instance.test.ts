@@ -34,8 +34,7 @@ describe('two serve instances on one PostgreSQL database', () => {
       (await fetch(`${server.url}/public/v1/prices?company_id=${company}`, { headers: { authorization: `Bearer ${token}` } })).status;
 
     beforeAll(async () => {
-      backend = await createBackend('postgresql');
-      await cli('db', 'migrate');
+      backend = await createBackend('postgresql', { migrated: true });
       upstream = await startUpstream();
       const env = { ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url };
       instances = await Promise.all([serve(env), serve(env)]);

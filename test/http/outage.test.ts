@@ -66,7 +66,7 @@ interface Outage {
  * own (its context's onTestFinished: the global one cannot tell concurrent tests apart).
  */
 async function outage({ onTestFinished }: TestContext): Promise<Outage> {
-  const backend = await createBackend('postgresql');
+  const backend = await createBackend('postgresql', { migrated: true });
   const servers: Served[] = [];
   let upstream: TestUpstream | undefined;
   let relay: TcpRelay | undefined;
@@ -83,7 +83,6 @@ async function outage({ onTestFinished }: TestContext): Promise<Outage> {
     await upstream?.close();
     await backend.dispose();
   });
-  await cliOk(backend, 'db', 'migrate');
   upstream = await startUpstream();
   const target = new URL(backend.url);
   relay = await TcpRelay.start(target.hostname, Number(target.port || 5432));

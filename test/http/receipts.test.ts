@@ -105,12 +105,11 @@ function suite(provider: Provider, count: number) {
   };
 
   beforeAll(async () => {
-    backend = await createBackend(provider);
+    backend = await createBackend(provider, { migrated: true });
     upstream = await startUpstream();
     // No staleness budget: an instance that stops heartbeating is done 10 s later, as a SIGKILLed one here
     // must be (with a budget, receipts wait for it until its budget is spent: test/http/outage.test.ts).
     env = { ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url, PUBLIC_API_STALE_BUDGET: '0' };
-    await cli('db', 'migrate');
     servers = await Promise.all(Array.from({ length: count }, (_, i) => serve(env, i === 0 ? ['--metrics-port', '0'] : [])));
   });
 

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backendAvailable, createBackend, type TestBackend } from '../support/backends.js';
 import { TcpRelay } from '../support/relay.js';
 import { serve } from '../support/serve.js';
-import { cliOk, provision, tokenFor } from '../hardening/support.js';
+import { provision, tokenFor } from '../hardening/support.js';
 import { startUpstream, type TestUpstream } from './support.js';
 
 /** Short, so that the bound (this + 11 s) is short too. */
@@ -20,8 +20,7 @@ describe.skipIf(!backendAvailable('postgresql'))('postgresql: shutdown with the 
   let relay: TcpRelay;
 
   beforeAll(async () => {
-    backend = await createBackend('postgresql');
-    await cliOk(backend, 'db', 'migrate');
+    backend = await createBackend('postgresql', { migrated: true });
     upstream = await startUpstream();
     const target = new URL(backend.url);
     relay = await TcpRelay.start(target.hostname, Number(target.port || 5432));

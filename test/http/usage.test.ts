@@ -20,8 +20,7 @@ describe.each(BACKENDS)('usage per partner, company and hour (%s)', (provider) =
     };
 
     beforeAll(async () => {
-      backend = await createBackend(provider);
-      await cli('db', 'migrate');
+      backend = await createBackend(provider, { migrated: true });
       upstream = await startUpstream();
       // The engine fails for one path: a 5xx of the engine's.
       upstream.respond = (request) => (request.url.startsWith('/failing') ? { status: 500, body: '{"error":"boom"}' } : {});

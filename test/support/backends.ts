@@ -43,8 +43,12 @@ export function runnerEnv(): NodeJS.ProcessEnv {
   );
 }
 
-/** A fresh, empty database of the given kind (not migrated). */
-export async function createBackend(provider: Provider): Promise<TestBackend> {
+/**
+ * A fresh database of the given kind: empty (not migrated: what `db migrate` and the first command see on a
+ * new database), or with `migrated`, a copy of the run's migrated template (what `db migrate` makes, without
+ * running the migrations again: a test whose subject is not the migration starts here).
+ */
+export async function createBackend(provider: Provider, options: { migrated?: boolean } = {}): Promise<TestBackend> {
   const dir = mkdtempSync(join(tmpdir(), 'partnerctl-test-'));
   const baseEnv = {
     ...runnerEnv(),
@@ -58,8 +62,10 @@ export async function createBackend(provider: Provider): Promise<TestBackend> {
   if (provider === 'sqlite') {
     // An empty file is an empty SQLite database: commands migrate it on first use (a path with no file at
     // all is refused, except by db migrate).
-    writeFileSync(join(dir, 'partnerctl.db'), '');
-    const url = `file:${join(dir, 'partnerctl.db')}`;
+    const file = join(dir, 'partnerctl.db');
+    if (options.migrated) copySqliteTemplate(await migratedTemplate('sqlite', inject('templateRun'), null), file);
+    else writeFileSync(file, '');
+    const url = `file:${file}`;
     return {
       provider,
       url,
@@ -71,7 +77,8 @@ export async function createBackend(provider: Provider): Promise<TestBackend> {
   const adminUrl = inject('postgresAdminUrl');
   if (!adminUrl) throw new Error('PostgreSQL is not reachable; guard the suite with backendAvailable()');
   const name = `partnerctl_test_${process.pid}_${randomBytes(4).toString('hex')}`;
-  await adminQuery(adminUrl, `CREATE DATABASE ${name}`);
+  const template = options.migrated ? ` TEMPLATE ${await migratedTemplate('postgresql', inject('templateRun'), adminUrl)}` : '';
+  await adminQuery(adminUrl, `CREATE DATABASE ${name}${template}`);
   const url = new URL(adminUrl);
   url.pathname = `/${name}`;
   return {
