@@ -50,8 +50,7 @@ describe.concurrent.each(BACKENDS)('limits shared through Redis by two serve ins
     let env: NodeJS.ProcessEnv;
 
     beforeAll(async () => {
-      backend = await createBackend(provider);
-      await cliIn(backend.env, 'db', 'migrate');
+      backend = await createBackend(provider, { migrated: true });
       upstream = await startUpstream();
       // Default rate 4/m: what the bucket refills while a loaded machine answers requests one by one stays out of the counts.
       env = { ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url, REDIS_URL: REDIS_URL!, PUBLIC_API_DEFAULT_RATE_LIMIT: '4/m', PUBLIC_API_DEFAULT_BURST: '6' };
@@ -122,21 +121,27 @@ describe.concurrent.each(BACKENDS)('limits shared through Redis by two serve ins
           );
         }
         const statuses = await Promise.all(answers);
-        expect(statuses.filter((status) => status === 200 || status === 429)).toHaveLength(total);
+        const counts = Object.fromEntries([...new Set(statuses)].map((status) => [status, statuses.filter((s) => s === status).length]));
+        // 200 or 429. On a starved machine some answers are neither: the gate could not confirm access within
+        // its 1 s bound (503), or the engine, in this test's busy process, did not answer in time (504). Both
+        // are documented answers and not this test's subject, and such a run proves nothing about sharing.
+        const disturbed = { count: total - (counts[200] ?? 0) - (counts[429] ?? 0), counts: JSON.stringify(counts) };
         // The limit is taken when a request reaches Redis, somewhere between its sending and its answer: a
         // loaded machine stretches that span past the 10 s of sending, and the bucket refills for as long.
         const spanSeconds = Math.max(seconds, (lastAnswered - started) / 1000);
-        return { accepted: statuses.filter((status) => status === 200).length, spanSeconds, fellBack: (await fallbacks()) - fallbacksBefore };
+        return { accepted: statuses.filter((status) => status === 200).length, spanSeconds, fellBack: (await fallbacks()) - fallbacksBefore, disturbed };
       };
       // The promise is for a Redis that answers: a command slower than its 250 ms timeout sends the instance
       // to its own counters (fail open, documented) until a PING answers, and a loaded machine can stall
       // Redis that long. Such a run proves nothing about sharing; it is run again (at most three times).
+      // Likewise a run with answers other than 200 and 429.
       let run = await runaway(1);
-      for (let attempt = 2; attempt <= 3 && run.fellBack > 0; attempt++) {
-        console.log(`[limits] ${provider}: Redis fell back ${run.fellBack} time(s) during run ${attempt - 1} (${run.accepted} accepted); again`);
+      for (let attempt = 2; attempt <= 3 && (run.fellBack > 0 || run.disturbed.count > 0); attempt++) {
+        console.log(`[limits] ${provider}: Redis fell back ${run.fellBack} time(s), answers ${run.disturbed.counts}, during run ${attempt - 1}; again`);
         run = await runaway(attempt);
       }
       expect(run.fellBack, 'Redis commands past their 250 ms timeout in each of three runs').toBe(0);
+      expect(run.disturbed.count, `answers neither 200 nor 429 in each of three runs: ${run.disturbed.counts}`).toBe(0);
       expect(run.accepted, `${run.accepted} accepted over ${run.spanSeconds.toFixed(2)} s`).toBeLessThanOrEqual((rate * run.spanSeconds + burst) * 1.05);
       expect(run.accepted).toBeGreaterThanOrEqual(0.8 * rate * seconds);
     }, 120_000);
