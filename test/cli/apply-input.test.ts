@@ -17,7 +17,7 @@ describe('documents apply and --from-file refuse (SQLite)', () => {
   const partnerCount = async () => (await cli('list-partners', '--json')).json().partners.length as number;
 
   beforeAll(async () => {
-    backend = await createBackend('sqlite');
+    backend = await createBackend('sqlite', { migrated: true });
     expect((await cli('create-partner', '--name', 'Existing')).code).toBe(0);
   });
   afterAll(() => backend.dispose());

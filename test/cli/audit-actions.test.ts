@@ -9,7 +9,7 @@ import { runCli } from '../support/cli.js';
 describe('audit --action', () => {
   let backend: TestBackend;
   beforeAll(async () => {
-    backend = await createBackend('sqlite');
+    backend = await createBackend('sqlite', { migrated: true });
     expect((await runCli(['create-partner', '--name', 'Acme'], backend.env)).code).toBe(0);
     expect((await runCli(['set-network', 'Acme', '--allow', '10.0.0.0/8'], backend.env)).code).toBe(0);
   });

@@ -368,7 +368,7 @@ describe('37.17: a secret given to lookup or exposure as an argument is warned a
   afterAll(async () => backend?.dispose());
 
   it('a secret key or a token in argv: one warning on stderr naming the history and stdin; not from a pipe, not for an access key', async () => {
-    backend = await createBackend('sqlite');
+    backend = await createBackend('sqlite', { migrated: true });
     const partner = (await runCli(['create-partner', '--name', 'Argv Leak', '--json'], backend.env)).json().partner_id as string;
     const keys = (await runCli(['issue-keys', partner, '--json'], backend.env)).json();
     const token = (await runCli(['mint-test-token', partner, '--json'], backend.env)).json().access_token as string;

@@ -19,7 +19,7 @@ describe('tables at 80 columns keep ids, times and actions whole (defect 12)', (
   const partners: string[] = [];
 
   beforeAll(async () => {
-    backend = await createBackend('sqlite');
+    backend = await createBackend('sqlite', { migrated: true });
     for (const name of ['A partner with a really very long name indeed', 'Beta Rates International Holdings']) {
       const created = await runCli(['create-partner', '--name', name, '--json'], backend.env);
       partners.push(created.json().partner_id);
@@ -92,7 +92,7 @@ describe('tables keep their promise (issue 30, point 9)', () => {
   const CUT_TIME = /\d{4}-\d{2}-\d{2}[T ]?[\d:]*…/;
 
   beforeAll(async () => {
-    backend = await createBackend('sqlite');
+    backend = await createBackend('sqlite', { migrated: true });
     for (const name of ['A partner whose name is far longer than any column could ever hope to hold whole', 'Short']) {
       const created = await runCli(['create-partner', '--name', name, '--json'], backend.env);
       partners.push(created.json().partner_id);

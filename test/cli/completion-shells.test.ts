@@ -42,7 +42,7 @@ describe.each(SHELLS)('completion in a real $shell (tmux)', ({ shell, start, loa
     const key = (name: string) => tmux('send-keys', '-t', 'test', name);
 
     beforeAll(async () => {
-      backend = await createBackend('sqlite');
+      backend = await createBackend('sqlite', { migrated: true });
       for (const name of ['Runbook Alpha', 'Runbook Beta', 'Acme Pricing']) {
         expect((await runCli(['create-partner', '--name', name], backend.env)).code).toBe(0);
       }

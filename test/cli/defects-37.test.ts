@@ -42,7 +42,7 @@ describe('37.10: an input file that is a folder or missing is a one-line usage e
   afterAll(async () => backend?.dispose());
 
   it('map-company --from-file and apply -f: exit 2, one line naming the path, nothing changed', async () => {
-    backend = await createBackend('sqlite');
+    backend = await createBackend('sqlite', { migrated: true });
     expect((await runCli(['create-partner', '--name', 'Folder Test'], backend.env)).code).toBe(0);
     const folder = backend.dir;
     const missing = join(backend.dir, 'no-such-file.txt');
@@ -68,7 +68,7 @@ describe('37.17: explain of something that is not a request id is a usage error'
   afterAll(async () => backend?.dispose());
 
   it('exit 2, one line', async () => {
-    backend = await createBackend('sqlite');
+    backend = await createBackend('sqlite', { migrated: true });
     expect((await runCli(['create-partner', '--name', 'Explain Test'], backend.env)).code).toBe(0);
     const result = await runCli(['explain', 'not-a-uuid'], backend.env);
     expect(result.code, result.stderr).toBe(2);

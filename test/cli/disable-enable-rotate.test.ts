@@ -36,7 +36,7 @@ describe('disable-partner then enable-partner, against a running server', () => 
   };
 
   beforeAll(async () => {
-    backend = await createBackend('sqlite');
+    backend = await createBackend('sqlite', { migrated: true });
     upstream = await startUpstream();
     await cli('create-partner', '--name', 'Paused');
     server = await serve({
@@ -84,7 +84,7 @@ describe.skipIf(process.platform !== 'linux')('rotate-keys on a terminal', () =>
   let backend: TestBackend;
   const pairs = async () => (await runCli(['show-partner', 'Rotated', '--json'], backend.env)).json().key_pairs as { id: string; status: string }[];
   beforeAll(async () => {
-    backend = await createBackend('sqlite');
+    backend = await createBackend('sqlite', { migrated: true });
     expect((await runCli(['create-partner', '--name', 'Rotated'], backend.env)).code).toBe(0);
     expect((await runCli(['issue-keys', 'Rotated'], backend.env)).code).toBe(0);
   });

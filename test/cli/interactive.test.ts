@@ -5,7 +5,7 @@ import { onTerminal, runCli } from '../support/cli.js';
 describe.skipIf(process.platform !== 'linux')('partnerctl on a terminal', () => {
   let backend: TestBackend;
   beforeAll(async () => {
-    backend = await createBackend('sqlite');
+    backend = await createBackend('sqlite', { migrated: true });
   });
   afterAll(() => backend.dispose());
 

@@ -13,7 +13,7 @@ describe.skipIf(process.platform !== 'linux')('lookup - on a terminal and from a
   let backend: TestBackend;
   let secret: string;
   beforeAll(async () => {
-    backend = await createBackend('sqlite');
+    backend = await createBackend('sqlite', { migrated: true });
     expect((await runCli(['create-partner', '--name', 'Leaky'], backend.env)).code).toBe(0);
     secret = (await runCli(['issue-keys', 'Leaky', '--json'], backend.env)).json().secret_key as string;
   });

@@ -12,7 +12,7 @@ describe('network rules and trusted proxies', () => {
   const cli = (...args: string[]) => runBinary(['--yes', ...args], backend.env);
 
   beforeAll(async () => {
-    backend = await createBackend('sqlite');
+    backend = await createBackend('sqlite', { migrated: true });
     expect((await cli('create-partner', '--name', 'Netted')).code).toBe(0);
   });
   afterAll(async () => backend?.dispose());

@@ -12,7 +12,7 @@ describe('output through a pipe', () => {
   const cli = `${JSON.stringify(process.execPath)} ${JSON.stringify(BIN)}`;
 
   beforeAll(async () => {
-    backend = await createBackend('sqlite');
+    backend = await createBackend('sqlite', { migrated: true });
     const created = await runCli(['create-partner', '--name', 'Pipe Partner', '--json'], backend.env);
     expect(created.code, created.stderr).toBe(0);
     // 3,000 audit events, written straight into the file: a long trail without 3,000 processes.

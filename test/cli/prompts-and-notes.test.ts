@@ -10,7 +10,7 @@ describe.skipIf(process.platform !== 'linux')('prompts on a terminal', () => {
   let backend: TestBackend;
   const database = () => `${backend.dir}/partnerctl.db`;
   beforeAll(async () => {
-    backend = await createBackend('sqlite');
+    backend = await createBackend('sqlite', { migrated: true });
     expect((await runCli(['create-partner', '--name', 'Taken Name'], backend.env)).code).toBe(0);
   });
   afterAll(() => backend.dispose());
@@ -53,7 +53,7 @@ describe.skipIf(process.platform !== 'linux')('prompts on a terminal', () => {
 describe('notes', () => {
   let backend: TestBackend;
   beforeAll(async () => {
-    backend = await createBackend('sqlite');
+    backend = await createBackend('sqlite', { migrated: true });
     expect((await runCli(['create-partner', '--name', 'Only Active'], backend.env)).code).toBe(0);
   });
   afterAll(() => backend.dispose());

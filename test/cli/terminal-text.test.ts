@@ -13,7 +13,7 @@ describe('what reaches the terminal (SQLite, the real binary)', () => {
   let partnerId: string;
 
   beforeAll(async () => {
-    backend = await createBackend('sqlite');
+    backend = await createBackend('sqlite', { migrated: true });
     const created = await runCli(['create-partner', '--name', 'Plain', '--json'], backend.env);
     expect(created.code, created.stderr).toBe(0);
     partnerId = created.json().partner_id;

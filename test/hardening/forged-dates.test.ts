@@ -17,7 +17,7 @@ describe('lookup of forged tokens with absurd dates (sqlite)', () => {
   let keyPairId: string;
 
   beforeAll(async () => {
-    backend = await createBackend('sqlite');
+    backend = await createBackend('sqlite', { migrated: true });
     const created = await runCli(['--json', 'create-partner', '--name', 'Dated'], backend.env);
     expect(created.code, created.stderr).toBe(0);
     partnerId = created.json<{ partner_id: string }>().partner_id;

@@ -18,7 +18,7 @@ describe('revoke-tokens re-run while the write lock is held elsewhere (sqlite)',
   let keys: { access_key: string; secret_key: string };
 
   beforeAll(async () => {
-    backend = await createBackend('sqlite');
+    backend = await createBackend('sqlite', { migrated: true });
     upstream = await startUpstream();
     await runBinary(['create-partner', '--name', 'Leaky'], backend.env);
     await runBinary(['map-company', 'Leaky', '--company', 'acme', '--yes'], backend.env);

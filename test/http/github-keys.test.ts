@@ -111,7 +111,7 @@ describe('a real serve with the key list down on first use', () => {
   let server: Served | undefined;
 
   beforeAll(async () => {
-    backend = await createBackend('sqlite');
+    backend = await createBackend('sqlite', { migrated: true });
     keyServer = await startKeyServer({ [KEY_ID]: github.publicKey });
   });
   afterAll(async () => {

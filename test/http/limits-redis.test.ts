@@ -130,7 +130,7 @@ describe.skipIf(!redisUrl)('Redis down and back (a redis-server of the test\'s o
   let server: Served | undefined;
 
   beforeAll(async () => {
-    backend = await createBackend('sqlite');
+    backend = await createBackend('sqlite', { migrated: true });
     upstream = await startUpstream();
     redisPort = await freePort();
     redis = await startOwnRedis(redisPort);
@@ -219,7 +219,7 @@ describe.skipIf(!redisUrl)('a hung Redis (a redis-server of the test\'s own, fro
   let server: Served | undefined;
 
   beforeAll(async () => {
-    backend = await createBackend('sqlite');
+    backend = await createBackend('sqlite', { migrated: true });
     upstream = await startUpstream();
     redis = await startOwnRedis(await freePort());
   });
@@ -284,7 +284,7 @@ describe.skipIf(!redisUrl)("the token endpoint's throttles shared by two instanc
   let instances: Served[] = [];
 
   beforeAll(async () => {
-    backend = await createBackend('sqlite');
+    backend = await createBackend('sqlite', { migrated: true });
     const port = await freePort();
     redis = await startOwnRedis(port);
     const created = await runCli(['--json', 'create-partner', '--name', 'Throttled'], backend.env);

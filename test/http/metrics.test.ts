@@ -45,7 +45,7 @@ describe('metrics on their own listener', () => {
   };
 
   beforeAll(async () => {
-    backend = await createBackend('sqlite');
+    backend = await createBackend('sqlite', { migrated: true });
     upstream = await startUpstream();
     partnerId = (await cli<{ partner_id: string }>('create-partner', '--name', 'Metered')).partner_id;
     keys = await cli<{ access_key: string; secret_key: string }>('issue-keys', 'Metered');

@@ -11,7 +11,7 @@ describe('a client that never finishes sending its request', () => {
   let token: string;
 
   beforeAll(async () => {
-    backend = await createBackend('sqlite');
+    backend = await createBackend('sqlite', { migrated: true });
     await runCli(['create-partner', '--name', 'Slow'], backend.env);
     token = (await runCli(['mint-test-token', 'Slow', '--json'], backend.env)).json().access_token;
     server = await serve({ ...backend.env, PUBLIC_API_REQUEST_TIMEOUT_MS: '500' });

@@ -55,7 +55,7 @@ describe('an engine trickling its body, a client trickling its request', () => {
   let server: Served | undefined;
 
   beforeAll(async () => {
-    backend = await createBackend('sqlite');
+    backend = await createBackend('sqlite', { migrated: true });
     await runCli(['create-partner', '--name', 'Patient'], backend.env);
     await runCli(['map-company', 'Patient', '--company', 'acme', '--yes'], backend.env);
     token = (await runCli(['mint-test-token', 'Patient', '--json'], backend.env)).json().access_token;
