@@ -201,17 +201,20 @@ describe.skipIf(!backendAvailable('postgresql'))('postgresql: through a database
       // Back: the revision is read again before anything is trusted, and the revocation holds within the 1 s
       // staleness bound, plus the gate's 1 s wait for the read the cut left in flight (docs/server.md: "the
       // gate never waits past 1 s"; that read is answered when the held bytes go through).
+      // A request is decided between its sending and its answer, and the answer's time is this busy test
+      // process's: so every request sent past the bound must be refused, and one sent before may be anything.
       relay.set('forward');
       const restoredAt = performance.now();
       const RESTORED_WITHIN_MS = 1_000 + 1_000;
+      let sentAfter = 0;
       let answer = await data(server, token);
       while (answer.status !== 401) {
         expect(answer.status === 200 || answer.status === 503, `answered ${answer.status} after restore`).toBe(true);
-        expect(performance.now() - restoredAt).toBeLessThan(RESTORED_WITHIN_MS);
+        expect(sentAfter, `answered ${answer.status}, not refused, to a request sent this long after restore`).toBeLessThan(RESTORED_WITHIN_MS);
         await sleep(20);
+        sentAfter = performance.now() - restoredAt;
         answer = await data(server, token);
       }
-      expect(performance.now() - restoredAt).toBeLessThan(RESTORED_WITHIN_MS);
       expect((await exchange(server.url, partner.accessKey, partner.secretKey)).status).toBe(401);
       await vi.waitFor(async () => expect((await timed(`${server.url}/readyz`)).status).toBe(200), { timeout: 5_000 });
 
