@@ -17,6 +17,7 @@ import { adminQuery, backendAvailable, createBackend, type TestBackend } from '.
 import { runBinary, runCli, type CliResult } from '../support/cli.js';
 import { serve } from '../support/serve.js';
 import { startUpstream } from '../http/support.js';
+import { tokenFor } from '../hardening/support.js';
 
 describe.skipIf(!backendAvailable('postgresql'))('PostgreSQL roles with real logins', () => {
   let backend: TestBackend;
@@ -180,13 +181,8 @@ describe.skipIf(!backendAvailable('postgresql'))('PostgreSQL roles with real log
     const upstream = await startUpstream();
     const server = await serve({ ...backend.env, DATABASE_URL: urlAs(logins.server), PUBLIC_API_UPSTREAM_URL: upstream.url });
     try {
-      const tokenResponse = await fetch(`${server.url}/public/v1/auth/token`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ access_key: keys.access_key, secret_key: keys.secret_key }),
-      });
-      expect(tokenResponse.status).toBe(200);
-      const { access_token: token } = (await tokenResponse.json()) as { access_token: string };
+      // The next tests count on this token having been issued (a revoke-tokens after it changes something).
+      const token = await tokenFor(server.url, keys.access_key, keys.secret_key);
       const data = await fetch(`${server.url}/public/v1/prices?company_id=shop-1`, { headers: { authorization: `Bearer ${token}` } });
       expect(data.status).toBe(200);
     } finally {

@@ -4,6 +4,7 @@ import { BACKENDS, backendAvailable, createBackend, type TestBackend } from '../
 import { runCli } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
 import { startUpstream, type TestUpstream } from './support.js';
+import { tokenFor } from '../hardening/support.js';
 
 const REDIS_URL = inject('redisUrl');
 
@@ -16,14 +17,9 @@ async function cliIn(env: NodeJS.ProcessEnv, ...args: string[]): Promise<Record<
   return result.json<Record<string, unknown>>();
 }
 
-async function tokenFrom(server: Served, keys: Keys): Promise<string> {
-  const response = await fetch(`${server.url}/public/v1/auth/token`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ access_key: keys.access_key, secret_key: keys.secret_key }),
-  });
-  expect(response.status).toBe(200);
-  return ((await response.json()) as { access_token: string }).access_token;
+/** A token from one instance (tokenFor: a 503 on a loaded machine is taken again). */
+function tokenFrom(server: Served, keys: Keys): Promise<string> {
+  return tokenFor(server.url, keys.access_key, keys.secret_key);
 }
 
 async function get(server: Served, token: string): Promise<Response> {

@@ -4,6 +4,7 @@ import { backendAvailable, createBackend, type TestBackend } from '../support/ba
 import { runCli } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
 import { startUpstream, type TestUpstream } from './support.js';
+import { tokenFor } from '../hardening/support.js';
 
 /** Longer than the servers' 1 s staleness bound, so a change must have been seen by then. */
 const PAST_STALENESS_BOUND_MS = 1_300;
@@ -25,11 +26,7 @@ describe('two serve instances on one PostgreSQL database', () => {
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ access_key: keys.access_key, secret_key: keys.secret_key }),
       });
-    const tokenFrom = async (server: Served, keys: { access_key: string; secret_key: string }) => {
-      const response = await exchange(server, keys);
-      expect(response.status).toBe(200);
-      return ((await response.json()) as { access_token: string }).access_token;
-    };
+    const tokenFrom = (server: Served, keys: { access_key: string; secret_key: string }) => tokenFor(server.url, keys.access_key, keys.secret_key);
     const dataStatus = async (server: Served, token: string, company: string) =>
       (await fetch(`${server.url}/public/v1/prices?company_id=${company}`, { headers: { authorization: `Bearer ${token}` } })).status;
 

@@ -8,7 +8,7 @@ import { runBinary, runCli, type CliResult } from '../support/cli.js';
 import { clearOfHourBoundary } from '../support/hours.js';
 import { serve, type Served } from '../support/serve.js';
 import { startUpstream } from './support.js';
-import { exchange } from '../hardening/support.js';
+import { tokenFor } from '../hardening/support.js';
 
 interface Delivery {
   path: string;
@@ -333,17 +333,7 @@ describe.concurrent.each(BACKENDS)('webhooks on %s: a real serve delivers to a l
         // A server of its own with an engine; stopping it writes its usage counts (they are written every 10 s otherwise).
         const engine = await serve({ ...env(), PUBLIC_API_UPSTREAM_URL: upstream.url, PUBLIC_API_TOKEN_RATE_LIMIT_PER_IP: '0' });
         try {
-          // A 503 (a query past its 2 s bound on a loaded machine: retry later, as a partner's client does) is
-          // taken again; any other refusal fails here with its envelope, not later as a 401 for a missing token.
-          let exchanged: Response;
-          for (let attempt = 1; ; attempt++) {
-            exchanged = await exchange(engine.url, keys.access_key, keys.secret_key);
-            if (exchanged.status !== 503 || attempt === 5) break;
-            console.log(`webhooks (${provider}): the exchange answered 503, taken again: ${await exchanged.text()}`);
-          }
-          const answer = await exchanged.text();
-          expect(exchanged.status, answer).toBe(200);
-          const { access_token: token } = JSON.parse(answer) as { access_token: string };
+          const token = await tokenFor(engine.url, keys.access_key, keys.secret_key);
           for (let i = 0; i < count; i++) {
             const data = await fetch(`${engine.url}/public/v1/prices?company_id=shop`, { headers: { authorization: `Bearer ${token}` } });
             expect(data.status, await data.text()).toBe(200);
