@@ -123,6 +123,7 @@ describe('an engine trickling its body, a client trickling its request', () => {
       // writes, whose bound is 10 s more (docs/server.md: "at most the upstream timeout + 11 s"): a loaded
       // machine took the exit to 3.8 s here with nothing to write.
       expect((await slowClientClosed) - signalled).toBeLessThan(1_000 + 1_000 + 1_500);
+      console.log(`[slow-engine] exited ${stoppedAfter} ms after SIGTERM`);
       expect(stoppedAfter).toBeLessThan(1_000 + 11_000);
       expect(served.stderr()).toMatch(/stopped/);
     } finally {
