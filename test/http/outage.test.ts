@@ -61,9 +61,8 @@ interface Outage {
 /**
  * A world for one test, torn down when it finishes: the relay restored (a failed test leaves no cut behind),
  * its servers stopped, its database dropped. Each test has a database of its own because a receipt waits for
- * every instance registered on its database: so the tests run side by side without seeing each other's
- * servers (their bounds are each server's own, measured through its own relay). The teardown is the test's
- * own (its context's onTestFinished: the global one cannot tell concurrent tests apart).
+ * every instance registered on its database, so no test sees another's servers. The teardown is the test's
+ * own (its context's onTestFinished).
  */
 async function outage({ onTestFinished }: TestContext): Promise<Outage> {
   const backend = await createBackend('postgresql', { migrated: true });
@@ -107,9 +106,9 @@ async function outage({ onTestFinished }: TestContext): Promise<Outage> {
   };
 }
 
-// The three tests run side by side, each in a world of its own (outage()): most of their time is the
-// budget and the bounds passing.
-describe.skipIf(!backendAvailable('postgresql'))('postgresql: through a database outage', { concurrent: true }, () => {
+// One test at a time: side by side (each in its own world) took the file from 67 s to 24 s, but under load a
+// server saw a second, spurious outage (a read past its bound) and the logged outage lines doubled.
+describe.skipIf(!backendAvailable('postgresql'))('postgresql: through a database outage', () => {
   const data = (server: Served, token: string) =>
     timed(`${server.url}/public/v1/prices?company_id=acme`, { headers: { authorization: `Bearer ${token}` } });
 
