@@ -4,6 +4,7 @@ import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBacke
 import { runCli } from '../support/cli.js';
 import { clearOfHourBoundary } from '../support/hours.js';
 import { serve } from '../support/serve.js';
+import { tokenFor } from '../hardening/support.js';
 import { bearer, buildTestApp, seedPartner, startUpstream, type TestUpstream } from './support.js';
 
 const HOUR_MS = 3_600_000;
@@ -45,15 +46,7 @@ describe.each(BACKENDS)('usage per partner, company and hour (%s)', (provider) =
       await clearOfHourBoundary();
       const server = await serve({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url });
       try {
-        const tokenOf = async (k: { access_key: string; secret_key: string }) => {
-          const response = await fetch(`${server.url}/public/v1/auth/token`, {
-            method: 'POST',
-            headers: { 'content-type': 'application/json' },
-            body: JSON.stringify({ access_key: k.access_key, secret_key: k.secret_key }),
-          });
-          expect(response.status).toBe(200);
-          return ((await response.json()) as { access_token: string }).access_token;
-        };
+        const tokenOf = (k: { access_key: string; secret_key: string }) => tokenFor(server.url, k.access_key, k.secret_key);
         const token = await tokenOf(keys);
         const get = async (path: string, company: string, t = token) =>
           (await fetch(`${server.url}/public/v1/${path}?company_id=${company}`, { headers: bearer(t) })).status;
