@@ -4,7 +4,7 @@ import { backendAvailable, createBackend, type TestBackend } from '../support/ba
 import { runCli } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
 import { startUpstream, type TestUpstream } from './support.js';
-import { tokenFor } from '../hardening/support.js';
+import { exchange, tokenFor } from '../hardening/support.js';
 
 /** Longer than the servers' 1 s staleness bound, so a change must have been seen by then. */
 const PAST_STALENESS_BOUND_MS = 1_300;
@@ -20,12 +20,6 @@ describe('two serve instances on one PostgreSQL database', () => {
       expect(result.code, result.stderr).toBe(0);
       return result.json<T>();
     };
-    const exchange = (server: Served, keys: { access_key: string; secret_key: string }) =>
-      fetch(`${server.url}/public/v1/auth/token`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ access_key: keys.access_key, secret_key: keys.secret_key }),
-      });
     const tokenFrom = (server: Served, keys: { access_key: string; secret_key: string }) => tokenFor(server.url, keys.access_key, keys.secret_key);
     const dataStatus = async (server: Served, token: string, company: string) =>
       (await fetch(`${server.url}/public/v1/prices?company_id=${company}`, { headers: { authorization: `Bearer ${token}` } })).status;
@@ -73,7 +67,7 @@ describe('two serve instances on one PostgreSQL database', () => {
 
       const newKeys = await cli<{ access_key: string; secret_key: string }>('rotate-keys', 'Rotating');
       for (const instance of instances) {
-        expect((await exchange(instance, oldKeys)).status).toBe(401);
+        expect((await exchange(instance.url, oldKeys.access_key, oldKeys.secret_key)).status).toBe(401);
         expect(await dataStatus(instance, oldToken, 'acme')).toBe(200); // lives out its 15 minutes
       }
       const newToken = await tokenFrom(b, newKeys);
@@ -95,7 +89,7 @@ describe('two serve instances on one PostgreSQL database', () => {
       await sleep(PAST_STALENESS_BOUND_MS);
       for (const instance of instances) {
         expect(await dataStatus(instance, latestToken, 'acme')).toBe(401);
-        expect((await exchange(instance, latestKeys)).status).toBe(401);
+        expect((await exchange(instance.url, latestKeys.access_key, latestKeys.secret_key)).status).toBe(401);
       }
     });
   });
