@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createBackend, type TestBackend } from '../support/backends.js';
 import { onTerminal, runCli } from '../support/cli.js';
-import { serve, type Served } from '../support/serve.js';
+import { serveInProcess, type ServedInProcess as Served } from '../support/serve.js';
 import { startUpstream, type TestUpstream } from '../http/support.js';
 
 describe('disable-partner then enable-partner, against a running server', () => {
@@ -39,7 +39,7 @@ describe('disable-partner then enable-partner, against a running server', () => 
     backend = await createBackend('sqlite', { migrated: true });
     upstream = await startUpstream();
     await cli('create-partner', '--name', 'Paused');
-    server = await serve({
+    server = await serveInProcess({
       ...backend.env,
       PUBLIC_API_UPSTREAM_URL: upstream.url,
       PUBLIC_API_TOKEN_RATE_LIMIT_PER_IP: '0',
@@ -47,10 +47,7 @@ describe('disable-partner then enable-partner, against a running server', () => 
     });
   });
   afterAll(async () => {
-    if (server && server.child.exitCode === null) {
-      server.child.kill('SIGTERM');
-      await server.exited;
-    }
+    await server?.stop();
     await upstream?.close();
     await backend?.dispose();
   });

@@ -146,16 +146,15 @@ describe('hostile values through every field a person or a program reads (SQLite
     const folder = join(backend.dir, 'odd\nWhy: forged\u001b[8m');
     mkdirSync(folder);
     copyFileSync(join(backend.dir, 'partnerctl.db'), join(folder, 'partnerctl.db'));
-    const { serve } = await import('../support/serve.js');
-    const served = await serve({ ...backend.env, DATABASE_URL: `file:${join(folder, 'partnerctl.db')}` });
+    const { serveInProcess } = await import('../support/serve.js');
+    const served = await serveInProcess({ ...backend.env, DATABASE_URL: `file:${join(folder, 'partnerctl.db')}` });
     try {
       const lines = served.stderr().trimEnd().split('\n');
       expect(served.stderr()).not.toMatch(RAW_CONTROL);
       expect(lines.filter((line) => line.startsWith('Why:'))).toHaveLength(0);
       expect(lines.find((line) => line.includes('listening on'))).toContain('odd\\x0aWhy: forged\\x1b[8m');
     } finally {
-      served.child.kill('SIGTERM');
-      await served.exited;
+      await served.stop();
       rmSync(folder, { recursive: true, force: true });
     }
   });

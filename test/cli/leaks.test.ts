@@ -7,7 +7,7 @@ import { BASE62, checksumOf } from '../support/key-format.js';
 import { SigningKeys } from '../../src/domain/operations/signing-keys.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { runCli, type CliResult } from '../support/cli.js';
-import { serve, type Served } from '../support/serve.js';
+import { serveInProcess, type ServedInProcess as Served } from '../support/serve.js';
 import { startUpstream, type TestUpstream } from '../http/support.js';
 import { PartnerClient } from '@partnerctl/client';
 import { systemClock } from '../../src/clock.js';
@@ -74,7 +74,7 @@ describe.concurrent.each(BACKENDS)('leaked credentials on %s: lookup and contain
       // A first command that writes creates the SQLite file before the server opens it (a read-only one
       // refuses a missing file).
       await cli('create-partner', '--name', 'leak-setup');
-      server = await serve({
+      server = await serveInProcess({
         ...backend.env,
         PUBLIC_API_UPSTREAM_URL: upstream.url,
         PUBLIC_API_TOKEN_RATE_LIMIT_PER_IP: '0',
@@ -82,10 +82,7 @@ describe.concurrent.each(BACKENDS)('leaked credentials on %s: lookup and contain
       });
     });
     afterAll(async () => {
-      if (server && server.child.exitCode === null) {
-        server.child.kill('SIGTERM');
-        await server.exited;
-      }
+      await server?.stop();
       await upstream?.close();
       await backend?.dispose();
     });

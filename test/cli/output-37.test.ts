@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Database } from '../../src/db/client.js';
 import { createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
-import { serve } from '../support/serve.js';
+import { serveInProcess } from '../support/serve.js';
 import { escapedForm, RAW_CONTROL, RAW_CONTROL_BUT_ESC } from '../support/hostile-values.js';
 import { bearer, buildTestApp, seedPartner, startUpstream, type SeededPartner, type TestApp, type TestUpstream } from '../http/support.js';
 
@@ -172,7 +172,7 @@ describe('issue 37, what a person reads (SQLite, the server in-process, the real
     });
 
     it('instances shows the client address whole (a real serve registered)', async () => {
-      const served = await serve(backend.env);
+      const served = await serveInProcess(backend.env);
       try {
         // The instance registers right after its listening line (polled: a spawned process's pace is its own).
         const listed = await vi.waitFor(
@@ -193,8 +193,7 @@ describe('issue 37, what a person reads (SQLite, the server in-process, the real
         expect(shown.stdout).not.toMatch(/\d+\.\d+\.\d*…/);
         for (const line of shown.stdout.trimEnd().split('\n')) expect([...line].length, line).toBeLessThanOrEqual(80);
       } finally {
-        served.child.kill('SIGTERM');
-        await served.exited;
+        await served.stop();
       }
     });
   });

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { runBinary, runCli, type CliResult } from '../support/cli.js';
-import { serve, type Served } from '../support/serve.js';
+import { serveInProcess, type ServedInProcess as Served } from '../support/serve.js';
 import { startUpstream, type TestUpstream } from '../http/support.js';
 
 /** A JSON answer of the CLI, read field by field (the shapes are what the assertions check). */
@@ -107,11 +107,10 @@ describe.concurrent.each(BACKENDS)('planned rotation with an overlap (%s, two se
         PUBLIC_API_TOKEN_RATE_LIMIT_PER_IP: '0',
         PUBLIC_API_TOKEN_RATE_LIMIT_PER_KEY: '0',
       };
-      servers = [await serve(env), await serve(env)];
+      servers = [await serveInProcess(env), await serveInProcess(env)];
     });
     afterAll(async () => {
-      for (const server of servers) if (server.child.exitCode === null) server.child.kill('SIGTERM');
-      await Promise.all(servers.map((server) => server.exited));
+      await Promise.all(servers.map((server) => server.stop()));
       await upstream?.close();
       await backend?.dispose();
     });

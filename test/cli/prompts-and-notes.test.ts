@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createBackend, type TestBackend } from '../support/backends.js';
 import { onTerminal, runCli } from '../support/cli.js';
-import { serve } from '../support/serve.js';
+import { serveInProcess } from '../support/serve.js';
 
 describe.skipIf(process.platform !== 'linux')('prompts on a terminal', () => {
   let backend: TestBackend;
@@ -69,7 +69,7 @@ describe('notes', () => {
     expect(code, screen).toBe(0);
     expect(screen).toMatch(/^\[\d{2}:\d{2}:\d{2}\.\d{3}\] INFO: serve instance registered$/m);
     expect(screen).not.toContain('{"level"');
-    const piped = await serve(backend.env);
+    const piped = await serveInProcess(backend.env);
     try {
       // The log is written in batches (every 250 ms): wait for it rather than for a fixed time.
       await vi.waitFor(() => expect(piped.stdout()).toMatch(/^\{"level":30,"time":"[^"]+","instance_id":"srv_\w+"[^\n]*"msg":"serve instance registered"\}$/m), {
@@ -77,26 +77,23 @@ describe('notes', () => {
         interval: 25,
       });
     } finally {
-      piped.child.kill('SIGTERM');
-      await piped.exited;
+      await piped.stop();
     }
   });
 
   it('serve without an upstream says on start that data requests will get 503', async () => {
     const { PUBLIC_API_UPSTREAM_URL: _unset, ...env } = backend.env;
-    const served = await serve(env);
+    const served = await serveInProcess(env);
     try {
       expect(served.stderr()).toMatch(/partnerctl serve: no upstream engine \(--upstream \/ PUBLIC_API_UPSTREAM_URL\): data requests will get 503 upstream_unavailable/);
     } finally {
-      served.child.kill('SIGTERM');
-      await served.exited;
+      await served.stop();
     }
-    const withUpstream = await serve({ ...env, PUBLIC_API_UPSTREAM_URL: 'http://127.0.0.1:9' });
+    const withUpstream = await serveInProcess({ ...env, PUBLIC_API_UPSTREAM_URL: 'http://127.0.0.1:9' });
     try {
       expect(withUpstream.stderr()).not.toMatch(/no upstream/);
     } finally {
-      withUpstream.child.kill('SIGTERM');
-      await withUpstream.exited;
+      await withUpstream.stop();
     }
   });
 });

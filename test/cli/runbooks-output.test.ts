@@ -9,7 +9,7 @@ import { styles } from '../../src/cli/say.js';
 import { cut, renderTable } from '../../src/cli/table.js';
 import { BACKENDS, backendAvailable, createBackend, type TestBackend } from '../support/backends.js';
 import { BIN, runBinary, runCli } from '../support/cli.js';
-import { serve } from '../support/serve.js';
+import { serveInProcess } from '../support/serve.js';
 
 /** A command line in-process against a terminal of the given width (stdout a TTY). */
 async function onTerminal(args: string[], env: NodeJS.ProcessEnv, columns: number): Promise<{ code: number; stdout: string }> {
@@ -232,7 +232,7 @@ describe('the database named must exist (only the embedded default creates itsel
     const { default: Database } = await import('better-sqlite3');
     const own = await createBackend('sqlite');
     expect((await runCli(['create-partner', '--name', 'Pending'], own.env)).code).toBe(0);
-    const server = await serve(own.env);
+    const server = await serveInProcess(own.env);
     try {
       const file = new Database(join(own.dir, 'partnerctl.db'));
       const last = file.prepare('SELECT migration_name FROM _prisma_migrations ORDER BY migration_name DESC LIMIT 1').get() as { migration_name: string };
@@ -244,15 +244,14 @@ describe('the database named must exist (only the embedded default creates itsel
       expect(migrated.stderr).toMatch(/^partnerctl: database_unavailable: applying migrations failed: /);
       expect(migrated.stderr).not.toMatch(/wasm|RuntimeError|unreachable|at .*\.js:\d+/i);
     } finally {
-      server.child.kill('SIGTERM');
-      await server.exited;
+      await server.stop();
       await own.dispose();
     }
   });
 
   it('db migrate with nothing pending answers at once while a server holds the file', async () => {
     expect((await runCli(['create-partner', '--name', 'Served'], backend.env)).code).toBe(0);
-    const server = await serve(backend.env);
+    const server = await serveInProcess(backend.env);
     try {
       const started = performance.now();
       const migrated = await runBinary(['db', 'migrate', '--json'], backend.env);
@@ -262,8 +261,7 @@ describe('the database named must exist (only the embedded default creates itsel
       // Not a speed assertion: the old path waited for the 15 s busy timeout before failing.
       expect(seconds).toBeLessThan(10);
     } finally {
-      server.child.kill('SIGTERM');
-      await server.exited;
+      await server.stop();
     }
   });
 });

@@ -15,7 +15,7 @@ import { postgresqlDialect } from '../../src/db/dialect.js';
 import { permissionDenied } from '../../src/db/roles.js';
 import { adminQuery, backendAvailable, createBackend, type TestBackend } from '../support/backends.js';
 import { runBinary, runCli, type CliResult } from '../support/cli.js';
-import { serve } from '../support/serve.js';
+import { serveInProcess } from '../support/serve.js';
 import { startUpstream } from '../http/support.js';
 import { tokenFor } from '../hardening/support.js';
 
@@ -179,15 +179,14 @@ describe.skipIf(!backendAvailable('postgresql'))('PostgreSQL roles with real log
   it('the server login serves and counts usage, and cannot insert a partner', async () => {
     const keys = (await owner('--json', 'issue-keys', 'acme')).json();
     const upstream = await startUpstream();
-    const server = await serve({ ...backend.env, DATABASE_URL: urlAs(logins.server), PUBLIC_API_UPSTREAM_URL: upstream.url });
+    const server = await serveInProcess({ ...backend.env, DATABASE_URL: urlAs(logins.server), PUBLIC_API_UPSTREAM_URL: upstream.url });
     try {
       // The next tests count on this token having been issued (a revoke-tokens after it changes something).
       const token = await tokenFor(server.url, keys.access_key, keys.secret_key);
       const data = await fetch(`${server.url}/public/v1/prices?company_id=shop-1`, { headers: { authorization: `Bearer ${token}` } });
       expect(data.status).toBe(200);
     } finally {
-      server.child.kill('SIGTERM');
-      expect(await server.exited).toBe(0);
+      expect(await server.stop()).toBe(0);
       await upstream.close();
     }
     const [usage] = await query("SELECT SUM(accepted) AS n FROM usage_hours WHERE company_id = 'shop-1'");
@@ -244,7 +243,7 @@ describe.skipIf(!backendAvailable('postgresql'))('PostgreSQL roles with real log
     // On-call's change writes its event in the same transaction.
     const revoked = await as(logins.oncall, 'revoke-tokens', name);
     expect(revoked.code, revoked.stderr).toBe(0);
-    const server = await serve({
+    const server = await serveInProcess({
       ...backend.env,
       DATABASE_URL: urlAs(logins.server),
       PUBLIC_API_SECRET_SCANNING: 'github',
@@ -264,8 +263,7 @@ describe.skipIf(!backendAvailable('postgresql'))('PostgreSQL roles with real log
       while (received.length < 3 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
       expect(received.map((item) => item.type).sort()).toEqual(['keys.revoked', 'leak.reported', 'tokens.revoked']);
     } finally {
-      server.child.kill('SIGTERM');
-      expect(await server.exited).toBe(0);
+      expect(await server.stop()).toBe(0);
       await new Promise((resolve) => listener.close(resolve));
     }
     expect(server.stderr()).not.toMatch(/permission denied/i);

@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it, vi } from 'vitest';
 import type { TestBackend } from '../support/backends.js';
-import { cliOk, gatewayUnderTest, provision, rawHttp, tokenFor, UUID, type recordingEngine, type Seen, type startServe } from './support.js';
+import { cliOk, gatewayUnderTest, provision, rawHttp, tokenFor, UUID, type recordingEngine, type Seen, type serveInProcess } from './support.js';
 
 /**
  * The usual data request (GET, company_id alone, one bearer token) goes from the server's listener straight
@@ -13,7 +13,7 @@ const header = (seen: Seen, name: string) => seen.rawHeaders.find((_, i) => i % 
 describe('the usual data request through the one data handler, against the real server', () => {
   let backend: TestBackend;
   let engine: Awaited<ReturnType<typeof recordingEngine>>;
-  let served: Awaited<ReturnType<typeof startServe>>;
+  let served: Awaited<ReturnType<typeof serveInProcess>>;
   let partner: Awaited<ReturnType<typeof provision>>;
   let token: string;
   // Partners with limits of their own (set before the server starts, so no staleness bound to wait out).

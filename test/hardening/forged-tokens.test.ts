@@ -7,7 +7,7 @@ import { RETIRED_KEY_OVERLAP_SECONDS, rotateSigningKey } from '../../src/domain/
 import { TOKEN_AUDIENCE, TOKEN_ISSUER } from '../../src/domain/operations/tokens.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { startUpstream, type TestUpstream } from '../http/support.js';
-import { expectEnvelope4xx, provision, rawHttp, startServe, tokenFor, type RawResponse } from './support.js';
+import { expectEnvelope4xx, provision, rawHttp, serveInProcess, tokenFor, type RawResponse } from './support.js';
 
 /**
  * Forged and tampered tokens sent to the real `partnerctl serve`. Where data.test.ts already sends a token
@@ -30,7 +30,7 @@ describe.each(BACKENDS)('forged tokens against partnerctl serve (%s)', (provider
   describe.skipIf(!backendAvailable(provider))('', () => {
     let backend: TestBackend;
     let upstream: TestUpstream;
-    let server: Awaited<ReturnType<typeof startServe>>;
+    let server: Awaited<ReturnType<typeof serveInProcess>>;
     let alice: Awaited<ReturnType<typeof provision>>;
     let bob: Awaited<ReturnType<typeof provision>>;
     let token: string;
@@ -74,7 +74,7 @@ describe.each(BACKENDS)('forged tokens against partnerctl serve (%s)', (provider
       upstream = await startUpstream();
       alice = await provision(backend, 'alice', ['acme']);
       bob = await provision(backend, 'bob', ['acme']);
-      server = await startServe({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url, PUBLIC_API_TOKEN_RATE_LIMIT_PER_IP: '0' });
+      server = await serveInProcess({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url, PUBLIC_API_TOKEN_RATE_LIMIT_PER_IP: '0' });
       token = await tokenFor(server.url, alice.accessKey, alice.secretKey);
     });
     afterAll(async () => {

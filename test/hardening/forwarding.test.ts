@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { gatewayUnderTest, rawHttp, UUID, type provision, type recordingEngine, type Seen, type startServe } from './support.js';
+import { gatewayUnderTest, rawHttp, UUID, type provision, type recordingEngine, type Seen, type serveInProcess } from './support.js';
 
 /**
  * The forwarding contract (README) probed from outside: the real `partnerctl serve`, raw sockets for what
@@ -11,7 +11,7 @@ const headerValues = (seen: Seen, name: string) => seen.rawHeaders.filter((_, i)
 
 describe('the forwarding contract, against the real server', () => {
   let engine: Awaited<ReturnType<typeof recordingEngine>>;
-  let served: Awaited<ReturnType<typeof startServe>>;
+  let served: Awaited<ReturnType<typeof serveInProcess>>;
   let partner: Awaited<ReturnType<typeof provision>>;
   let token: string;
   let host: string;

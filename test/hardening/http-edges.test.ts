@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { expectEnvelope4xx, gatewayUnderTest, rawHttp, UUID, type RawResponse, type recordingEngine, type startServe } from './support.js';
+import { expectEnvelope4xx, gatewayUnderTest, rawHttp, UUID, type RawResponse, type recordingEngine, type serveInProcess } from './support.js';
 
 /**
  * RFC 9110/9112 edge cases an attacker of a gateway tries, against the real `partnerctl serve` with raw
@@ -8,7 +8,7 @@ import { expectEnvelope4xx, gatewayUnderTest, rawHttp, UUID, type RawResponse, t
  */
 describe('HTTP edge cases, against the real server', () => {
   let engine: Awaited<ReturnType<typeof recordingEngine>>;
-  let served: Awaited<ReturnType<typeof startServe>>;
+  let served: Awaited<ReturnType<typeof serveInProcess>>;
   let token: string;
   let host: string;
 

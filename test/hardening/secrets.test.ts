@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
 import { startUpstream, type TestUpstream } from '../http/support.js';
-import { cliOk, exchange, openProbe, provision, startServe, tokenFor } from './support.js';
+import { cliOk, exchange, openProbe, provision, serveInProcess, tokenFor } from './support.js';
 
 /**
  * A full scenario (issue, rotate, exchange through the server, data requests, a test token, a leaked-key
@@ -56,7 +56,7 @@ describe.each(BACKENDS)('no secret or token at rest or in the logs (%s)', (provi
       const rotated = await cliOk<{ access_key: string; secret_key: string }>(backend, 'rotate-keys', partner.partnerId);
       secrets.push(rotated.secret_key);
 
-      const server = await startServe({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url, LOG_LEVEL: 'trace' });
+      const server = await serveInProcess({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url, LOG_LEVEL: 'trace' });
       let stopped = false;
       try {
         for (let i = 0; i < 3; i++) tokens.push(await tokenFor(server.url, rotated.access_key, rotated.secret_key));

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { startUpstream, type TestUpstream } from '../http/support.js';
-import { expectEnvelope4xx, provision, rawHttp, startServe, tokenFor } from './support.js';
+import { expectEnvelope4xx, provision, rawHttp, serveInProcess, tokenFor } from './support.js';
 
 /**
  * Generated malformed requests against the real `partnerctl serve`, over raw sockets so that anything can be
@@ -271,7 +271,7 @@ describe.each(BACKENDS)('malformed requests against partnerctl serve (%s)', (pro
   describe.skipIf(!backendAvailable(provider))('', () => {
     let backend: TestBackend;
     let upstream: TestUpstream;
-    let server: Awaited<ReturnType<typeof startServe>>;
+    let server: Awaited<ReturnType<typeof serveInProcess>>;
     let token: string;
     let keys: Awaited<ReturnType<typeof provision>>;
 
@@ -280,7 +280,7 @@ describe.each(BACKENDS)('malformed requests against partnerctl serve (%s)', (pro
       await (await openMigrated(backend)).close();
       upstream = await startUpstream();
       keys = await provision(backend, 'fuzzed', ['acme']);
-      server = await startServe({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url, PUBLIC_API_TOKEN_RATE_LIMIT_PER_KEY: '0', PUBLIC_API_TOKEN_RATE_LIMIT_PER_IP: '0' });
+      server = await serveInProcess({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url, PUBLIC_API_TOKEN_RATE_LIMIT_PER_KEY: '0', PUBLIC_API_TOKEN_RATE_LIMIT_PER_IP: '0' });
       token = await tokenFor(server.url, keys.accessKey, keys.secretKey);
     });
     afterAll(async () => {

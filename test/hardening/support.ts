@@ -6,7 +6,9 @@ import { afterAll, beforeAll, beforeEach, expect } from 'vitest';
 import type { Provider } from '../../src/config.js';
 import { createBackend, type TestBackend } from '../support/backends.js';
 import { runCli, startCli } from '../support/cli.js';
-import { serve, type Served } from '../support/serve.js';
+import { serve, serveInProcess, type Served, type ServedInProcess } from '../support/serve.js';
+
+export { serveInProcess };
 
 export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
@@ -23,50 +25,6 @@ export async function provision(backend: TestBackend, name: string, companies: s
   const keys = await cliOk(backend, 'issue-keys', partner.partner_id);
   for (const company of companies) await cliOk(backend, 'map-company', partner.partner_id, '--company', company);
   return { partnerId: partner.partner_id as string, keyPairId: keys.key_pair_id as string, accessKey: keys.access_key as string, secretKey: keys.secret_key as string };
-}
-
-/** The real `partnerctl serve`; stop() sends SIGTERM and waits, falling back to SIGKILL. */
-export interface ServedInProcess {
-  url: string;
-  /** The request log (JSON lines), as the binary writes it to stdout. */
-  stdout: () => string;
-  /** The start-up and shutdown lines, as the binary writes them to stderr. */
-  stderr: () => string;
-  /** SIGTERM, as the binary gets it; resolves with the exit code. Safe to call twice. */
-  stop(): Promise<number>;
-}
-
-/**
- * `partnerctl serve --port 0` in this process: the CLI's own serve command on an injected terminal (its log
- * and its lines in buffers, SIGTERM from an emitter), listening on a real port of loopback. The server is the
- * subject here (what an attacker on the network sees), not the process, so no process is started; the
- * process's own contract (signals, exit codes, a SIGKILL) is tested with the spawned `serve`
- * (test/support/serve.ts).
- */
-export async function startServe(env: NodeJS.ProcessEnv): Promise<ServedInProcess> {
-  const served = startCli(['serve', '--port', '0'], env);
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setInterval(() => {
-      const match = /partnerctl serve: listening on (http:\/\/\S+) \(/.exec(served.stderr());
-      if (match) {
-        clearInterval(timer);
-        resolve(match[1]!);
-      }
-    }, 10);
-    void served.exited.then((code) => {
-      clearInterval(timer);
-      reject(new Error(`serve exited with ${code}: ${served.stderr()}`));
-    });
-  });
-  return {
-    url,
-    stdout: served.stdout,
-    stderr: served.stderr,
-    stop: async () => {
-      served.signals.emit('SIGTERM');
-      return served.exited;
-    },
-  };
 }
 
 /** The spawned `partnerctl serve` (for faults from outside the process: a lock another process holds, a file replaced). */
@@ -316,7 +274,7 @@ export function gatewayUnderTest(name: string, options: { companies?: string[]; 
   const gateway = {
     backend: undefined as unknown as TestBackend,
     engine: undefined as unknown as Awaited<ReturnType<typeof recordingEngine>>,
-    served: undefined as unknown as Awaited<ReturnType<typeof startServe>>,
+    served: undefined as unknown as Awaited<ReturnType<typeof serveInProcess>>,
     partner: undefined as unknown as Awaited<ReturnType<typeof provision>>,
     token: '',
     host: '',
@@ -326,7 +284,7 @@ export function gatewayUnderTest(name: string, options: { companies?: string[]; 
     gateway.engine = await recordingEngine();
     gateway.partner = await provision(gateway.backend, name, options.companies ?? ['acme']);
     await options.prepare?.(gateway.backend);
-    gateway.served = await startServe({
+    gateway.served = await serveInProcess({
       ...gateway.backend.env,
       PUBLIC_API_UPSTREAM_URL: `${gateway.engine.url}/api`,
       PUBLIC_API_UPSTREAM_TIMEOUT_MS: String(options.upstreamTimeoutMs ?? 2000),

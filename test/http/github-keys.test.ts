@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isAppError } from '../../src/errors.js';
 import { GitHubKeys, REFETCH_MS, RETRY_FAILED_MS } from '../../src/http/routes/github-keys.js';
 import { createBackend, type TestBackend } from '../support/backends.js';
-import { serve, type Served } from '../support/serve.js';
+import { serveInProcess, type ServedInProcess as Served } from '../support/serve.js';
 
 const github = generateKeyPairSync('ec', { namedCurve: 'P-256' });
 const KEY_ID = 'bcb53661c06b4728e59d897fb6165d5c9cda0fd9cdf9d09ead458168deb7518c';
@@ -115,17 +115,14 @@ describe('a real serve with the key list down on first use', () => {
     keyServer = await startKeyServer({ [KEY_ID]: github.publicKey });
   });
   afterAll(async () => {
-    if (server && server.child.exitCode === null) {
-      server.child.kill('SIGTERM');
-      await server.exited;
-    }
+    await server?.stop();
     await keyServer?.close();
     await backend?.dispose();
   });
 
   it('answers 503 key_list_unavailable with its own message, then accepts the next signed alert once the list is back', async () => {
     keyServer.setUp(false);
-    server = await serve({ ...backend.env, PUBLIC_API_SECRET_SCANNING: 'github', PUBLIC_API_SECRET_SCANNING_KEYS_URL: keyServer.url });
+    server = await serveInProcess({ ...backend.env, PUBLIC_API_SECRET_SCANNING: 'github', PUBLIC_API_SECRET_SCANNING_KEYS_URL: keyServer.url });
     const body = JSON.stringify([{ token: 'pctl_sk_nothing', type: 'partnerctl_secret_key', url: 'https://github.com/o/r', source: 'content' }]);
     const post = () =>
       fetch(`${server!.url}/secret-scanning/github`, {

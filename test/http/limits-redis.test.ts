@@ -7,7 +7,7 @@ import { policyOf, RedisLimiter } from '../../src/http/counters/limits.js';
 import { SharedRedis } from '../../src/http/counters/redis.js';
 import { createBackend, type TestBackend } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
-import { serve, type Served } from '../support/serve.js';
+import { serveInProcess, type ServedInProcess as Served } from '../support/serve.js';
 import { bearer, startUpstream, type TestUpstream } from './support.js';
 
 const redisUrl = inject('redisUrl');
@@ -137,8 +137,7 @@ describe.skipIf(!redisUrl)('Redis down and back (a redis-server of the test\'s o
   });
   afterAll(async () => {
     if (server) {
-      server.child.kill('SIGTERM');
-      await server.exited;
+      await server.stop();
     }
     if (redis) await stopOwnRedis(redis);
     await upstream?.close();
@@ -156,7 +155,7 @@ describe.skipIf(!redisUrl)('Redis down and back (a redis-server of the test\'s o
     await cli('map-company', 'Steady', '--company', 'acme');
     await cli('set-limits', 'Steady', '--rate', '100/m', '--burst', '50');
     const redisAt = `redis://127.0.0.1:${redisPort}`;
-    server = await serve({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url, REDIS_URL: redisAt }, ['--metrics-port', '0']);
+    server = await serveInProcess({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url, REDIS_URL: redisAt }, ['--metrics-port', '0']);
     const metricsUrl = await until('the metrics line', async () => /metrics on (http:\/\/\S+)\n/.exec(server!.stderr())?.[1]);
     const token = await tokenFrom(server, keys);
     const get = () => fetch(`${server!.url}/public/v1/prices?company_id=acme`, { headers: bearer(token) });
@@ -226,8 +225,7 @@ describe.skipIf(!redisUrl)('a hung Redis (a redis-server of the test\'s own, fro
   afterAll(async () => {
     if (redis && redis.exitCode === null) redis.kill('SIGCONT');
     if (server) {
-      server.child.kill('SIGTERM');
-      await server.exited;
+      await server.stop();
     }
     if (redis) await stopOwnRedis(redis);
     await upstream?.close();
@@ -245,7 +243,7 @@ describe.skipIf(!redisUrl)('a hung Redis (a redis-server of the test\'s own, fro
     await cli('map-company', 'Frozen', '--company', 'acme');
     await cli('set-limits', 'Frozen', '--rate', '100/m', '--burst', '50');
     const port = (redis!.spawnargs[redis!.spawnargs.indexOf('--port') + 1])!;
-    server = await serve({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url, REDIS_URL: `redis://127.0.0.1:${port}` }, ['--metrics-port', '0']);
+    server = await serveInProcess({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url, REDIS_URL: `redis://127.0.0.1:${port}` }, ['--metrics-port', '0']);
     const metricsUrl = await until('the metrics line', async () => /metrics on (http:\/\/\S+)\n/.exec(server!.stderr())?.[1]);
     const token = await tokenFrom(server, keys as { access_key: string; secret_key: string });
     const get = () => fetch(`${server!.url}/public/v1/prices?company_id=acme`, { headers: bearer(token) });
@@ -290,11 +288,10 @@ describe.skipIf(!redisUrl)("the token endpoint's throttles shared by two instanc
     const created = await runCli(['--json', 'create-partner', '--name', 'Throttled'], backend.env);
     expect(created.code, created.stderr).toBe(0);
     const env = { ...backend.env, REDIS_URL: `redis://127.0.0.1:${port}`, PUBLIC_API_TOKEN_RATE_LIMIT_PER_IP: '3', PUBLIC_API_TOKEN_RATE_LIMIT_PER_KEY: '0' };
-    instances = await Promise.all([serve(env), serve(env)]);
+    instances = await Promise.all([serveInProcess(env), serveInProcess(env)]);
   });
   afterAll(async () => {
-    for (const instance of instances) instance.child.kill('SIGTERM');
-    await Promise.all(instances.map((instance) => instance.exited));
+    await Promise.all(instances.map((instance) => instance.stop()));
     if (redis) await stopOwnRedis(redis);
     await backend?.dispose();
   });

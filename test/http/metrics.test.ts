@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { createBackend, type TestBackend } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
-import { serve, type Served } from '../support/serve.js';
+import { serveInProcess, type ServedInProcess as Served } from '../support/serve.js';
 import { bearer, startUpstream, type TestUpstream } from './support.js';
 
 /** The metrics URL from the startup line that follows the listening one. */
@@ -39,10 +39,7 @@ describe('metrics on their own listener', () => {
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ access_key: keys.access_key, secret_key: secret }),
     });
-  const stop = async (server: Served) => {
-    server.child.kill('SIGTERM');
-    await server.exited;
-  };
+  const stop = (server: Served) => server.stop();
 
   beforeAll(async () => {
     backend = await createBackend('sqlite', { migrated: true });
@@ -57,7 +54,7 @@ describe('metrics on their own listener', () => {
   });
 
   it('counts requests by route and status class, token outcomes, engine and gateway latency, caches, revision age, availability, process defaults', async () => {
-    const server = await serve({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url }, ['--metrics-port', '0']);
+    const server = await serveInProcess({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url }, ['--metrics-port', '0']);
     try {
       const metricsUrl = await metricsUrlOf(server);
       expect(metricsUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
@@ -115,7 +112,7 @@ describe('metrics on their own listener', () => {
   });
 
   it('per-partner series with PUBLIC_API_METRICS_PER_PARTNER=1; token rate limits counted as rate_limited', async () => {
-    const server = await serve(
+    const server = await serveInProcess(
       { ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url, PUBLIC_API_METRICS_PER_PARTNER: '1', PUBLIC_API_TOKEN_RATE_LIMIT_PER_IP: '2' },
       ['--metrics-port', '0', '--metrics-host', '127.0.0.1'],
     );
@@ -141,7 +138,7 @@ describe('metrics on their own listener', () => {
     expect(() => loadConfig({}, { port: 9100, metricsPort: '9100' }).server!).toThrow(/--metrics-port \/ PUBLIC_API_METRICS_PORT must differ from --port/);
     expect(() => loadConfig({ PUBLIC_API_METRICS_PORT: 'x' }, {}).server!).toThrow(/--metrics-port \/ PUBLIC_API_METRICS_PORT must be a whole number/);
     expect(() => loadConfig({ PUBLIC_API_METRICS_PER_PARTNER: 'maybe' }, {}).server!).toThrow(/PUBLIC_API_METRICS_PER_PARTNER must be 1 or 0/);
-    const server = await serve({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url });
+    const server = await serveInProcess({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url });
     try {
       await new Promise((resolve) => setTimeout(resolve, 200));
       expect(server.stderr()).not.toContain('metrics on');

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { statusOf, type ErrorCode } from '../../src/errors.js';
 import { openApiDocument } from '../../src/http/openapi/document.js';
 import { createBackend, openMigrated, type TestBackend } from '../support/backends.js';
-import { rawHttp, startServe, tokenFor, type RawResponse } from '../hardening/support.js';
+import { rawHttp, serveInProcess, tokenFor, type RawResponse } from '../hardening/support.js';
 import { seedPartner, UUID, type SeededPartner } from './support.js';
 
 /**
@@ -105,8 +105,8 @@ describe('the OpenAPI document against the real server (sqlite)', () => {
   const seen = new Set<string>();
   let backend: TestBackend;
   let engine: Awaited<ReturnType<typeof startEngine>>;
-  let main: Awaited<ReturnType<typeof startServe>>;
-  let bare: Awaited<ReturnType<typeof startServe>>;
+  let main: Awaited<ReturnType<typeof serveInProcess>>;
+  let bare: Awaited<ReturnType<typeof serveInProcess>>;
   let partner: SeededPartner;
   let token: string;
 
@@ -116,7 +116,7 @@ describe('the OpenAPI document against the real server (sqlite)', () => {
     partner = await seedPartner(db, ['acme']);
     await db.close();
     engine = await startEngine();
-    main = await startServe({
+    main = await serveInProcess({
       ...backend.env,
       PUBLIC_API_UPSTREAM_URL: engine.url,
       PUBLIC_API_UPSTREAM_TIMEOUT_MS: '300',
@@ -125,7 +125,7 @@ describe('the OpenAPI document against the real server (sqlite)', () => {
       PUBLIC_API_TOKEN_RATE_LIMIT_PER_KEY: '3',
       LOG_LEVEL: 'silent',
     });
-    bare = await startServe({ ...backend.env, LOG_LEVEL: 'silent' });
+    bare = await serveInProcess({ ...backend.env, LOG_LEVEL: 'silent' });
     token = await tokenFor(main.url, partner.accessKey, partner.secretKey);
   });
   afterAll(async () => {

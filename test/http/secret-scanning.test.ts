@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newKeyMaterial } from '../../src/domain/rules/identifiers.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { runCli, type CliResult } from '../support/cli.js';
-import { serve, type Served } from '../support/serve.js';
+import { serveInProcess, type ServedInProcess as Served } from '../support/serve.js';
 
 interface Keys {
   partner_id: string;
@@ -93,7 +93,7 @@ describe.each(BACKENDS)('secret scanning on %s: a real serve, a local key server
       if (provider === 'postgresql') await (await openMigrated(backend)).close();
       keyServer = await startKeyServer({ [KEY_ID]: github.publicKey });
       await cli('create-partner', '--name', 'scan-setup');
-      server = await serve({
+      server = await serveInProcess({
         ...backend.env,
         PUBLIC_API_SECRET_SCANNING: 'github',
         PUBLIC_API_SECRET_SCANNING_KEYS_URL: keyServer.url,
@@ -102,10 +102,7 @@ describe.each(BACKENDS)('secret scanning on %s: a real serve, a local key server
       });
     });
     afterAll(async () => {
-      if (server && server.child.exitCode === null) {
-        server.child.kill('SIGTERM');
-        await server.exited;
-      }
+      await server?.stop();
       await keyServer?.close();
       await backend?.dispose();
     });
@@ -403,20 +400,19 @@ describe('secret scanning off (the default) and report-only', () => {
   });
 
   it('is 404 like any unknown path without PUBLIC_API_SECRET_SCANNING', async () => {
-    const server = await serve(backend.env);
+    const server = await serveInProcess(backend.env);
     try {
       const response = await fetch(`${server.url}/secret-scanning/github`, { method: 'POST', ...signed('[]') });
       expect(response.status).toBe(404);
       expect(((await response.json()) as { error: { code: string } }).error.code).toBe('not_found');
     } finally {
-      server.child.kill('SIGTERM');
-      await server.exited;
+      await server.stop();
     }
   });
 
   it('report: a live secret is recorded (leak.reported, true_positive) and stays live', async () => {
     const keys = (await runCli(['--json', 'issue-keys', 'report-only'], backend.env)).json() as Keys;
-    const server = await serve({
+    const server = await serveInProcess({
       ...backend.env,
       PUBLIC_API_SECRET_SCANNING: 'github',
       PUBLIC_API_SECRET_SCANNING_ACTION: 'report',
@@ -456,8 +452,7 @@ describe('secret scanning off (the default) and report-only', () => {
         ).status,
       ).toBe(200);
     } finally {
-      server.child.kill('SIGTERM');
-      await server.exited;
+      await server.stop();
     }
   });
 });

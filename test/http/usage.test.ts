@@ -3,7 +3,7 @@ import { mintToken } from '../../src/domain/operations/tokens.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
 import { clearOfHourBoundary } from '../support/hours.js';
-import { serve } from '../support/serve.js';
+import { serveInProcess } from '../support/serve.js';
 import { tokenFor } from '../hardening/support.js';
 import { bearer, buildTestApp, seedPartner, startUpstream, type TestUpstream } from './support.js';
 
@@ -44,7 +44,7 @@ describe.each(BACKENDS)('usage per partner, company and hour (%s)', (provider) =
 
       // The requests, and the hour computed below, in one hour.
       await clearOfHourBoundary();
-      const server = await serve({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url });
+      const server = await serveInProcess({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url });
       try {
         const tokenOf = (k: { access_key: string; secret_key: string }) => tokenFor(server.url, k.access_key, k.secret_key);
         const token = await tokenOf(keys);
@@ -66,8 +66,7 @@ describe.each(BACKENDS)('usage per partner, company and hour (%s)', (provider) =
         // Unauthenticated requests name no partner: not counted.
         expect((await fetch(`${server.url}/public/v1/prices?company_id=acme`)).status).toBe(401);
       } finally {
-        server.child.kill('SIGTERM');
-        expect(await server.exited).toBe(0);
+        expect(await server.stop()).toBe(0);
       }
 
       const hour = new Date(Math.floor(Date.now() / HOUR_MS) * HOUR_MS).toISOString();

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { BIN } from './cli.js';
+import { BIN, startCli } from './cli.js';
 
 export interface Served {
   child: ChildProcess;
@@ -37,3 +37,51 @@ export async function serve(env: NodeJS.ProcessEnv, args: string[] = [], options
   return { child, url, stdout: () => stdout, stderr: () => stderr, exited };
 }
 
+
+/** `partnerctl serve` run in this process (`serveInProcess`). */
+export interface ServedInProcess {
+  url: string;
+  /** The request log (JSON lines), as the binary writes it to stdout. */
+  stdout: () => string;
+  /** The start-up and shutdown lines, as the binary writes them to stderr. */
+  stderr: () => string;
+  /** Resolves with the exit code the binary would have exited with. */
+  exited: Promise<number>;
+  /** SIGTERM, as the binary gets it; resolves with the exit code. Safe to call twice. */
+  stop(): Promise<number>;
+}
+
+/**
+ * `partnerctl serve --port 0 [args]` in this process: the CLI's own serve command on an injected terminal
+ * (its log and its lines in buffers, SIGTERM from an emitter), listening on a real port of loopback. For a
+ * test whose subject is the server (what a client or an attacker on the network sees), not the process: no
+ * process start (0.3-1.5 s of CPU on a loaded two-core machine) and no module loading. The process's own
+ * contract (signals, exit codes, a SIGKILL, a frozen instance, a host clock) is tested with `serve`.
+ */
+export async function serveInProcess(env: NodeJS.ProcessEnv, args: string[] = []): Promise<ServedInProcess> {
+  const served = startCli(['serve', '--port', '0', ...args], env);
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setInterval(() => {
+      const match = /partnerctl serve: listening on (http:\/\/\S+) \(/.exec(served.stderr());
+      if (match) {
+        clearInterval(timer);
+        resolve(match[1]!);
+      }
+    }, 10);
+    void served.exited.then((code) => {
+      clearInterval(timer);
+      reject(new Error(`serve exited with ${code}: ${served.stderr()}`));
+    });
+  });
+  let stopping: Promise<number> | undefined;
+  return {
+    url,
+    stdout: served.stdout,
+    stderr: served.stderr,
+    exited: served.exited,
+    stop: () => {
+      stopping ??= (served.signals.emit('SIGTERM'), served.exited);
+      return stopping;
+    },
+  };
+}
