@@ -4,6 +4,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, expect } from 'vitest';
 import type { Provider } from '../../src/config.js';
+import { againOn503 } from '../support/again.js';
 import { createBackend, type TestBackend } from '../support/backends.js';
 import { runCli, startCli } from '../support/cli.js';
 import { serve, serveInProcess, type Served, type ServedInProcess } from '../support/serve.js';
@@ -60,12 +61,7 @@ export async function exchange(url: string, accessKey: string, secretKey: string
  * `exchange`.
  */
 export async function tokenFor(url: string, accessKey: string, secretKey: string): Promise<string> {
-  let response: Response;
-  for (let attempt = 1; ; attempt++) {
-    response = await exchange(url, accessKey, secretKey);
-    if (response.status !== 503 || attempt === 5) break;
-    console.log(`tokenFor: the exchange answered 503, taken again: ${await response.text()}`);
-  }
+  const response = await againOn503(() => exchange(url, accessKey, secretKey), (answer) => answer.status, 'the exchange');
   const answer = await response.text();
   expect(response.status, answer).toBe(200);
   return (JSON.parse(answer) as { access_token: string }).access_token;

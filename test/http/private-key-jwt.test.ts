@@ -22,6 +22,7 @@ import {
   type KeyType,
   type PartnerKey,
 } from '../support/assertions.js';
+import { againOn503 } from '../support/again.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
 import { bearer, buildTestApp, seedPartner, startUpstream, UUID, who, type TestApp, type TestUpstream } from './support.js';
@@ -61,15 +62,21 @@ describe.each(BACKENDS)('39: private_key_jwt at the token endpoint (%s)', (provi
     const now = () => Math.floor(db.clock.now() / 1000);
     const options = (p: KeyedPartner, change: Partial<AssertionOptions> = {}): AssertionOptions => ({ accessKey: p.accessKey, aud: TOKEN_URL, now: now(), ...change });
 
+    // What an assertion decides is the subject here, not availability: a 503 is taken again (againOn503).
     const viaJson = (assertion: string, app: TestApp = t) =>
-      app.inject({ method: 'POST', url: TOKEN, payload: { client_assertion_type: JWT_BEARER, client_assertion: assertion } });
+      againOn503(() => app.inject({ method: 'POST', url: TOKEN, payload: { client_assertion_type: JWT_BEARER, client_assertion: assertion } }), (answer) => answer.statusCode, 'the exchange');
     const viaForm = (assertion: string, app: TestApp = t) =>
-      app.inject({
-        method: 'POST',
-        url: TOKEN,
-        headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        payload: new URLSearchParams({ grant_type: 'client_credentials', client_assertion_type: JWT_BEARER, client_assertion: assertion }).toString(),
-      });
+      againOn503(
+        () =>
+          app.inject({
+            method: 'POST',
+            url: TOKEN,
+            headers: { 'content-type': 'application/x-www-form-urlencoded' },
+            payload: new URLSearchParams({ grant_type: 'client_credentials', client_assertion_type: JWT_BEARER, client_assertion: assertion }).toString(),
+          }),
+        (answer) => answer.statusCode,
+        'the exchange',
+      );
     const tokenOf = (response: Injected): string => {
       expect(response.statusCode, response.body).toBe(200);
       return response.json().access_token as string;

@@ -13,6 +13,7 @@ import type { TokenVerifier } from '../../src/domain/operations/tokens.js';
 import { buildApp } from '../../src/http/server/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createServices, type ServicesOptions, type Services } from '../../src/http/server/services.js';
+import { againOn503 } from '../support/again.js';
 import type { TestBackend } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
 import { expect } from 'vitest';
@@ -161,9 +162,9 @@ export function exchangeSecret(t: TestApp, keys: { accessKey: string; secretKey:
   return t.inject({ method: 'POST', url: '/public/v1/auth/token', remoteAddress, payload: { access_key: keys.accessKey, secret_key: keys.secretKey } });
 }
 
-/** A token for the pair: its exchange must be answered 200. */
+/** A token for the pair: its exchange must be answered 200 (a 503 is taken again: `againOn503`). */
 export async function tokenFor(t: TestApp, keys: { accessKey: string; secretKey: string }, remoteAddress?: string): Promise<string> {
-  const response = await exchangeSecret(t, keys, remoteAddress);
+  const response = await againOn503(() => exchangeSecret(t, keys, remoteAddress), (answer) => answer.statusCode, 'the exchange');
   expect(response.statusCode, response.body).toBe(200);
   return response.json().access_token as string;
 }

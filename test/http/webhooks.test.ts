@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { runBinary, runCli, type CliResult } from '../support/cli.js';
 import { clearOfHourBoundary } from '../support/hours.js';
-import { serve, type Served } from '../support/serve.js';
+import { serve, serveInProcess, type Served } from '../support/serve.js';
 import { startUpstream } from './support.js';
 import { tokenFor } from '../hardening/support.js';
 
@@ -330,8 +330,8 @@ describe.concurrent.each(BACKENDS)('webhooks on %s: a real serve delivers to a l
       await cli('set-limits', name, '--daily-quota', '5');
       const keys = await cli('issue-keys', name);
       const requests = async (count: number) => {
-        // A server of its own with an engine; stopping it writes its usage counts (they are written every 10 s otherwise).
-        const engine = await serve({ ...env(), PUBLIC_API_UPSTREAM_URL: upstream.url, PUBLIC_API_TOKEN_RATE_LIMIT_PER_IP: '0' });
+        // A server of its own (in this process) with an engine; stopping it writes its usage counts (they are written every 10 s otherwise).
+        const engine = await serveInProcess({ ...env(), PUBLIC_API_UPSTREAM_URL: upstream.url, PUBLIC_API_TOKEN_RATE_LIMIT_PER_IP: '0' });
         try {
           const token = await tokenFor(engine.url, keys.access_key, keys.secret_key);
           for (let i = 0; i < count; i++) {
@@ -339,7 +339,7 @@ describe.concurrent.each(BACKENDS)('webhooks on %s: a real serve delivers to a l
             expect(data.status, await data.text()).toBe(200);
           }
         } finally {
-          await stop(engine);
+          await engine.stop();
         }
       };
       const quotaEvents = () => receiver.to('/quota').filter((item) => item.verified?.data.partner_id === partner.partner_id);
