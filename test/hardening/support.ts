@@ -6,8 +6,8 @@ import { afterAll, beforeAll, beforeEach, expect } from 'vitest';
 import type { Provider } from '../../src/config.js';
 import { againOn503 } from '../support/again.js';
 import { createBackend, type TestBackend } from '../support/backends.js';
-import { runCli, startCli } from '../support/cli.js';
-import { serve, serveInProcess, type Served, type ServedInProcess } from '../support/serve.js';
+import { runCli } from '../support/cli.js';
+import { serve, serveInProcess, type Served } from '../support/serve.js';
 
 export { serveInProcess };
 

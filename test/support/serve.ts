@@ -80,7 +80,10 @@ export async function serveInProcess(env: NodeJS.ProcessEnv, args: string[] = []
     stderr: served.stderr,
     exited: served.exited,
     stop: () => {
-      stopping ??= (served.signals.emit('SIGTERM'), served.exited);
+      if (stopping === undefined) {
+        served.signals.emit('SIGTERM');
+        stopping = served.exited;
+      }
       return stopping;
     },
   };
