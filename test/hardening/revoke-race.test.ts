@@ -1,7 +1,7 @@
 import Sqlite from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createBackend, type TestBackend } from '../support/backends.js';
-import { runBinary } from '../support/cli.js';
+import { runBinary, runCli } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
 import { startUpstream, type TestUpstream } from '../http/support.js';
 
@@ -20,9 +20,9 @@ describe('revoke-tokens re-run while the write lock is held elsewhere (sqlite)',
   beforeAll(async () => {
     backend = await createBackend('sqlite', { migrated: true });
     upstream = await startUpstream();
-    await runBinary(['create-partner', '--name', 'Leaky'], backend.env);
-    await runBinary(['map-company', 'Leaky', '--company', 'acme', '--yes'], backend.env);
-    keys = (await runBinary(['issue-keys', 'Leaky', '--json'], backend.env)).json();
+    await runCli(['create-partner', '--name', 'Leaky'], backend.env);
+    await runCli(['map-company', 'Leaky', '--company', 'acme', '--yes'], backend.env);
+    keys = (await runCli(['issue-keys', 'Leaky', '--json'], backend.env)).json();
     server = await serve({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url, PUBLIC_API_TOKEN_RATE_LIMIT_PER_IP: '0', PUBLIC_API_TOKEN_RATE_LIMIT_PER_KEY: '0' });
   });
   afterAll(async () => {

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backendAvailable, createBackend, type TestBackend } from '../support/backends.js';
 import { runCli, type CliResult } from '../support/cli.js';
-import { serve, type Served } from '../support/serve.js';
+import { serveInProcess, type ServedInProcess as Served } from '../support/serve.js';
 import { startUpstream, type TestUpstream } from './support.js';
 
 describe('refusals and exposure recorded by two serve instances on one PostgreSQL database', () => {
@@ -36,12 +36,11 @@ describe('refusals and exposure recorded by two serve instances on one PostgreSQ
       backend = await createBackend('postgresql', { migrated: true });
       upstream = await startUpstream();
       const env = { ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url };
-      instances = await Promise.all([serve(env), serve(env)]);
+      instances = await Promise.all([serveInProcess(env), serveInProcess(env)]);
     });
 
     afterAll(async () => {
-      for (const instance of instances ?? []) instance.child.kill('SIGTERM');
-      await Promise.all((instances ?? []).map((instance) => instance.exited));
+      await Promise.all((instances ?? []).map((instance) => instance.stop()));
       await upstream?.close();
       await backend?.dispose();
     });
@@ -74,8 +73,7 @@ describe('refusals and exposure recorded by two serve instances on one PostgreSQ
       expect(all.latest.map((d) => d.request_id)).toEqual(expect.arrayContaining([idA, idB]));
 
       // Stopping writes what each counted: the exposure report sums both instances.
-      for (const instance of instances) instance.child.kill('SIGTERM');
-      expect(await Promise.all(instances.map((instance) => instance.exited))).toEqual([0, 0]);
+      expect(await Promise.all(instances.map((instance) => instance.stop()))).toEqual([0, 0]);
       const report = await ok<{ companies: unknown[]; addresses: { requests: number }[] }>('exposure', keys.key_pair_id);
       expect(report.companies).toEqual([expect.objectContaining({ company_id: 'acme', requests: 3, accepted: 3 })]);
       expect(report.addresses.map((address) => address.requests)).toEqual([3]);

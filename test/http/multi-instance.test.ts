@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backendAvailable, createBackend, type TestBackend } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
-import { serve, type Served } from '../support/serve.js';
+import { serveInProcess, type ServedInProcess as Served } from '../support/serve.js';
 import { startUpstream, type TestUpstream } from './support.js';
 import { exchange, tokenFor } from '../hardening/support.js';
 
@@ -28,12 +28,11 @@ describe('two serve instances on one PostgreSQL database', () => {
       backend = await createBackend('postgresql', { migrated: true });
       upstream = await startUpstream();
       const env = { ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url };
-      instances = await Promise.all([serve(env), serve(env)]);
+      instances = await Promise.all([serveInProcess(env), serveInProcess(env)]);
     });
 
     afterAll(async () => {
-      for (const instance of instances ?? []) instance.child.kill('SIGTERM');
-      await Promise.all((instances ?? []).map((instance) => instance.exited));
+      await Promise.all((instances ?? []).map((instance) => instance.stop()));
       await upstream?.close();
       await backend?.dispose();
     });
