@@ -14,6 +14,11 @@ export interface ServeOptions {
   nodeArgs?: string[];
 }
 
+/** The URL in serve's listening line on stderr (its first start-up line), once it is there. */
+function listeningUrl(stderr: string): string | undefined {
+  return /partnerctl serve: listening on (http:\/\/\S+) \(/.exec(stderr)?.[1];
+}
+
 /** The real `partnerctl serve --port 0`, its URL read from the one startup line on stderr. */
 export async function serve(env: NodeJS.ProcessEnv, args: string[] = [], options: ServeOptions = {}): Promise<Served> {
   const child = spawn(process.execPath, [...(options.nodeArgs ?? []), BIN, 'serve', '--port', '0', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -25,10 +30,10 @@ export async function serve(env: NodeJS.ProcessEnv, args: string[] = [], options
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`serve did not start: ${stderr}`)), 30_000);
     const check = () => {
-      const match = /partnerctl serve: listening on (http:\/\/\S+) \(/.exec(stderr);
-      if (match) {
+      const url = listeningUrl(stderr);
+      if (url) {
         clearTimeout(timer);
-        resolve(match[1]!);
+        resolve(url);
       }
     };
     child.stderr!.on('data', check);
@@ -62,10 +67,10 @@ export async function serveInProcess(env: NodeJS.ProcessEnv, args: string[] = []
   const served = startCli(['serve', '--port', '0', ...args], env);
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setInterval(() => {
-      const match = /partnerctl serve: listening on (http:\/\/\S+) \(/.exec(served.stderr());
-      if (match) {
+      const url = listeningUrl(served.stderr());
+      if (url) {
         clearInterval(timer);
-        resolve(match[1]!);
+        resolve(url);
       }
     }, 10);
     void served.exited.then((code) => {
