@@ -39,7 +39,6 @@ describe('metrics on their own listener', () => {
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ access_key: keys.access_key, secret_key: secret }),
     });
-  const stop = (server: Served) => server.stop();
 
   beforeAll(async () => {
     backend = await createBackend('sqlite', { migrated: true });
@@ -107,7 +106,7 @@ describe('metrics on their own listener', () => {
 
       expect((await fetch(metricsUrl.replace('/metrics', '/other'))).status).toBe(404);
     } finally {
-      await stop(server);
+      await server.stop();
     }
   });
 
@@ -127,7 +126,7 @@ describe('metrics on their own listener', () => {
       expect(seriesValue(text, 'partnerctl_token_exchanges_total{outcome="issued"}')).toBe(2);
       expect(seriesValue(text, `partnerctl_partner_requests_total{partner_id="${partnerId}",status_class="2xx"}`)).toBe(1);
     } finally {
-      await stop(server);
+      await server.stop();
     }
   });
 
@@ -143,7 +142,7 @@ describe('metrics on their own listener', () => {
       await new Promise((resolve) => setTimeout(resolve, 200));
       expect(server.stderr()).not.toContain('metrics on');
     } finally {
-      await stop(server);
+      await server.stop();
     }
   });
 });
