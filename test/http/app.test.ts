@@ -1,7 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Database } from '../../src/db/client.js';
 import { openApiDocument } from '../../src/http/openapi/document.js';
+import { resolveDatabase } from '../../src/config.js';
+import { openDatabase } from '../../src/db/client.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
+import { TcpRelay } from '../support/relay.js';
 import { bearer, buildTestApp, seedPartner, startUpstream, UUID, type TestApp, type TestUpstream } from './support.js';
 
 type Injected = { statusCode: number; headers: Record<string, unknown>; json(): unknown; body: string };
@@ -225,31 +228,52 @@ describe.each(BACKENDS)('app (%s)', (provider) => {
 });
 
 describe.skipIf(!backendAvailable('postgresql'))('readiness when the database goes away (postgresql)', () => {
+  /**
+   * A migrated database that the app reaches through a relay, which the test cuts (every connection dropped,
+   * every new one refused). The relay is restored before the app closes, so its close writes what it holds at
+   * once rather than retrying up to its 10 s shutdown bound against a database that is gone.
+   */
+  async function cuttable() {
+    const backend = await createBackend('postgresql', { migrated: true });
+    const target = new URL(backend.url);
+    const relay = await TcpRelay.start(target.hostname, Number(target.port || 5432));
+    const db = await openDatabase(resolveDatabase(TcpRelay.through(backend.url, relay), {}));
+    return {
+      backend,
+      db,
+      cut: () => relay.set('refuse'),
+      close: async (t: TestApp) => {
+        relay.set('forward');
+        await t.close();
+        await db.close();
+        await relay.close();
+        await backend.dispose();
+      },
+    };
+  }
+
   it('answers /readyz with 503 database_unavailable, naming the provider and nothing internal (no staleness budget)', async () => {
-    const backend = await createBackend('postgresql');
-    const db = await openMigrated(backend);
+    const { backend, db, cut, close } = await cuttable();
     const t = await buildTestApp(backend, db, { PUBLIC_API_STALE_BUDGET: '0' });
     try {
       expect((await t.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
-      await backend.dispose();
+      cut();
       const response = await t.inject({ method: 'GET', url: '/readyz' });
       const body = expectEnvelope(response, 503, 'database_unavailable');
       expect(body.error.message).toContain('postgresql');
       expect(body.error.message).not.toMatch(/partnerctl_test_|127\.0\.0\.1|5432/);
       expect((await t.inject({ method: 'GET', url: '/healthz' })).statusCode).toBe(200);
     } finally {
-      await t.close();
-      await db.close().catch(() => {});
+      await close(t);
     }
   });
 
   it('within a staleness budget: 200 degraded, naming the revision it serves from and its age; 503 once the budget is spent', async () => {
-    const backend = await createBackend('postgresql');
-    const db = await openMigrated(backend);
+    const { backend, db, cut, close } = await cuttable();
     const t = await buildTestApp(backend, db, { PUBLIC_API_STALE_BUDGET: '3s' });
     try {
       expect((await t.app.inject({ method: 'GET', url: '/readyz' })).json()).toMatchObject({ status: 'ok', database: 'postgresql' });
-      await backend.dispose();
+      cut();
       await vi.waitFor(async () => expect((await t.app.inject({ method: 'GET', url: '/readyz' })).json()).toMatchObject({ status: 'degraded' }), {
         timeout: 2_500,
       });
@@ -265,8 +289,7 @@ describe.skipIf(!backendAvailable('postgresql'))('readiness when the database go
       await vi.waitFor(async () => expect((await t.app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(503), { timeout: 4_000 });
       expect((await t.app.inject({ method: 'GET', url: '/healthz' })).statusCode).toBe(200);
     } finally {
-      await t.close();
-      await db.close().catch(() => {});
+      await close(t);
     }
   });
 });
