@@ -55,10 +55,9 @@ export async function exchange(url: string, accessKey: string, secretKey: string
 }
 
 /**
- * A token, for a test whose subject is what comes after the exchange. A 503 (a query past its 2 s bound on
- * a loaded machine) is taken again, as a partner's client does, up to five times; any other refusal fails
- * here with its envelope, not later as a 401 for a missing token. A test of the exchange's own answers uses
- * `exchange`.
+ * A token, for a test whose subject is what comes after the exchange. A 503 is taken again (`againOn503`);
+ * any other refusal fails here with its envelope, not later as a 401 for a missing token. A test of the
+ * exchange's own answers uses `exchange`.
  */
 export async function tokenFor(url: string, accessKey: string, secretKey: string): Promise<string> {
   const response = await againOn503(() => exchange(url, accessKey, secretKey), (answer) => answer.status, 'the exchange');
