@@ -7,7 +7,7 @@ import { inject } from 'vitest';
 import { resolveDatabase, type Provider } from '../../src/config.js';
 import { openDatabase, type Database } from '../../src/db/client.js';
 import { applyMigrations } from '../../src/db/migrate.js';
-import { adminQuery, copySqliteTemplate, migratedTemplate } from './templates.js';
+import { adminQuery, copySqliteTemplate, createDatabase, migratedTemplate } from './templates.js';
 
 export { adminQuery };
 
@@ -77,8 +77,8 @@ export async function createBackend(provider: Provider, options: { migrated?: bo
   const adminUrl = inject('postgresAdminUrl');
   if (!adminUrl) throw new Error('PostgreSQL is not reachable; guard the suite with backendAvailable()');
   const name = `partnerctl_test_${process.pid}_${randomBytes(4).toString('hex')}`;
-  const template = options.migrated ? ` TEMPLATE ${await migratedTemplate('postgresql', inject('templateRun'), adminUrl)}` : '';
-  await adminQuery(adminUrl, `CREATE DATABASE ${name}${template}`);
+  const run = inject('templateRun');
+  await createDatabase(adminUrl, run, name, options.migrated ? await migratedTemplate('postgresql', run, adminUrl) : undefined);
   const url = new URL(adminUrl);
   url.pathname = `/${name}`;
   return {
@@ -123,7 +123,8 @@ async function fillFromTemplate(backend: TestBackend): Promise<void> {
     await client.end();
   }
   if (tables > 0) return;
-  const template = await migratedTemplate('postgresql', inject('templateRun'), adminUrl);
+  const run = inject('templateRun');
+  const template = await migratedTemplate('postgresql', run, adminUrl);
   await adminQuery(adminUrl, `DROP DATABASE ${name} WITH (FORCE)`);
-  await adminQuery(adminUrl, `CREATE DATABASE ${name} TEMPLATE ${template}`);
+  await createDatabase(adminUrl, run, name, template);
 }

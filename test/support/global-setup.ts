@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { removeOrphanTemplates, removeTemplates, type TemplateRun } from './templates.js';
+import { memoryTablespace, removeOrphanTemplates, removeTemplates, type TemplateRun } from './templates.js';
 
 export const DEFAULT_POSTGRES_ADMIN_URL = 'postgresql://postgres@127.0.0.1:5432/postgres';
 export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
@@ -28,9 +28,9 @@ async function redisReachable(url: string): Promise<boolean> {
   }
 }
 
-/** This run's templates: a folder of its own and an id naming its PostgreSQL templates. */
-export function templateRun(): TemplateRun {
-  return { dir: mkdtempSync(join(tmpdir(), 'partnerctl-templates-')), id: `${process.pid}_${randomBytes(3).toString('hex')}` };
+/** This run's templates: a folder of its own, an id naming its PostgreSQL templates, its tablespace. */
+export function templateRun(tablespace: string | null = null): TemplateRun {
+  return { dir: mkdtempSync(join(tmpdir(), 'partnerctl-templates-')), id: `${process.pid}_${randomBytes(3).toString('hex')}`, tablespace };
 }
 
 /** Finds out once whether a PostgreSQL server is there; says so loudly when it is not. */
@@ -54,7 +54,7 @@ export default async function setup(project: TestProject) {
   const redisUrl = process.env.PARTNERCTL_TEST_REDIS_URL || DEFAULT_REDIS_URL;
   project.provide('redisUrl', (await redisReachable(redisUrl)) ? redisUrl : null);
   if (reachable) await removeOrphanTemplates(adminUrl);
-  const run = templateRun();
+  const run = templateRun(reachable ? await memoryTablespace(adminUrl) : null);
   project.provide('templateRun', run);
   return () => removeTemplates(run, reachable ? adminUrl : null);
 }
