@@ -1,0 +1,32 @@
+#!/usr/bin/env node
+// npm test, after the build: the typecheck and the lint run beside the whole suite instead of before it (the
+// suite leaves some of the two cores idle while its files wait; the two checks take about 5 s alone). The
+// suite's output goes straight through; a check's output is held and printed whole, so it never interleaves
+// with the suite's. Exits with the first failure's code: the suite's, then the typecheck's, then the lint's.
+// Extra arguments go to vitest (`npm test -- FILE`).
+import { spawn } from 'node:child_process';
+
+function run(command, args, { hold }) {
+  return new Promise((resolve) => {
+    const child = spawn(command, args, { stdio: hold ? ['ignore', 'pipe', 'pipe'] : 'inherit' });
+    const held = [];
+    if (hold) {
+      child.stdout.on('data', (chunk) => held.push(chunk));
+      child.stderr.on('data', (chunk) => held.push(chunk));
+    }
+    child.on('error', (error) => resolve({ code: 1, output: `${command}: ${error.message}\n` }));
+    child.on('close', (code, signal) => resolve({ code: code ?? (signal ? 1 : 0), output: Buffer.concat(held).toString() }));
+  });
+}
+
+// Each check's verdict is printed when it ends (a few seconds in), with its output if it failed; the suite's
+// own closing line stays the last line of the run.
+const check = (name, command, args) =>
+  run(command, args, { hold: true }).then(({ code, output }) => {
+    process.stdout.write(code === 0 ? `${name}: passed\n` : `\n${name}: FAILED (exit ${code})\n${output}\n`);
+    return code;
+  });
+const checks = [check('typecheck', 'npx', ['tsc', '-p', 'tsconfig.test.json']), check('lint', 'npx', ['biome', 'lint', '--error-on-warnings'])];
+const suite = await run('npx', ['vitest', 'run', ...process.argv.slice(2)], { hold: false });
+const codes = [suite.code, ...(await Promise.all(checks))];
+process.exit(codes.find((code) => code !== 0) ?? 0);
