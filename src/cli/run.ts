@@ -84,6 +84,10 @@ function didYouMean(text: string): { message: string; suggestion?: string } {
   }
   const commanders = /^(.*?)\s*\(Did you mean (.+?)\?\)$/.exec(text);
   if (commanders) return { message: commanders[1]!, suggestion: commanders[2]! };
+  // A value that starts with '-' (a kid or a public key is base64url: one in 64 does) reads as an option;
+  // after '--' it is a value.
+  const dashed = /^unknown option '(-[A-Za-z0-9_][A-Za-z0-9_-]{2,})'$/.exec(text);
+  if (dashed) return { message: text, suggestion: `-- ${dashed[1]}` };
   return { message: text };
 }
 

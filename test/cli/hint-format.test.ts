@@ -20,6 +20,8 @@ describe('error lines and usage hints (SQLite, the real binary)', () => {
     [['usage', '--by', 'compny'], "--by must be company, hour or day, got 'compny'", "did you mean --by company? see 'partnerctl usage --help'"],
     [['list-partners', '--stauts', 'x'], "unknown option '--stauts'", "did you mean --status? see 'partnerctl list-partners --help'"],
     [['db', 'migrat'], "unknown command 'migrat'", "did you mean migrate? see 'partnerctl db --help'"],
+    // A kid drawn with a leading '-' (base64url: one in 64) reads as an option: it goes after '--'.
+    [['lookup', '-PU5TcikGdlnP20RoxUaDe3iR9KiUa4bHrXX_FicOIM'], "unknown option '-PU5TcikGdlnP20RoxUaDe3iR9KiUa4bHrXX_FicOIM'", "did you mean -- -PU5TcikGdlnP20RoxUaDe3iR9KiUa4bHrXX_FicOIM? see 'partnerctl lookup --help'"],
     [['list-keys', '--status', 'zzzzzz'], "got 'zzzzzz'", "see 'partnerctl list-keys --help'"],
   ])('%j: a did-you-mean and that command\'s help', async (args, message, hint) => {
     const result = await runBinary(args, backend.env);
@@ -28,6 +30,14 @@ describe('error lines and usage hints (SQLite, the real binary)', () => {
     expect(result.stderr).toContain(`${message}; hint: ${hint}\n`);
     const json = await runBinary([...args, '--json'], backend.env);
     expect(json.json().error).toMatchObject({ code: 'invalid_argument', hint });
+  });
+
+  it("looks up a value that starts with '-' given after '--', as the hint says", async () => {
+    const looked = await runCli(['--json', 'lookup', '--', '-PU5TcikGdlnP20RoxUaDe3iR9KiUa4bHrXX_FicOIM'], backend.env);
+    // Read as the value (an unregistered kid here): lookup's own answer, not a usage error.
+    expect(looked.code, looked.stderr).toBe(2);
+    expect(looked.stderr).toContain("'-PU5…' (43 characters) is not an access key");
+    expect(looked.stderr).not.toContain('unknown option');
   });
 
   it('writes every hint the same way, without nested brackets', async () => {

@@ -233,7 +233,8 @@ describe.each(BACKENDS)('39: private_key_jwt at the token endpoint (%s)', (provi
       expect(onLine.code).toBe(2);
       expect(onLine.stdout + onLine.stderr).not.toContain(body);
       // The kid and the public key name the same pair, and contain nothing (they are public).
-      expect((await runCli(['--json', 'lookup', p.kid], backend.env)).json()).toMatchObject({ kind: 'kid', key_pair_id: p.keyPairId, contain: null });
+      // After '--': a kid is base64url, and one in 64 starts with '-' (test/cli/hint-format.test.ts).
+      expect((await runCli(['--json', 'lookup', '--', p.kid], backend.env)).json()).toMatchObject({ kind: 'kid', key_pair_id: p.keyPairId, contain: null });
       expect((await runCli(['--json', 'lookup', '-'], backend.env, { input: p.key.publicPem })).json()).toMatchObject({ kind: 'public_key', key_pair_id: p.keyPairId, contain: null });
       const contained = await runCli(['--json', ...result.contain.split(' ').slice(1)], backend.env);
       expect(contained.code, contained.stderr).toBe(0);
