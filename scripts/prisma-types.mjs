@@ -3,7 +3,8 @@
 // src/db/generated/types/. The repositories import them as types; nothing loads the client at run time, and
 // no generated JavaScript reaches dist/. Run by `npm run build` (prebuild).
 import { spawnSync } from 'node:child_process';
-import { rmSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,6 +21,18 @@ function run(script, args, env = process.env) {
     process.exit(1);
   }
 }
+
+// Generated once per schema: the types are kept with a stamp of what made them (the schema, this script and
+// the prisma and typescript versions), and a build with the same stamp skips both steps (`npm test` builds
+// again right after `npm ci` built: 1.6 s of its run).
+const stampFile = join(types, '.made-from');
+const stamp = createHash('sha256')
+  .update(readFileSync(join(root, 'prisma/sqlite/schema.prisma')))
+  .update(readFileSync(fileURLToPath(import.meta.url)))
+  .update(require('prisma/package.json').version)
+  .update(require('typescript/package.json').version)
+  .digest('hex');
+if (existsSync(stampFile) && readFileSync(stampFile, 'utf8') === stamp) process.exit(0);
 
 rmSync(client, { recursive: true, force: true });
 rmSync(types, { recursive: true, force: true });
@@ -45,3 +58,4 @@ run(join(dirname(require.resolve('typescript/package.json')), 'bin/tsc'), [
 ]);
 // Only the declarations stay: no source of the client is left to import.
 rmSync(client, { recursive: true, force: true });
+writeFileSync(stampFile, stamp);
