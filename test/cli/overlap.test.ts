@@ -168,20 +168,24 @@ describe.concurrent.each(BACKENDS)('planned rotation with an overlap (%s, two se
       const [one, two] = servers as [Served, Served];
       const old = await newPartner();
       const rotated = await cli<Rotated>('rotate-keys', old.partner_id, '--overlap', '1h', '--after-switch', '3s');
+      // Before the switch is sent: the server records it later, on the same clock, however long a loaded
+      // machine then takes to answer.
+      const beforeSwitch = Date.now();
       await tokenOf(one, rotated);
-      const switchedAt = Date.now();
       // Still exchanging just after the switch, on the other instance too.
       expect((await exchange(two, old)).status).toBe(200);
       const shown = await pairOf(old.partner_id, old.key_pair_id);
       expect(shown.status).toBe('retiring');
-      expect(shown.switched_at).not.toBeNull();
+      expect(Date.parse(shown.switched_at)).toBeGreaterThanOrEqual(beforeSwitch);
       const end = Date.parse(shown.retires_at);
       expect(end - Date.parse(shown.switched_at)).toBe(3_000);
       const refusal = await refusedAt(two, old);
       expect(refusal.status).toBe(401);
       expect(refusal.at).toBeGreaterThanOrEqual(end);
       expect(acceptedFor(refusal, end)).toBeLessThanOrEqual(BOUND_MS);
-      expect(refusal.at - switchedAt).toBeGreaterThanOrEqual(2_500);
+      // Not refused before the 3 s after the switch had passed (the old bound here, 2.5 s after the switch's
+      // answer had arrived, failed when that answer took 650 ms on a loaded machine).
+      expect(refusal.at - beforeSwitch).toBeGreaterThanOrEqual(3_000);
     });
 
     it('retires_at passes with nothing running: every reader treats the pair as superseded, and the next command records keys.retired by time', async () => {
