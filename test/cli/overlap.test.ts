@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { runBinary, runCli, type CliResult } from '../support/cli.js';
 import { serveInProcess, type ServedInProcess as Served } from '../support/serve.js';
@@ -174,7 +174,15 @@ describe.concurrent.each(BACKENDS)('planned rotation with an overlap (%s, two se
       await tokenOf(one, rotated);
       // Still exchanging just after the switch, on the other instance too.
       expect((await exchange(two, old)).status).toBe(200);
-      const shown = await pairOf(old.partner_id, old.key_pair_id);
+      // The switch is written off the request path (the server's bookkeeping): shown once it has landed.
+      const shown = await vi.waitFor(
+        async () => {
+          const pair = await pairOf(old.partner_id, old.key_pair_id);
+          expect(pair.switched_at).not.toBeNull();
+          return pair;
+        },
+        { timeout: 5_000, interval: 50 },
+      );
       expect(shown.status).toBe('retiring');
       expect(Date.parse(shown.switched_at)).toBeGreaterThanOrEqual(beforeSwitch);
       const end = Date.parse(shown.retires_at);
