@@ -13,12 +13,12 @@ export default defineConfig({
     include: ['test/**/*.test.ts', 'packages/*/test/**/*.test.ts'],
     // Longest first (test/support/sequencer.ts): the long files wait beside the short ones, not after them.
     sequence: { sequencer: LongestFirst },
-    // Seven workers on two cores: much of the suite waits (child processes, PostgreSQL and Redis round trips,
+    // Six workers on two cores: much of the suite waits (child processes, PostgreSQL and Redis round trips,
     // the product's own bounds), and the waits overlap. With PostgreSQL's test databases in memory the run is
-    // bound by CPU; seven kept the cores busier than six (2026-11-28: 123 and 129 s against 126 to 135 s for
-    // vitest, the machine idle about 11 s against 19 s). Every file runs beside the others: a bound in a test
-    // is the product's promise with its stated slack, which a busy machine keeps too (npm run test:stress).
-    maxWorkers: 7,
+    // bound by CPU, and seven were no faster: alternated on 2026-11-28, vitest took 124 and 127 s with six,
+    // 122 and 135 s with seven, which spent more CPU. Every file runs beside the others: a bound in a test is
+    // the product's promise with its stated slack, which a busy machine keeps too (npm run test:stress).
+    maxWorkers: 6,
     // A worker keeps its modules from one file to the next instead of importing them again: every test
     // builds its own databases, servers and processes, so no state is shared through a module.
     isolate: false,
