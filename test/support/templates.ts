@@ -73,7 +73,8 @@ const MEMORY_FOLDER = '/dev/shm/partnerctl-test-tablespace';
 /**
  * The tablespace for the run's PostgreSQL databases: a folder in memory (/dev/shm), when the server runs on
  * this machine and this process can give it a folder of its own (as root, or as the server's user); null
- * otherwise, with one line saying so, and the databases go to the server's default tablespace as before.
+ * otherwise, and the databases go to the server's default tablespace as before (with one line saying why
+ * when the server is on this machine but the folder or the tablespace could not be made).
  *
  * Why: a run makes and drops about two hundred databases, some three hundred files each. On a disk without a
  * journal (this project's machines), ext4 looks past every inode deleted in the last 30 s for each new file,
