@@ -2,7 +2,7 @@ import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { PartnerClient } from '@partnerctl/client';
 import { inForceWithin } from '../support/bounds.js';
-import { runBinary } from '../support/cli.js';
+import { runBinary, runCli } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { startUpstream, UUID, type TestUpstream } from './support.js';
@@ -31,8 +31,9 @@ describe.each(BACKENDS)('partnerctl serve end to end (%s)', (provider) => {
     let server: Served;
     let keys: { partner_id: string; access_key: string; secret_key: string };
 
+    // The commands in-process: the server's process is the subject here, not theirs.
     const cli = async (...args: string[]) => {
-      const result = await runBinary(['--json', '--yes', ...args], backend.env);
+      const result = await runCli(['--json', '--yes', ...args], backend.env);
       expect(result.code, result.stderr).toBe(0);
       return result.json();
     };

@@ -1,5 +1,4 @@
-import argon2 from 'argon2';
-import { atProductCost } from '../support/argon2-cost.js';
+import { argon2Verifications } from '../support/argon2-cost.js';
 import BetterSqlite3 from 'better-sqlite3';
 import pg from 'pg';
 import { generateKeyPairSync, randomBytes, sign, type KeyObject } from 'node:crypto';
@@ -200,8 +199,7 @@ describe.each(BACKENDS)('secret scanning on %s: a real serve, a local key server
     });
 
     it('a false positive is recorded: the same batch again is answered from its records, with no argon2 check', async () => {
-      // Its secret hashed at the product's argon2 cost: a verification costs what the stored hash's parameters say.
-      const keys = await atProductCost(() => newPartner());
+      const keys = await newPartner();
       const head = (await cli('audit', 'head')).hash;
       // Well-formed secrets of an existing pair, valid checksums: each costs an argon2 verification once.
       const secrets = Array.from({ length: 20 }, (_, i) => ({ ...alert(newKeyMaterial(keys.key_pair_id).secretKey), url: `https://github.com/o/r/replay/${i}` }));
@@ -228,21 +226,21 @@ describe.each(BACKENDS)('secret scanning on %s: a real serve, a local key server
         }
       };
       const before = await recorded();
-      let start = performance.now();
+      // The server runs in this process: its argon2 verifications are counted here (argon2-cost.cjs).
+      let verifications = argon2Verifications();
       const first = await post(message);
-      const firstMs = performance.now() - start;
       expect(first.status).toBe(200);
       const answer = await first.json();
       expect(answer).toEqual(items.map((item) => ({ token_raw: item.token, token_type: item.type, label: 'false_positive' })));
+      expect(argon2Verifications() - verifications, 'one verification per well-formed secret of an existing pair').toBe(secrets.length);
       expect(await recorded()).toBe(before + secrets.length);
-      start = performance.now();
+      verifications = argon2Verifications();
       const replay = await post(message);
-      const replayMs = performance.now() - start;
       expect(replay.status).toBe(200);
       expect(await replay.json()).toEqual(answer);
-      // Answered from the records: nothing new written, and a fraction of the argon2 checks' time.
+      // Answered from the records: nothing new written, and no secret verified again.
+      expect(argon2Verifications() - verifications).toBe(0);
       expect(await recorded()).toBe(before + secrets.length);
-      expect(replayMs).toBeLessThan(firstMs / 2);
       // No audit event for a false positive: nothing was done.
       expect((await cli('audit', 'head')).hash).toBe(head);
     });
@@ -350,37 +348,24 @@ describe.each(BACKENDS)('secret scanning on %s: a real serve, a local key server
       expect((await fetch(`${server.url}/secret-scanning/github`)).status).toBe(405);
     });
 
-    it('100 items answered in one batch, the time printed beside argon2\'s own; garbage never reaches argon2', async () => {
-      // At the product's argon2 cost (test/support/argon2-cost.cjs): what the batch is compared with is argon2's own.
-      const keys = await atProductCost(() => newPartner());
-      // What argon2 verifications with the server's parameters cost on this machine right now (shared, loaded),
-      // for the printed figure only: 25 of them (libuv's four threads), scaled to 100.
-      const hash = await atProductCost(() => argon2.hash('reference', { type: argon2.argon2id, memoryCost: 19_456, timeCost: 2, parallelism: 1 }));
-      const bareArgon2 = async () => {
-        const rawStart = performance.now();
-        await Promise.all(Array.from({ length: 25 }, () => argon2.verify(hash, 'other')));
-        return (performance.now() - rawStart) * 4;
-      };
+    it('100 items answered in one batch, one argon2 verification each; garbage never reaches argon2', async () => {
+      // What such a batch costs in time at the product's argon2 parameters is measured by
+      // `node bench/secret-scanning.mjs`, not here: what is asserted is what reaches argon2.
+      const keys = await newPartner();
       // Well-formed secrets of an existing pair with valid checksums: each one costs an argon2 verification.
       const costly = Array.from({ length: 100 }, (_, i) => ({ ...alert(newKeyMaterial(keys.key_pair_id).secretKey), url: `https://github.com/o/r/${i}` }));
-      let start = performance.now();
+      let verifications = argon2Verifications();
       let response = await post(signed(JSON.stringify(costly)));
-      const costlyMs = performance.now() - start;
-      // Measured right after the batch, as near to its load as it gets.
-      const rawMs = await bareArgon2();
       expect(response.status).toBe(200);
       expect(((await response.json()) as { label: string }[]).every((item) => item.label === 'false_positive')).toBe(true);
+      expect(argon2Verifications() - verifications).toBe(100);
+      // Secret-shaped garbage: a wrong checksum or no pair of ours; answered without one verification.
       const garbage = Array.from({ length: 100 }, (_, i) => alert(`pctl_sk_${randomBytes(40).toString('base64url')}${i}`));
-      start = performance.now();
+      verifications = argon2Verifications();
       response = await post(signed(JSON.stringify(garbage)));
-      const garbageMs = performance.now() - start;
       expect(response.status).toBe(200);
-      console.log(
-        `secret scanning (${provider}): 100 argon2-checked items ${Math.round(costlyMs)} ms (100 bare argon2 verifications here: ${Math.round(rawMs)} ms), 100 garbage items ${Math.round(garbageMs)} ms`,
-      );
-      // How long the batch takes is printed, not asserted (a shared machine's load moves it; the figures are in
-      // the closing note): what is asserted is that garbage costs a fraction of what argon2-checked items do.
-      expect(garbageMs).toBeLessThan(costlyMs / 3);
+      expect(((await response.json()) as { label: string }[]).every((item) => item.label === 'false_positive')).toBe(true);
+      expect(argon2Verifications() - verifications).toBe(0);
     });
   });
 });

@@ -8,16 +8,26 @@
 // Never in the product: this file is in test/ and only `--require` loads it. The product's parameters stay
 // tested: `atProductCost` (argon2-cost.ts) lets a test run the product's call as it is, and processes
 // started with `productCostEnv(env)` never load this file (the end-to-end check of the stored hash, the
-// timing of refusals).
+// timing of refusals). It also counts the process's verifications, for tests that assert what reached
+// argon2 (`argon2Verifications`, argon2-cost.ts) instead of timing it.
 const argon2 = require('argon2');
 
 const PATCHED = Symbol.for('partnerctl.test.argon2Cost');
 /** Set by `atProductCost` while a test needs the product's own parameters. */
 const PRODUCT_COST = Symbol.for('partnerctl.test.argon2ProductCost');
 
+/** How many argon2 verifications this process has made (read by `argon2Verifications`, argon2-cost.ts). */
+const VERIFICATIONS = Symbol.for('partnerctl.test.argon2Verifications');
+
 if (!argon2[PATCHED]) {
   const hash = argon2.hash;
   argon2.hash = (plain, options) => (globalThis[PRODUCT_COST] ? hash(plain, options) : hash(plain, { ...options, memoryCost: 1024, timeCost: 1 }));
+  const verify = argon2.verify;
+  globalThis[VERIFICATIONS] = 0;
+  argon2.verify = (...args) => {
+    globalThis[VERIFICATIONS]++;
+    return verify(...args);
+  };
   argon2[PATCHED] = true;
 }
 

@@ -16,6 +16,19 @@ export async function atProductCost<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
+const VERIFICATIONS = Symbol.for('partnerctl.test.argon2Verifications');
+
+/**
+ * How many argon2 verifications this process has made so far (counted by argon2-cost.cjs): a server run by
+ * `serveInProcess` verifies in the test's process, so a test asserts what reached argon2 by the difference,
+ * whatever the machine's speed.
+ */
+export function argon2Verifications(): number {
+  const count = (globalThis as Record<symbol, unknown>)[VERIFICATIONS];
+  if (typeof count !== 'number') throw new Error('argon2 verifications are counted only with test/support/argon2-cost.cjs preloaded');
+  return count;
+}
+
 /** `env` for a process that must hash at the product's cost: without the test-cost preload in NODE_OPTIONS. */
 export function productCostEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   // Whatever form the flag was given in (quoted, as the preload passes itself on, or bare).
