@@ -16,6 +16,7 @@ export const UNIT = [
   'test/cli/context.test.ts',
   'test/cli/defects-37.test.ts',
   'test/cli/hints.test.ts',
+  'test/cli/networks.test.ts',
   'test/cli/options.test.ts',
   'test/cli/reference.test.ts',
   'test/cli/updated-at.test.ts',

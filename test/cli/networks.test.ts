@@ -5,11 +5,12 @@ import { loadConfig } from '../../src/config.js';
 import { canonicalCidr, matcherOf } from '../../src/domain/operations/networks.js';
 import { AppError } from '../../src/errors.js';
 import { createBackend, type TestBackend } from '../support/backends.js';
-import { runBinary } from '../support/cli.js';
+import { runCli } from '../support/cli.js';
 
 describe('network rules and trusted proxies', () => {
   let backend: TestBackend;
-  const cli = (...args: string[]) => runBinary(['--yes', ...args], backend.env);
+  // In-process: what is checked is the command's answer (exit code, stderr line, JSON), not its process.
+  const cli = (...args: string[]) => runCli(['--yes', ...args], backend.env);
 
   beforeAll(async () => {
     backend = await createBackend('sqlite', { migrated: true });
@@ -65,13 +66,13 @@ describe('network rules and trusted proxies', () => {
     await cli('set-network', 'Netted', '--allow', '198.51.100.0/24');
     const exported = await cli('--json', 'export', '--partner', 'Netted');
     expect(exported.json().partners[0].allow_from).toEqual(['198.51.100.0/24']);
-    const apply = await runBinary(['--yes', '--json', 'apply', '-f', '-'], backend.env, {
+    const apply = await runCli(['--yes', '--json', 'apply', '-f', '-'], backend.env, {
       input: JSON.stringify({ partners: [{ name: 'Netted', allow_from: ['198.51.100.0/25'] }] }),
     });
     expect(apply.code, apply.stderr).toBe(0);
     expect(apply.json().plan).toMatchObject({ networks_set: 1, changes: 1 });
     expect((await cli('--json', 'show-partner', 'Netted')).json().network.allow).toEqual(['198.51.100.0/25']);
-    const invalid = await runBinary(['--yes', 'apply', '-f', '-'], backend.env, { input: JSON.stringify({ partners: [{ name: 'Netted', allow_from: ['nope'] }] }) });
+    const invalid = await runCli(['--yes', 'apply', '-f', '-'], backend.env, { input: JSON.stringify({ partners: [{ name: 'Netted', allow_from: ['nope'] }] }) });
     expect(invalid.code).toBe(2);
     expect(invalid.stderr).toContain('allow_from[0]');
   });
