@@ -6,7 +6,7 @@ import { openDatabase, type Database } from '../../src/db/client.js';
 import { applyMigrations, migrationStatus } from '../../src/db/migrate.js';
 import { nameKey } from '../../src/text.js';
 import { backendAvailable, BACKENDS, createBackend, type TestBackend } from '../support/backends.js';
-import { runBinary, runCli } from '../support/cli.js';
+import { runCli } from '../support/cli.js';
 
 const NAME_KEY_MIGRATION = '20261124090000_partner_name_key';
 
@@ -114,7 +114,7 @@ describe.each(BACKENDS)('partner names on %s', (provider) => {
       } finally {
         await db.close();
       }
-      const refused = await runBinary(['db', 'migrate'], other.env);
+      const refused = await runCli(['db', 'migrate'], other.env);
       expect(refused.code, refused.stderr).toBe(4);
       expect(refused.stderr).toContain('partner_exists');
       expect(refused.stderr).toContain('"Initech" (ptn_01M8000000000000000000000A) and "initech" (ptn_01M8000000000000000000000B)');
@@ -135,7 +135,7 @@ describe.each(BACKENDS)('partner names on %s', (provider) => {
       } finally {
         await db.close();
       }
-      const migrated = await runBinary(['db', 'migrate'], other.env);
+      const migrated = await runCli(['db', 'migrate'], other.env);
       expect(migrated.code, migrated.stderr).toBe(0);
       expect(migrated.stdout).toContain(NAME_KEY_MIGRATION);
       db = await openDatabase(config);
