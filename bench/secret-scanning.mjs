@@ -5,26 +5,24 @@
 // verifications each batch makes (test/http/secret-scanning.test.ts); the time is measured here.
 // `npm run build && node bench/secret-scanning.mjs [rounds=5]`
 import { execFileSync } from 'node:child_process';
-import { generateKeyPairSync, randomBytes, sign } from 'node:crypto';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import argon2 from 'argon2';
+import { keyListBody, signedHeaders } from '../scripts/secret-scanning-alert.mjs';
 import { CLI, ROOT, cliEnv, median, round, startHelper, startServe } from './lib.mjs';
 
 const rounds = Number(process.argv[2] ?? 5);
 const { newKeyMaterial } = await import(pathToFileURL(join(ROOT, 'dist/domain/rules/identifiers.js')).href);
 const github = generateKeyPairSync('ec', { namedCurve: 'P-256' });
-const KEY_ID = 'bench-key';
 
 const work = mkdtempSync(join(tmpdir(), 'partnerctl-scanning-'));
 const children = [];
-const keyServer = createServer((_request, response) => {
-  const key = github.publicKey.export({ type: 'spki', format: 'pem' }).toString();
-  response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ public_keys: [{ key_identifier: KEY_ID, key, is_current: true }] }));
-});
+const keyList = keyListBody(github.publicKey);
+const keyServer = createServer((_request, response) => response.writeHead(200, { 'content-type': 'application/json' }).end(keyList));
 try {
   const file = join(work, 'partnerctl.db');
   const env = cliEnv(file);
@@ -44,11 +42,7 @@ try {
   /** One signed batch; its wall time in ms. */
   const batch = async (tokens) => {
     const body = JSON.stringify(tokens.map((token, i) => ({ token, type: 'partnerctl_secret_key', url: `https://github.com/o/r/${randomBytes(6).toString('hex')}/${i}`, source: 'content' })));
-    const headers = {
-      'content-type': 'application/json',
-      'github-public-key-identifier': KEY_ID,
-      'github-public-key-signature': sign('sha256', Buffer.from(body), { key: github.privateKey, dsaEncoding: 'der' }).toString('base64'),
-    };
+    const headers = signedHeaders(body, github.privateKey);
     const started = performance.now();
     const response = await fetch(`${serve.url}/secret-scanning/github`, { method: 'POST', headers, body });
     await response.arrayBuffer();

@@ -12,9 +12,24 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 
 const KEY_FILE = join(tmpdir(), 'partnerctl-secret-scanning-key.pem');
-const KEY_ID = 'local-test-key';
+export const KEY_ID = 'local-test-key';
+
+/** What GitHub's key list answers: one P-256 public key, current. */
+export function keyListBody(publicKey, keyId = KEY_ID) {
+  return JSON.stringify({ public_keys: [{ key_identifier: keyId, key: publicKey.export({ type: 'spki', format: 'pem' }).toString(), is_current: true }] });
+}
+
+/** The headers GitHub sends with an alert body: its key id and its ECDSA signature (SHA-256, base64 DER). */
+export function signedHeaders(body, key, keyId = KEY_ID) {
+  return {
+    'content-type': 'application/json',
+    'github-public-key-identifier': keyId,
+    'github-public-key-signature': sign('sha256', Buffer.from(body), { key, dsaEncoding: 'der' }).toString('base64'),
+  };
+}
 
 function privateKey() {
   if (!existsSync(KEY_FILE)) {
@@ -24,26 +39,24 @@ function privateKey() {
   return createPrivateKey(readFileSync(KEY_FILE));
 }
 
-const [command, ...rest] = process.argv.slice(2);
-if (command === 'keys') {
-  const port = Number(rest[0] ?? 8089);
-  const pem = createPublicKey(privateKey()).export({ type: 'spki', format: 'pem' }).toString();
-  const body = JSON.stringify({ public_keys: [{ key_identifier: KEY_ID, key: pem, is_current: true }] });
-  createServer((_request, response) => response.writeHead(200, { 'content-type': 'application/json' }).end(body)).listen(port, '127.0.0.1', () =>
-    process.stderr.write(`key list on http://127.0.0.1:${port}/ (set PUBLIC_API_SECRET_SCANNING_KEYS_URL to it)\n`),
-  );
-} else if (command === 'send' && rest.length >= 2) {
-  const [server, token, foundAt = 'https://github.com/example/repo/blob/0000000/config.env'] = rest;
-  const body = JSON.stringify([{ token, type: 'partnerctl_secret_key', url: foundAt, source: 'content' }]);
-  const signature = sign('sha256', Buffer.from(body), { key: privateKey(), dsaEncoding: 'der' }).toString('base64');
-  const response = await fetch(new URL('/secret-scanning/github', server), {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'github-public-key-identifier': KEY_ID, 'github-public-key-signature': signature },
-    body,
-  });
-  process.stdout.write(`${response.status} ${await response.text()}\n`);
-  process.exitCode = response.ok ? 0 : 1;
-} else {
-  process.stderr.write('usage: secret-scanning-alert.mjs keys [port] | send <server-url> <token> [found-at-url]\n');
-  process.exitCode = 2;
+async function main([command, ...rest]) {
+  if (command === 'keys') {
+    const port = Number(rest[0] ?? 8089);
+    const body = keyListBody(createPublicKey(privateKey()));
+    createServer((_request, response) => response.writeHead(200, { 'content-type': 'application/json' }).end(body)).listen(port, '127.0.0.1', () =>
+      process.stderr.write(`key list on http://127.0.0.1:${port}/ (set PUBLIC_API_SECRET_SCANNING_KEYS_URL to it)\n`),
+    );
+  } else if (command === 'send' && rest.length >= 2) {
+    const [server, token, foundAt = 'https://github.com/example/repo/blob/0000000/config.env'] = rest;
+    const body = JSON.stringify([{ token, type: 'partnerctl_secret_key', url: foundAt, source: 'content' }]);
+    const response = await fetch(new URL('/secret-scanning/github', server), { method: 'POST', headers: signedHeaders(body, privateKey()), body });
+    process.stdout.write(`${response.status} ${await response.text()}\n`);
+    process.exitCode = response.ok ? 0 : 1;
+  } else {
+    process.stderr.write('usage: secret-scanning-alert.mjs keys [port] | send <server-url> <token> [found-at-url]\n');
+    process.exitCode = 2;
+  }
 }
+
+// Run as a command; imported (bench/secret-scanning.mjs), it only lends its key list and signature.
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) await main(process.argv.slice(2));
