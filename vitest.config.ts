@@ -15,8 +15,9 @@ export default defineConfig({
     sequence: { sequencer: LongestFirst },
     // Six workers on two cores: much of the suite waits (child processes, PostgreSQL and Redis round trips,
     // the product's own bounds), and the waits overlap. With PostgreSQL's test databases in memory the run is
-    // bound by CPU, and seven were no faster: alternated on 2026-11-28, vitest took 124 and 127 s with six,
-    // 122 and 135 s with seven, which spent more CPU. Every file runs beside the others: a bound in a test is
+    // bound by CPU, and neither five nor seven was faster: alternated on 2026-11-28, vitest took 124 and 127 s
+    // with six, 122 and 135 s with seven (which spent more CPU); whole npm test runs took 123.8 and 131.1 s
+    // with six, 136.5 and 140.7 s with five (which spent less CPU: BENCHMARKS.md). Every file runs beside the others: a bound in a test is
     // the product's promise with its stated slack, which a busy machine keeps too (npm run test:stress).
     maxWorkers: 6,
     // A worker keeps its modules from one file to the next instead of importing them again: every test

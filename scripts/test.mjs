@@ -33,8 +33,9 @@ function run(command, args, { hold, lowPriority = false }) {
   });
 }
 
-// Each check's verdict is printed when it ends (a few seconds in), with its output if it failed; the suite's
-// own closing line stays the last line of a whole run (the checks end within seconds).
+// Each check's verdict is printed when it ends, with its output if it failed. In a whole run the checks end
+// long before the suite (files waiting leave them idle CPU), so the suite's closing line stays the last; a
+// run of one file may end before them, and their verdicts follow it.
 const check = (name, command, args) =>
   run(command, args, { hold: true, lowPriority: true }).then(({ code, output }) => {
     process.stdout.write(code === 0 ? `${name}: passed\n` : `\n${name}: FAILED (exit ${code})\n${output}\n`);
