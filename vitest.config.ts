@@ -19,6 +19,11 @@ export default defineConfig({
     // with six, 122 and 135 s with seven (which spent more CPU); whole npm test runs took 123.8 and 131.1 s
     // with six, 136.5 and 140.7 s with five (which spent less CPU: BENCHMARKS.md). Every file runs beside the others: a bound in a test is
     // the product's promise with its stated slack, which a busy machine keeps too (npm run test:stress).
+    // Node 20 reads and parses the file NODE_EXTRA_CA_CERTS names at every start, before any code runs: 60-70 ms
+    // a process with a system bundle of some 140 certificates (this machine's environment sets it), and a run
+    // starts some 300 processes (the binary, `serve`, shells). Empty, Node skips it. No test needs it: every
+    // server a test talks to is its own, on loopback, over plain HTTP, and npm runs offline (pack.test.ts).
+    env: { NODE_EXTRA_CA_CERTS: '' },
     maxWorkers: 6,
     // A worker keeps its modules from one file to the next instead of importing them again: every test
     // builds its own databases, servers and processes, so no state is shared through a module.
