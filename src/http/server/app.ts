@@ -37,6 +37,11 @@ const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 const MAX_PATH_PARAM_LENGTH = 65_536;
 
 /** An answer written straight on the socket, still as an envelope, for what never becomes a request; its request id. */
+/** Fastify's schema compilers, for a server whose routes declare no schema: building one is a mistake, said at start. */
+function noSchemaCompiler(): never {
+  throw new Error('a route declares a JSON schema: routes read bodies with the strict parser (protocol/json-body.ts) and declare none');
+}
+
 function answerOnSocket(clock: Clock, socket: Duplex, status: string, code: string, message: string): string {
   const id = newRequestId(clock.now());
   const body = JSON.stringify(envelope(code, message, id));
@@ -116,6 +121,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     frameworkErrors: (error, request, reply) => {
       sendError(reply, request, error);
     },
+    // No route declares a schema (bodies go through the strict parser, answers are written by the routes), so
+    // Fastify's schema compilers are never wanted; left to its defaults it loads Ajv and fast-json-stringify
+    // at every start (BENCHMARKS.md). A route given a schema fails at start, naming why.
+    schemaController: { compilersFactory: { buildValidator: noSchemaCompiler, buildSerializer: noSchemaCompiler } },
   });
 
   // Every method Node's parser takes is routed (CONNECT never becomes a request): on a path that exists, one
