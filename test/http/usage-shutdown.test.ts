@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, backendAvailable, createBackend, openMigrated, type TestBackend } from '../support/backends.js';
 import { runCli } from '../support/cli.js';
 import { clearOfHourBoundary } from '../support/hours.js';
-import { serve } from '../support/serve.js';
+import { serve, serveInProcess } from '../support/serve.js';
 import { startUpstream, type TestUpstream } from './support.js';
 
 /**
@@ -107,15 +107,16 @@ describe.concurrent.each(BACKENDS)('usage counts at shutdown with the database b
       // The three rounds add to one hour's row.
       await clearOfHourBoundary();
       for (let round = 1; round <= 3; round++) {
-        const servers = await Promise.all([1, 2].map(() => serve({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url })));
+        // In this process: the subject is two instances' counts meeting in one database at once, not their
+        // processes (SIGTERM comes from the serve command's signal emitter, as the binary gets it).
+        const servers = await Promise.all([1, 2].map(() => serveInProcess({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url })));
         for (const server of servers) {
           for (let i = 0; i < 10; i++) {
             const response = await fetch(`${server.url}/public/v1/prices?company_id=acme`, { headers: { authorization: `Bearer ${token}` } });
             expect(response.status).toBe(200);
           }
         }
-        for (const server of servers) server.child.kill('SIGTERM');
-        expect(await Promise.all(servers.map((server) => server.exited))).toEqual([0, 0]);
+        expect(await Promise.all(servers.map((server) => server.stop()))).toEqual([0, 0]);
         const usage = (await runCli(['usage', 'Twice', '--json'], backend.env)).json();
         expect(usage.rows, `round ${round}`).toMatchObject([{ requests: 20 * round }]);
       }
