@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Database } from '../../src/db/client.js';
+import { resolveDatabase } from '../../src/config.js';
+import { openDatabase, type Database } from '../../src/db/client.js';
 import { keyPairById } from '../../src/db/repositories/key-pairs.js';
 import { revokeTokens } from '../../src/domain/operations/key-pairs.js';
 import { setLimits } from '../../src/domain/operations/limits.js';
@@ -184,6 +185,43 @@ describe.each(BACKENDS)('refusals on record, explained; exposure (%s)', (provide
       const shown = (await cli('refusals', '--since', '1h', '--by', 'address', '--reason', 'token_missing')).json();
       expect(shown.counts).toContainEqual({ reason: 'token_missing', client_address: flooder, refusals: recorded, latest_at: expect.any(String) });
       expect(shown.unrecorded.address).toBe(notRecorded);
+    });
+
+    it('counts the refusals a revocation caused though the refusing instance dated them before it (its clock behind the CLI\'s)', async () => {
+      const leaked = await seedPartner(db, ['c1']);
+      // Another instance whose clock reads an instant taken before the revocation: every instance's reading of
+      // the database's clock has its error (docs/server.md), and a refusal the revocation caused may be dated
+      // before the CLI's dating of the revocation. Frozen, so that the dating does not depend on the machine's pace.
+      const before = db.clock.now();
+      const behind = await openDatabase(resolveDatabase(backend.url, {}), { clock: { now: () => before } });
+      const late = await buildTestApp(backend, behind, { PUBLIC_API_UPSTREAM_URL: upstream.url });
+      try {
+        const address = '203.0.113.7';
+        // Before the revocation: another reason, dated before it too; not after the containment.
+        const wrongEnding = leaked.secretKey.endsWith('xx') ? 'yy' : 'xx';
+        refusedId(await exchangeSecret(late, { accessKey: leaked.accessKey, secretKey: `${leaked.secretKey.slice(0, -2)}${wrongEnding}` }, address), 401);
+        const revoked = await cli('revoke-keys', leaked.partnerId, '--key-pair', leaked.keyPairId);
+        expect(revoked.code, revoked.stderr).toBe(0);
+        await late.access.refresh();
+        refusedId(await exchangeSecret(late, leaked, address), 401);
+        refusedId(await exchangeSecret(late, leaked, address), 401);
+        expect(await late.services.decisions.flush()).toBe(true);
+        const containedAt = (await keyPairById(db.sql, leaked.keyPairId))!.revokedAt!;
+        const dated = await db.sql.query<{ reason: string; at: unknown }>('SELECT reason, at FROM gate_decisions WHERE key_pair_id = $1 ORDER BY reason', [leaked.keyPairId]);
+        expect(dated.map((row) => row.reason)).toEqual(['pair_revoked', 'pair_revoked', 'secret_mismatch']);
+        for (const row of dated) expect(new Date(row.at as string).getTime(), 'dated before the containment').toBeLessThan(containedAt.getTime());
+
+        const report = (await cli('exposure', leaked.keyPairId)).json();
+        expect(report.contained_at).toBe(containedAt.toISOString());
+        expect(report.refused_after_containment).toMatchObject({
+          refusals: 2,
+          by_reason: [{ reason: 'pair_revoked', refusals: 2 }],
+          by_address: [{ client_address: address, refusals: 2 }],
+        });
+      } finally {
+        await late.close();
+        await behind.close();
+      }
     });
 
     it('reports what a leaked secret reached from two addresses on three companies, its containment, and what it was refused after', async () => {

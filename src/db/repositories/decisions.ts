@@ -124,10 +124,20 @@ export interface DecisionFilter {
   statusTo?: number;
   companyId?: string;
   clientAddress?: string;
+  /**
+   * Only what came after a containment: rows from its instant, and rows of the reason it causes whenever they
+   * are dated (it cannot have caused one before it, though the refusing instance's clock may date one a
+   * little earlier than the clock that dated the containment: each is within its error of the database's).
+   */
+  after?: { at: Date; causedReason?: string };
 }
 
 function where(filter: DecisionFilter, params: unknown[]): string {
   const parts = [`at >= $${params.push(filter.since)}`, `at < $${params.push(filter.until)}`];
+  if (filter.after !== undefined) {
+    const from = `at >= $${params.push(filter.after.at)}`;
+    parts.push(filter.after.causedReason === undefined ? from : `(${from} OR reason = $${params.push(filter.after.causedReason)})`);
+  }
   if (filter.partnerId !== undefined) parts.push(`partner_id = $${params.push(filter.partnerId)}`);
   if (filter.reason !== undefined) parts.push(`reason = $${params.push(filter.reason)}`);
   if (filter.keyPairId !== undefined) parts.push(`key_pair_id = $${params.push(filter.keyPairId)}`);

@@ -153,8 +153,11 @@ export async function exposureReport(
   const addresses = fold(cells, (cell) => cell.clientAddress);
   let refusedAfterContainment: ExposureReport['refusedAfterContainment'] = null;
   if (credential.containedAt !== null) {
-    // Refusals only: not the successes a recording window put on record.
-    const refused: DecisionFilter = { ...whose, since: new Date(Math.max(credential.containedAt.getTime(), since.getTime())), until, statusFrom: 400 };
+    // Refusals only: not the successes a recording window put on record. A pair_revoked refusal of this pair
+    // or token came after the containment whatever instant its instance dated it with (a revocation is final);
+    // a partner's brake can be one of several, so its refusals are taken by their instant alone.
+    const causedReason = credential.kind === 'partner' ? undefined : 'pair_revoked';
+    const refused: DecisionFilter = { ...whose, since, until, statusFrom: 400, after: { at: credential.containedAt, causedReason } };
     const [byAddressAndReason, latest] = await Promise.all([decisionCounts(db.sql, refused, 'address'), latestDecisions(db.sql, refused, LATEST_REFUSALS)]);
     const byReason = new Map<string, number>();
     const byAddress = new Map<string, number>();
