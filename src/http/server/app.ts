@@ -36,12 +36,12 @@ const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 // A data path is routed by its whole rest: no length of its own beyond what the server takes for a head.
 const MAX_PATH_PARAM_LENGTH = 65_536;
 
-/** An answer written straight on the socket, still as an envelope, for what never becomes a request; its request id. */
 /** Fastify's schema compilers, for a server whose routes declare no schema: building one is a mistake, said at start. */
 function noSchemaCompiler(): never {
   throw new Error('a route declares a JSON schema: routes read bodies with the strict parser (protocol/json-body.ts) and declare none');
 }
 
+/** An answer written straight on the socket, still as an envelope, for what never becomes a request; its request id. */
 function answerOnSocket(clock: Clock, socket: Duplex, status: string, code: string, message: string): string {
   const id = newRequestId(clock.now());
   const body = JSON.stringify(envelope(code, message, id));
