@@ -41,20 +41,27 @@ function run(command, args, { hold, lowPriority = false }) {
     child.stdout.on('data', (chunk) => held.push(chunk));
     child.stderr.on('data', (chunk) => held.push(chunk));
   }
+  let finished = false;
+  let stopped = false;
   const done = new Promise((resolve) => {
-    child.on('error', (error) => resolve({ code: 1, output: `${command}: ${error.message}\n` }));
+    const end = (result) => {
+      finished = true;
+      resolve({ ...result, stopped });
+    };
+    child.on('error', (error) => end({ code: 1, output: `${command}: ${error.message}\n` }));
     child.on('close', (code, signal) => {
       groups.delete(child.pid);
-      resolve({ code: code ?? (signal ? 1 : 0), output: Buffer.concat(held).toString() });
+      end({ code: code ?? (signal ? 1 : 0), output: Buffer.concat(held).toString() });
     });
   });
-  let finished = false;
-  void done.then(() => (finished = true));
   return {
     done,
-    finished: () => finished,
+    /** Stops it, unless it has ended; its result then says `stopped`. */
     stop: () => {
-      if (child.pid !== undefined) stopGroup(child.pid);
+      if (!finished && child.pid !== undefined) {
+        stopped = true;
+        stopGroup(child.pid);
+      }
       return done;
     },
   };
@@ -79,21 +86,18 @@ const start = (name, lowPriority) => run('npm', ['run', '--silent', name], { hol
 // them, and their verdicts follow it.
 const checks = ['typecheck', 'lint'].map((name) => {
   const check = start(name, true);
-  return { name, check, reported: check.done.then((result) => (check.stopped ? null : verdict(name, result))) };
+  return { name, check, reported: check.done.then((result) => (result.stopped ? null : verdict(name, result))) };
 });
 // vitest's own bin, started by this node: npx would first spend about 0.4 s starting npm.
 const vitestPackage = createRequire(import.meta.url).resolve('vitest/package.json');
 const vitestBin = join(dirname(vitestPackage), JSON.parse(readFileSync(vitestPackage, 'utf8')).bin.vitest);
 const suite = await run(process.execPath, [vitestBin, 'run', ...process.argv.slice(2)], { hold: false }).done;
-const codes = [suite.code];
-for (const { name, check, reported } of checks) {
-  if (!check.finished()) {
-    check.stopped = true;
-    await check.stop();
+const checked = await Promise.all(
+  checks.map(async ({ name, check, reported }) => {
+    if (!(await check.stop()).stopped) return reported;
     process.stdout.write(`${name}: still running when the suite ended; run again at the suite's priority\n`);
-    codes.push(verdict(name, await start(name, false).done));
-  } else {
-    codes.push(await reported);
-  }
-}
+    return verdict(name, await start(name, false).done);
+  }),
+);
+const codes = [suite.code, ...checked];
 process.exit(codes.find((code) => code !== 0) ?? 0);
