@@ -145,7 +145,19 @@ describe.each(BACKENDS)('partnerctl serve end to end (%s)', (provider) => {
       expect(JSON.parse(garbage.body).error.code).toBe('invalid_request');
     });
 
-    it('logs one JSON line per request without secrets or tokens', () => {
+    it('logs one JSON line per request without secrets or tokens', async () => {
+      // The log reaches the pipe in batches, at least every 250 ms (docs/server.md, Logs): a line can arrive a
+      // quarter second after its answer, later on a loaded machine (the batch's timer and the write wait for a
+      // busy event loop). Lines go out in order, so once this request's line is there, every earlier request's
+      // is too: waited for, within the flush interval plus 1.75 s of slack, not read once.
+      const LOG_FLUSH_MS = 250;
+      const last = await fetch(`${server.url}/healthz`);
+      const lastId = last.headers.get('x-request-id');
+      expect(lastId).toMatch(UUID);
+      await vi.waitFor(() => expect(server.stdout()).toMatch(new RegExp(`"request_id":"${lastId}"[^\\n]*\\n`)), {
+        timeout: LOG_FLUSH_MS + 1_750,
+        interval: 20,
+      });
       const lines = server
         .stdout()
         .split('\n')
