@@ -26,7 +26,9 @@ export async function serve(env: NodeJS.ProcessEnv, args: string[] = [], options
   let stderr = '';
   child.stdout!.setEncoding('utf8').on('data', (chunk) => (stdout += chunk));
   child.stderr!.setEncoding('utf8').on('data', (chunk) => (stderr += chunk));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  // Once its output has all been read ('close'), not at its exit: the last lines a process writes as it exits
+  // (a shutdown's report) may still be in the pipe when 'exit' comes, and a loaded test process reads them later.
+  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`serve did not start: ${stderr}`)), 30_000);
     const check = () => {
