@@ -18,6 +18,12 @@ import { seedPartner, UUID, type SeededPartner } from './support.js';
 type Doc = Record<string, any>;
 const BASE = '/public/v1';
 const ORIGIN = 'https://app.example.com';
+// The engine answers in a millisecond; what the limits leave is for a loaded machine's scheduling (an engine, a
+// server and this test in one process), never a guess of its speed. The slow engine answers well past the
+// upstream timeout (504), and the request timeout (408 for a head or body that never ends) is longer than both.
+const UPSTREAM_TIMEOUT_MS = 1_000;
+const ENGINE_SLOW_MS = 3_000;
+const REQUEST_TIMEOUT_MS = 2_000;
 const DOC_METHODS = ['get', 'head', 'options', 'post', 'put', 'patch', 'delete', 'trace'];
 
 interface Probe {
@@ -59,7 +65,7 @@ async function startEngine(): Promise<{ url: string; close(): Promise<void> }> {
         res.writeHead(200, { 'content-type': 'application/json' });
         res.end(req.method === 'HEAD' ? undefined : JSON.stringify({ method: req.method, url }));
       };
-      if (url.includes('__slow')) setTimeout(send, 1_500);
+      if (url.includes('__slow')) setTimeout(send, ENGINE_SLOW_MS);
       else send();
     });
   });
@@ -119,8 +125,8 @@ describe('the OpenAPI document against the real server (sqlite)', () => {
     main = await serveInProcess({
       ...backend.env,
       PUBLIC_API_UPSTREAM_URL: engine.url,
-      PUBLIC_API_UPSTREAM_TIMEOUT_MS: '300',
-      PUBLIC_API_REQUEST_TIMEOUT_MS: '1000',
+      PUBLIC_API_UPSTREAM_TIMEOUT_MS: String(UPSTREAM_TIMEOUT_MS),
+      PUBLIC_API_REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
       PUBLIC_API_CORS_ORIGINS: ORIGIN,
       PUBLIC_API_TOKEN_RATE_LIMIT_PER_KEY: '3',
       LOG_LEVEL: 'silent',
