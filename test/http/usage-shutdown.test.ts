@@ -131,16 +131,17 @@ describe.concurrent.each(BACKENDS)('usage counts at shutdown with the database b
       const token = (await runCli(['mint-test-token', 'Twice', '--json'], backend.env)).json().access_token;
       // The three rounds add to one hour's row.
       await clearOfHourBoundary();
-      let counted = 0;
+      /** The requests the rows should hold so far: twenty a round, and any 503 a server counted. */
+      let requests = 0;
       for (let round = 1; round <= 3; round++) {
         // In this process: the subject is two instances' counts meeting in one database at once, not their
         // processes (SIGTERM comes from the serve command's signal emitter, as the binary gets it).
         const servers = await Promise.all([1, 2].map(() => serveInProcess({ ...backend.env, PUBLIC_API_UPSTREAM_URL: upstream.url })));
         for (const server of servers) await dataRequests(server, token, 10);
         expect(await Promise.all(servers.map((server) => server.stop()))).toEqual([0, 0]);
-        counted += 20 + servers.reduce((sum, server) => sum + counted503(server.stdout()), 0);
+        requests += 20 + servers.reduce((sum, server) => sum + counted503(server.stdout()), 0);
         const usage = (await runCli(['usage', 'Twice', '--json'], backend.env)).json();
-        expect(usage.rows, `round ${round}`).toMatchObject([{ requests: counted }]);
+        expect(usage.rows, `round ${round}`).toMatchObject([{ requests }]);
       }
     }, 60_000);
   });
