@@ -1,6 +1,7 @@
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { PartnerClient } from '@partnerctl/client';
+import { REQUEST_LOG_FLUSH_MS } from '../../src/http/server/server.js';
 import { inForceWithin } from '../support/bounds.js';
 import { runBinary, runCli } from '../support/cli.js';
 import { serve, type Served } from '../support/serve.js';
@@ -150,12 +151,11 @@ describe.each(BACKENDS)('partnerctl serve end to end (%s)', (provider) => {
       // quarter second after its answer, later on a loaded machine (the batch's timer and the write wait for a
       // busy event loop). Lines go out in order, so once this request's line is there, every earlier request's
       // is too: waited for, within the flush interval plus 1.75 s of slack, not read once.
-      const LOG_FLUSH_MS = 250;
       const last = await fetch(`${server.url}/healthz`);
       const lastId = last.headers.get('x-request-id');
       expect(lastId).toMatch(UUID);
       await vi.waitFor(() => expect(server.stdout()).toMatch(new RegExp(`"request_id":"${lastId}"[^\\n]*\\n`)), {
-        timeout: LOG_FLUSH_MS + 1_750,
+        timeout: REQUEST_LOG_FLUSH_MS + 1_750,
         interval: 20,
       });
       const lines = server

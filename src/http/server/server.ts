@@ -14,7 +14,8 @@ import { beforeDeadline } from '../../deadline.js';
 import { createServices } from './services.js';
 
 const REQUEST_LOG_BATCH_CHARS = 12_288;
-const REQUEST_LOG_FLUSH_MS = 250;
+/** The request log goes out at least this often (docs/server.md, Logs): a line reaches the pipe within it. */
+export const REQUEST_LOG_FLUSH_MS = 250;
 /**
  * The drain time on SIGTERM is the upstream timeout plus this: a request at the engine is answered (504 at
  * the latest) within the upstream timeout, and its answer gets this long to go out. Connections still open
