@@ -42,7 +42,11 @@ const ENTRY = `${sep}argon2${sep}argon2.cjs`;
 const load = Module._load;
 Module._load = function loadPatchingArgon2(request, ...rest) {
   const exports = load.call(this, request, ...rest);
-  if (request === 'argon2' || request.endsWith(ENTRY)) patch(exports);
+  if (request === 'argon2' || request.endsWith(ENTRY)) {
+    patch(exports);
+    // Patched once: later loads go straight to Node's loader again (unless something wrapped it since).
+    if (Module._load === loadPatchingArgon2) Module._load = load;
+  }
   return exports;
 };
 
