@@ -38,8 +38,9 @@ export default class WaitingBesideBusy extends BaseSequencer {
     const longestFirst = (a: { measured: Measured }, b: { measured: Measured }) => b.measured.seconds - a.measured.seconds;
     const isKnown = (file: (typeof known)[number]): file is { spec: TestSpecification; measured: Measured } => file.measured !== undefined;
     const waits = (file: { measured: Measured }) => file.measured.cpu < WAITING_SHARE * file.measured.seconds;
-    const waiting = known.filter(isKnown).filter(waits).sort(longestFirst);
-    const busy = known.filter(isKnown).filter((file) => !waits(file)).sort(longestFirst);
+    const measuredFiles = known.filter(isKnown);
+    const waiting = measuredFiles.filter(waits).sort(longestFirst);
+    const busy = measuredFiles.filter((file) => !waits(file)).sort(longestFirst);
     const order = known.filter((file) => !isKnown(file)).map((file) => file.spec);
     const workers = this.ctx.config.maxWorkers;
     const waitingAtOnce = Math.max(1, workers - BUSY_WORKERS);
